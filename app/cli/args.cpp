@@ -1,0 +1,147 @@
+#include "args.h"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdio>
+#include <iostream>
+
+#include "core/clock.h"
+
+namespace rag::cli {
+
+Args::Args(std::vector<std::string> argv, std::set<std::string> flags) {
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a.size() > 2 && a.rfind("--", 0) == 0) {
+      std::string key = a.substr(2);
+      Opt opt{"", false};
+      if (auto eq = key.find('='); eq != std::string::npos) {
+        opt.value = key.substr(eq + 1);
+        opt.hasValue = true;
+        key = key.substr(0, eq);
+      } else if (!flags.count(key)) {
+        if (i + 1 >= argv.size()) {
+          m_parseError = Status::invalidArgument("option --" + key + " needs a value");
+          continue;
+        }
+        opt.value = argv[++i];
+        opt.hasValue = true;
+      }
+      m_opts.emplace_back(std::move(key), std::move(opt));
+    } else {
+      m_positionals.push_back(a);
+    }
+  }
+}
+
+Args::Opt* Args::find(const std::string& key) {
+  Opt* found = nullptr;
+  for (auto& [k, o] : m_opts)
+    if (k == key) {
+      o.used = true;
+      found = &o;  // the last occurrence wins
+    }
+  return found;
+}
+
+std::optional<std::string> Args::get(const std::string& key) {
+  Opt* o = find(key);
+  if (!o) return std::nullopt;
+  return o->value;
+}
+
+std::string Args::getOr(const std::string& key, const std::string& fallback) {
+  return get(key).value_or(fallback);
+}
+
+bool Args::flag(const std::string& key) {
+  Opt* o = find(key);
+  if (!o) return false;
+  if (o->hasValue) return o->value != "0" && o->value != "false" && o->value != "no";
+  return true;
+}
+
+Result<int64_t> Args::getInt(const std::string& key, int64_t fallback) {
+  auto v = get(key);
+  if (!v) return fallback;
+  int64_t out = 0;
+  auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
+  if (ec != std::errc() || p != v->data() + v->size())
+    return Status::invalidArgument("--" + key + " expects a whole number, got '" + *v + "'");
+  return out;
+}
+
+Result<double> Args::getDouble(const std::string& key, double fallback) {
+  auto v = get(key);
+  if (!v) return fallback;
+  try {
+    size_t used = 0;
+    double d = std::stod(*v, &used);
+    if (used == v->size()) return d;
+  } catch (...) {
+  }
+  return Status::invalidArgument("--" + key + " expects a number, got '" + *v + "'");
+}
+
+Status Args::finish() const {
+  if (!m_parseError.isOk()) return m_parseError;
+  for (const auto& [k, o] : m_opts)
+    if (!o.used)
+      return Status::invalidArgument("unknown option --" + k + "; see `ragraph help` for the options");
+  return Status::ok();
+}
+
+ProgressPrinter::ProgressPrinter(bool quiet) : m_quiet(quiet), m_tty(::isatty(2) != 0) {}
+
+ProgressPrinter::~ProgressPrinter() { finish(); }
+
+void ProgressPrinter::finish() {
+  if (m_open && m_tty) std::fputc('\n', stderr);
+  m_open = false;
+}
+
+void ProgressPrinter::operator()(std::string_view phase, uint64_t done, uint64_t total) {
+  if (m_quiet) return;
+  uint64_t now = nowNs();
+  if (phase != m_phase) {
+    finish();
+    m_phase = std::string(phase);
+    m_lastPermille = -1;
+    m_phaseStartNs = now;
+  }
+  int permille = total ? static_cast<int>(std::min<uint64_t>(1000, done * 1000 / total)) : 0;
+  const bool last = total && done >= total;
+  if (m_tty) {
+    if (!last && now - m_lastDrawNs < 100'000'000) return;  // 10 redraws a second at most
+    m_lastDrawNs = now;
+    double secs = static_cast<double>(now - m_phaseStartNs) * 1e-9;
+    if (total) {
+      int filled = permille * 30 / 1000;
+      std::fprintf(stderr, "\r%-28.28s [%.*s%*s] %5.1f%% %llu/%llu %.1fs", m_phase.c_str(), filled,
+                   "##############################", 30 - filled, "", permille / 10.0,
+                   static_cast<unsigned long long>(done), static_cast<unsigned long long>(total), secs);
+    } else {
+      std::fprintf(stderr, "\r%-28.28s %llu %.1fs", m_phase.c_str(),
+                   static_cast<unsigned long long>(done), secs);
+    }
+    std::fflush(stderr);
+    m_open = true;
+  } else {
+    int decile = permille / 100;
+    if (decile == m_lastPermille && !last) return;
+    if (last && m_lastPermille == 10) return;
+    m_lastPermille = last ? 10 : decile;
+    double secs = static_cast<double>(now - m_phaseStartNs) * 1e-9;
+    std::fprintf(stderr, "%s: %llu/%llu (%.0f%%) %.1fs\n", m_phase.c_str(),
+                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(total),
+                 permille / 10.0, secs);
+  }
+}
+
+int fail(const Status& s) {
+  std::cerr << "ragraph: error: " << s.message() << std::endl;
+  return s.code() == StatusCode::InvalidArgument ? 2 : 1;
+}
+
+}  // namespace rag::cli

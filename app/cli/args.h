@@ -1,0 +1,59 @@
+// Command-line arguments of one `ragraph` sub-command: --key value, --key=value, --flag and
+// positionals. Every option a command reads is declared by reading it, and finish() reports
+// any option that was given but never read, so a typo is an error instead of being ignored.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "rag/status.h"
+
+namespace rag::cli {
+
+class Args {
+public:
+  // argv excludes the program and sub-command words. Options listed in `flags` take no value.
+  Args(std::vector<std::string> argv, std::set<std::string> flags = {});
+
+  std::optional<std::string> get(const std::string& key);
+  std::string getOr(const std::string& key, const std::string& fallback);
+  bool flag(const std::string& key);
+  Result<int64_t> getInt(const std::string& key, int64_t fallback);
+  Result<double> getDouble(const std::string& key, double fallback);
+  const std::vector<std::string>& positionals() const { return m_positionals; }
+
+  // Errors for a malformed command line or options that no one read.
+  Status finish() const;
+
+private:
+  struct Opt { std::string value; bool hasValue; bool used = false; };
+  std::vector<std::pair<std::string, Opt>> m_opts;
+  std::vector<std::string> m_positionals;
+  Status m_parseError;
+  Opt* find(const std::string& key);
+};
+
+// Draws a progress bar on stderr (a line per ~10% when stderr is not a terminal).
+class ProgressPrinter {
+public:
+  explicit ProgressPrinter(bool quiet = false);
+  ~ProgressPrinter();
+  void operator()(std::string_view phase, uint64_t done, uint64_t total);
+  void finish();
+
+private:
+  bool m_quiet;
+  bool m_tty;
+  std::string m_phase;
+  int m_lastPermille = -1;
+  uint64_t m_lastDrawNs = 0;
+  uint64_t m_phaseStartNs = 0;
+  bool m_open = false;
+};
+
+// Prints "ragraph: error: <message>" and returns the exit code for a failed command.
+int fail(const Status& s);
+
+}  // namespace rag::cli

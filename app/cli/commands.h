@@ -1,0 +1,14 @@
+// The `ragraph` sub-commands. Each lives in its own cmd_<group>.cpp and returns the process
+// exit code (0 success, 1 failure, 2 bad command line).
+#pragma once
+
+#include "args.h"
+
+namespace rag::cli {
+
+int cmdCorpusBuild(Args& args);   // cmd_corpus.cpp
+int cmdCorpusStats(Args& args);   // cmd_corpus.cpp
+int cmdTraceMake(Args& args);     // cmd_trace.cpp
+int cmdDemo(Args& args);          // cmd_demo.cpp
+
+}  // namespace rag::cli

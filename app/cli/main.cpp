@@ -1,0 +1,77 @@
+// ragraph: the command-line face of the engine (corpus, traces, training, evaluation,
+// benchmarks, headless runs). Benchmarks print JSON; errors are one line on stderr.
+#include <cstdio>
+#include <iostream>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "commands.h"
+
+namespace {
+
+struct Command {
+  std::string_view group;
+  std::string_view name;  // empty: the group is the whole command
+  std::string_view usage;
+  std::set<std::string> flags;  // options that take no value
+  int (*run)(rag::cli::Args&);
+};
+
+const std::vector<Command>& commands() {
+  using namespace rag::cli;
+  static const std::vector<Command> table = {
+      {"corpus", "build", "[--out PATH] [--wordnet DIR] [--foldoc DIR] [--quiet]",
+       {"quiet"}, cmdCorpusBuild},
+      {"corpus", "stats", "[--corpus PATH] [--json]", {"json"}, cmdCorpusStats},
+      {"trace", "make",
+       "--rate R --requests N [--popularity uniform|zipf:S|temporal] "
+       "[--mix oneshot:1,multistep:1] [--seed N] [--split test] [--corpus PATH] --out FILE",
+       {}, cmdTraceMake},
+      {"demo", "", "[--corpus PATH] [--requests N] [--trace-out FILE]", {}, cmdDemo},
+  };
+  return table;
+}
+
+void printHelp(std::FILE* to) {
+  std::fprintf(to,
+               "ragraph - RAGraph Workbench command line\n\n"
+               "usage: ragraph <command> [options]\n\n");
+  for (const Command& c : commands()) {
+    std::string head(c.group);
+    if (!c.name.empty()) head.append(" ").append(c.name);
+    std::fprintf(to, "  ragraph %s %s\n", head.c_str(), std::string(c.usage).c_str());
+  }
+  std::fprintf(to,
+               "\nThe corpus is found at $RAGRAPH_CORPUS, else <build>/data/corpus.db next to a\n"
+               "build tree, else $XDG_DATA_HOME/ragraph/corpus.db; --corpus PATH overrides.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> words(argv + 1, argv + argc);
+  if (words.empty() || words[0] == "help" || words[0] == "--help" || words[0] == "-h") {
+    printHelp(words.empty() ? stderr : stdout);
+    return words.empty() ? 2 : 0;
+  }
+  for (const Command& c : commands()) {
+    if (words[0] != c.group) continue;
+    size_t consumed = 1;
+    if (!c.name.empty()) {
+      if (words.size() < 2 || words[1] != c.name) continue;
+      consumed = 2;
+    }
+    rag::cli::Args args(std::vector<std::string>(words.begin() + consumed, words.end()), c.flags);
+    try {
+      return c.run(args);
+    } catch (const std::exception& e) {
+      return rag::cli::fail(rag::Status::internal(std::string("unexpected exception: ") + e.what()));
+    }
+  }
+  std::string what = words[0] + (words.size() > 1 ? " " + words[1] : "");
+  std::cerr << "ragraph: error: unknown command '" << what << "'; run `ragraph help` for the list"
+            << std::endl;
+  return 2;
+}

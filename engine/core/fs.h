@@ -1,0 +1,47 @@
+// File-system helpers: atomic writes, whole-file reads, and where the product keeps its data.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "rag/status.h"
+
+namespace rag {
+
+// Reads a whole file. NotFound when it does not exist, IoError when it cannot be read.
+Result<std::string> readFile(const std::filesystem::path& path);
+
+// Writes `content` to "<path>.tmp-<pid>" and renames it over `path`, so readers see the old
+// file or the new one, never half of one. Parent directories are created.
+Status writeFileAtomic(const std::filesystem::path& path, std::string_view content);
+
+// A temp path next to `target` for build-then-rename outputs, and the checks that make the
+// rename safe: the directory exists (or can be made) and is writable.
+struct StagedOutput {
+  std::filesystem::path target;
+  std::filesystem::path temp;
+};
+Result<StagedOutput> stageOutput(const std::filesystem::path& target);
+// Renames temp over target (fsyncs nothing: SQLite already synced its file).
+Status commitStagedOutput(const StagedOutput& staged);
+// Removes the temp file and its SQLite side files (-journal, -wal, -shm) if present.
+void discardStagedOutput(const StagedOutput& staged);
+
+// The running executable (/proc/self/exe).
+std::filesystem::path executablePath();
+
+// Where the corpus, indexes and run history live when no flag says otherwise:
+//  $RAGRAPH_DATA_DIR if set; else <build>/data when the executable runs from a build tree
+//  (<build>/bin/ragraph with <build>/CMakeCache.txt); else $XDG_DATA_HOME/ragraph
+//  (~/.local/share/ragraph).
+std::filesystem::path defaultDataDir();
+
+// defaultDataDir()/corpus.db, unless $RAGRAPH_CORPUS names another file.
+std::filesystem::path defaultCorpusPath();
+
+// The source tree's resources/ and datasets/ folders, found next to the build tree or the
+// installed share/ragraph directory. Empty when not found.
+std::filesystem::path findShippedDir(std::string_view name);
+
+}  // namespace rag
