@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Sets everything up (Debian packages, configure, build, default corpus on first run) and opens
+# the workbench. Without a display it says so and runs a short headless demo instead.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+"$root/packaging/build.sh"
+bin="$root/build/bin"
+if [ ! -f "$root/build/data/corpus.db" ] && [ -z "${RAGRAPH_CORPUS:-}" ]; then
+  echo "Building the default corpus (first run only, about 2-3 minutes)..." >&2
+  "$bin/ragraph" corpus build
+fi
+if [ -n "${DISPLAY:-}" ] || [ -n "${WAYLAND_DISPLAY:-}" ] || [ "${QT_QPA_PLATFORM:-}" = "offscreen" ]; then
+  exec "$bin/ragraph-workbench" "$@"
+fi
+echo "No display found (DISPLAY and WAYLAND_DISPLAY are unset): running a headless demo with" >&2
+echo "build/bin/ragraph instead. Run ./run.sh from a desktop session to open the workbench." >&2
+exec "$bin/ragraph" demo "$@"
