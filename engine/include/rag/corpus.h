@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "rag/status.h"
 
@@ -25,6 +26,26 @@ struct CorpusStats {
   std::map<std::string, std::string> meta;  // build time, sources, builder version, seed
 
   int64_t qaTotal(const std::string& split) const;
+};
+
+struct Passage {
+  int64_t id = 0;
+  std::string title;
+  std::string text;
+  std::string source;      // 'wordnet' | 'foldoc'
+  std::string sourceFile;  // e.g. 'data.noun'
+  int64_t sourceOffset = 0;
+};
+
+struct QaItem {
+  int64_t id = 0;
+  std::string split;     // train | dev | test
+  std::string type;      // single_hop | definition | two_hop | foldoc
+  std::string relation;  // the relation asked about, empty when none
+  std::string question;
+  std::vector<std::string> answers;  // every acceptable answer string
+  std::vector<Passage> goldPassages; // in reasoning order
+  std::string kgPath;                // JSON: alternating entity ids and relation names
 };
 
 // The corpus every command uses when no --corpus flag is given (see core/fs.h for the rules).
