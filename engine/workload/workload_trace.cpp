@@ -1,0 +1,266 @@
+#include "workload/workload_trace.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <unordered_map>
+
+#include "core/json.h"
+#include "corpus/corpus_schema.h"
+#include "storage/sqlite.h"
+#include "workload/trace_random.h"
+
+namespace rag::workload {
+
+namespace {
+
+// Stream numbers for deriveSeed: one per independent random choice.
+enum Stream : uint64_t { kArrivals = 0, kEntities = 1, kQaPicks = 2, kWorkflows = 3 };
+
+constexpr const char* kWorkflowList = "oneshot, hyde, multistep, irg, recomp";
+
+std::string formatNumber(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+std::string_view workflowName(Workflow w) {
+  switch (w) {
+    case Workflow::OneShot: return "oneshot";
+    case Workflow::Hyde: return "hyde";
+    case Workflow::Multistep: return "multistep";
+    case Workflow::Irg: return "irg";
+    case Workflow::Recomp: return "recomp";
+  }
+  return "unknown";
+}
+
+std::optional<Workflow> workflowFromName(std::string_view name) {
+  for (Workflow w : kAllWorkflows)
+    if (workflowName(w) == name) return w;
+  return std::nullopt;
+}
+
+Result<WorkflowMix> parseWorkflowMix(std::string_view text) {
+  const std::string example = "; write it as name:weight pairs, e.g. --mix oneshot:3,multistep:1";
+  WorkflowMix mix;
+  if (trim(text).empty()) return Status::invalidArgument("--mix is empty" + example);
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    std::string_view item = trim(text.substr(start, comma - start));
+    start = comma + 1;
+    if (item.empty())
+      return Status::invalidArgument("--mix '" + std::string(text) + "' has an empty entry" + example);
+    std::string_view name = item, weightText = "1";
+    if (auto colon = item.find(':'); colon != std::string_view::npos) {
+      name = trim(item.substr(0, colon));
+      weightText = trim(item.substr(colon + 1));
+    }
+    std::optional<Workflow> w = workflowFromName(name);
+    if (!w)
+      return Status::invalidArgument("unknown workflow '" + std::string(name) + "' in --mix; known: " +
+                                     kWorkflowList);
+    double weight = 0;
+    auto [p, ec] = std::from_chars(weightText.data(), weightText.data() + weightText.size(), weight);
+    if (weightText.empty() || ec != std::errc() || p != weightText.data() + weightText.size() ||
+        !std::isfinite(weight) || weight < 0)
+      return Status::invalidArgument("workflow '" + std::string(name) + "' in --mix has weight '" +
+                                     std::string(weightText) + "'; a weight is a number >= 0" +
+                                     example);
+    for (const MixEntry& e : mix)
+      if (e.workflow == *w)
+        return Status::invalidArgument("workflow '" + std::string(name) +
+                                       "' appears twice in --mix; give each workflow once");
+    mix.push_back({*w, weight});
+    if (comma == text.size()) break;
+  }
+  double total = 0;
+  for (const MixEntry& e : mix) total += e.weight;
+  if (!(total > 0))
+    return Status::invalidArgument("--mix '" + std::string(text) +
+                                   "' gives every workflow weight 0; give at least one a positive weight");
+  return mix;
+}
+
+std::string formatWorkflowMix(const WorkflowMix& mix) {
+  std::string out;
+  for (const MixEntry& e : mix) {
+    if (!out.empty()) out += ',';
+    out += workflowName(e.workflow);
+    out += ':';
+    out += formatNumber(e.weight);
+  }
+  return out;
+}
+
+Result<std::vector<QaItem>> loadQaItems(const std::filesystem::path& corpus, std::string_view split) {
+  std::error_code ec;
+  if (!std::filesystem::exists(corpus, ec))
+    return Status::notFound("corpus " + corpus.string() +
+                            " does not exist; build it with `ragraph corpus build` or pass --corpus PATH");
+  RAG_ASSIGN_OR_RETURN(sql::Db db, sql::Db::open(corpus, sql::OpenMode::ReadOnly));
+  RAG_RETURN_IF_ERROR(sql::requireSchemaVersion(db, corpus::kCorpusSchemaVersion, "corpus",
+                                                "rebuild it with `ragraph corpus build`"));
+  RAG_ASSIGN_OR_RETURN(
+      sql::Stmt q, db.prepare("SELECT id, topic_entity, type, question, answers FROM qa "
+                              "WHERE split = ? ORDER BY id"));
+  q.bind(1, split);
+  std::vector<QaItem> items;
+  for (;;) {
+    RAG_ASSIGN_OR_RETURN(bool row, q.step());
+    if (!row) break;
+    QaItem item;
+    item.id = q.columnInt64(0);
+    item.topicEntity = q.columnInt64(1);
+    item.type = q.columnText(2);
+    item.question = q.columnText(3);
+    Result<JsonValue> answers = parseJson(q.columnTextView(4));
+    bool ok = answers.isOk() && answers->isArray();
+    if (ok)
+      for (const JsonValue& a : answers->asArray()) {
+        if (!a.isString()) {
+          ok = false;
+          break;
+        }
+        item.answers.push_back(a.asString());
+      }
+    if (!ok)
+      return Status::corrupt("corpus " + corpus.string() + ": qa item " + std::to_string(item.id) +
+                             " has answers that are not a JSON array of strings" +
+                             (answers.isOk() ? "" : " (" + answers.status().message() + ")") +
+                             "; rebuild it with `ragraph corpus build`");
+    items.push_back(std::move(item));
+  }
+  if (items.empty()) {
+    RAG_ASSIGN_OR_RETURN(sql::Stmt s, db.prepare("SELECT DISTINCT split FROM qa ORDER BY split"));
+    std::string present;
+    for (;;) {
+      RAG_ASSIGN_OR_RETURN(bool row, s.step());
+      if (!row) break;
+      present += (present.empty() ? "" : ", ") + s.columnText(0);
+    }
+    if (present.empty())
+      return Status::notFound("corpus " + corpus.string() +
+                              " has no QA items at all; rebuild it with `ragraph corpus build`");
+    return Status::notFound("corpus " + corpus.string() + " has no QA items in split '" +
+                            std::string(split) + "'; it has: " + present + " (pass --split)");
+  }
+  return items;
+}
+
+Status validateTraceParams(const TraceParams& params) {
+  if (!(params.rate > 0) || !std::isfinite(params.rate))
+    return Status::invalidArgument("--rate must be a number of requests per second > 0 (got " +
+                                   formatNumber(params.rate) + ")");
+  if (params.requests < 1 || params.requests > kMaxTraceRequests)
+    return Status::invalidArgument("--requests must be between 1 and " +
+                                   std::to_string(kMaxTraceRequests) + " (got " +
+                                   std::to_string(params.requests) + ")");
+  RAG_RETURN_IF_ERROR(validatePopularity(params.popularity));
+  double total = 0;
+  for (const MixEntry& e : params.mix) {
+    if (!(e.weight >= 0) || !std::isfinite(e.weight))
+      return Status::invalidArgument("workflow mix weights must be finite numbers >= 0");
+    total += e.weight;
+  }
+  if (!(total > 0))
+    return Status::invalidArgument("the workflow mix needs at least one workflow with weight > 0");
+  return Status::ok();
+}
+
+Result<std::vector<TraceRequest>> makeWorkloadTrace(const TraceParams& params,
+                                                    std::span<const QaItem> items) {
+  RAG_RETURN_IF_ERROR(validateTraceParams(params));
+  if (items.empty())
+    return Status::invalidArgument("no QA items to build a trace from");
+
+  // Group items by topic entity; order by (entity, id) so the grouping is independent of the
+  // order the caller passes.
+  std::vector<size_t> order(items.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (items[a].topicEntity != items[b].topicEntity)
+      return items[a].topicEntity < items[b].topicEntity;
+    return items[a].id < items[b].id;
+  });
+  struct Group {
+    size_t begin, end;  // into `order`
+  };
+  std::vector<Group> groups;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (groups.empty() || items[order[i]].topicEntity != items[order[groups.back().begin]].topicEntity)
+      groups.push_back({i, i});
+    groups.back().end = i + 1;
+  }
+
+  TraceRng arrivals(deriveSeed(params.seed, kArrivals));
+  EntitySampler entities(params.popularity, groups.size(), deriveSeed(params.seed, kEntities));
+  TraceRng qaPicks(deriveSeed(params.seed, kQaPicks));
+  TraceRng workflows(deriveSeed(params.seed, kWorkflows));
+  std::vector<double> weights;
+  for (const MixEntry& e : params.mix) weights.push_back(e.weight);
+  DiscreteSampler mix(weights);
+
+  std::vector<TraceRequest> trace;
+  trace.reserve(static_cast<size_t>(params.requests));
+  double t = 0;
+  for (int64_t i = 0; i < params.requests; ++i) {
+    t += arrivals.exponential(params.rate);
+    const Group& g = groups[entities.next()];
+    const QaItem& qa = items[order[g.begin + qaPicks.below(g.end - g.begin)]];
+    TraceRequest r;
+    r.id = i;
+    r.arrivalS = t;
+    r.workflow = params.mix[mix.sample(workflows)].workflow;
+    r.qaId = qa.id;
+    r.topicEntity = qa.topicEntity;
+    r.question = qa.question;
+    r.answers = qa.answers;
+    r.type = qa.type;
+    trace.push_back(std::move(r));
+  }
+  return trace;
+}
+
+TraceSummary summarizeWorkloadTrace(std::span<const TraceRequest> trace) {
+  TraceSummary s;
+  s.requests = static_cast<int64_t>(trace.size());
+  if (trace.empty()) return s;
+  s.durationS = trace.back().arrivalS;
+  s.meanRate = s.durationS > 0 ? static_cast<double>(s.requests) / s.durationS : 0;
+  std::unordered_map<int64_t, int64_t> counts;
+  int64_t withEntity = 0;
+  for (const TraceRequest& r : trace) {
+    s.perWorkflow[static_cast<size_t>(r.workflow)]++;
+    if (r.topicEntity < 0) continue;
+    ++counts[r.topicEntity];
+    ++withEntity;
+  }
+  s.distinctEntities = static_cast<int64_t>(counts.size());
+  if (withEntity == 0) return s;
+  std::vector<int64_t> sorted;
+  sorted.reserve(counts.size());
+  for (const auto& [entity, n] : counts) sorted.push_back(n);
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  // The top 20% of the distinct entities, rounded up so a tiny trace still has one.
+  size_t top = (sorted.size() + 4) / 5;
+  int64_t inTop = std::accumulate(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(top),
+                                  int64_t{0});
+  s.top20EntityShare = static_cast<double>(inTop) / static_cast<double>(withEntity);
+  return s;
+}
+
+}  // namespace rag::workload
