@@ -26,7 +26,7 @@ const std::vector<Command>& commands() {
        {"quiet"}, cmdCorpusBuild},
       {"corpus", "stats", "[--corpus PATH] [--json]", {"json"}, cmdCorpusStats},
       {"trace", "make",
-       "--rate R --requests N [--popularity uniform|zipf:S|temporal] "
+       "--rate R --requests N [--popularity uniform|zipf:S|temporal[:P]] [--window W] "
        "[--mix oneshot:1,multistep:1] [--seed N] [--split test] [--corpus PATH] --out FILE",
        {}, cmdTraceMake},
       {"demo", "", "[--corpus PATH] [--requests N] [--trace-out FILE]", {}, cmdDemo},
