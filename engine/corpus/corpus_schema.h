@@ -11,6 +11,10 @@ namespace rag::corpus {
 
 inline constexpr int kCorpusSchemaVersion = 1;
 
+// A corpus file also carries meta('format') = kCorpusFormat, so a database of another kind that
+// happens to have the same user_version is not taken for a corpus.
+inline constexpr const char* kCorpusFormat = "ragraph-corpus";
+
 // Provenance columns on every row: `source` ('wordnet' | 'foldoc'), `source_file` (e.g.
 // 'data.noun', 'foldoc.dict.dz') and `source_offset` (byte offset of the synset line or of the
 // entry in the decompressed dictionary).
@@ -61,6 +65,12 @@ CREATE TABLE qa (
   gold_passages TEXT NOT NULL,        -- JSON array of passage ids, in reasoning order
   kg_path       TEXT NOT NULL         -- JSON array alternating entity ids and relation types
 );
+-- The name each question uses for its topic (definitions: the first lemma), kept beside qa so
+-- that the split's no-leak guarantee can be checked on names as well as on entity ids.
+CREATE TABLE qa_topic_names (
+  qa_id         INTEGER PRIMARY KEY REFERENCES qa(id),
+  topic_name    TEXT NOT NULL
+);
 )sql"},
 }};
 
@@ -72,6 +82,7 @@ CREATE INDEX passages_entity ON passages(entity_id);
 CREATE INDEX relations_src ON relations(src, type);
 CREATE INDEX relations_dst ON relations(dst, type);
 CREATE INDEX qa_split_type ON qa(split, type);
+CREATE INDEX qa_topic ON qa(topic_entity);
 )sql";
 
 }  // namespace rag::corpus
