@@ -22,7 +22,7 @@ struct Command {
 const std::vector<Command>& commands() {
   using namespace rag::cli;
   static const std::vector<Command> table = {
-      {"corpus", "build", "[--out PATH] [--wordnet DIR] [--foldoc DIR] [--quiet]",
+      {"corpus", "build", "[--out PATH] [--wordnet DIR] [--foldoc DIR] [--seed N] [--quiet]",
        {"quiet"}, cmdCorpusBuild},
       {"corpus", "stats", "[--corpus PATH] [--json]", {"json"}, cmdCorpusStats},
       {"trace", "make",
