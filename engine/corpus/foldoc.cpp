@@ -247,23 +247,69 @@ std::string foldocPlainText(std::string_view body) {
   return collapseSpaces(out);
 }
 
+namespace {
+
+// Words after which a period does not end a sentence (checked case-sensitively).
+constexpr std::string_view kAbbreviations[] = {
+    "e.g", "i.e", "etc", "al", "Inc", "Corp", "Ltd", "Co", "vs", "Dr", "Mr", "Mrs", "Ms", "Prof",
+    "St", "Jr", "Sr", "No", "cf", "approx", "Vol", "pp", "Ed", "ed", "Eds", "Fig", "Jan", "Feb",
+    "Mar", "Apr", "Aug", "Sep", "Sept", "Oct", "Nov", "Dec"};
+
+// Removes "[...]" citations ("[Jargon File]", "[\"Title\", A. Author, 1980]").
+std::string withoutCitations(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  int depth = 0;
+  for (char c : s) {
+    if (c == '[') ++depth;
+    else if (c == ']' && depth > 0) --depth;
+    else if (depth == 0) out.push_back(c);
+  }
+  return collapseSpaces(out);
+}
+
+bool endsSentence(std::string_view s, size_t dot) {
+  if (dot + 1 < s.size()) {
+    if (s[dot + 1] != ' ' || dot + 2 >= s.size()) return false;
+    const char next = s[dot + 2];
+    if (!std::isupper(static_cast<unsigned char>(next)) && next != '(' && next != '"') return false;
+  }
+  if (s[dot] != '.') return true;
+  size_t start = dot;
+  while (start > 0 && s[start - 1] != ' ' && s[start - 1] != '(') --start;
+  std::string_view word = s.substr(start, dot - start);
+  // An initial ("Alfred V. Aho") or a dotted initialism ("P.C.J. Smith").
+  if (word.size() == 1 && std::isupper(static_cast<unsigned char>(word[0]))) return false;
+  if (word.size() >= 3 && word[word.size() - 2] == '.') return false;
+  for (std::string_view a : kAbbreviations)
+    if (word == a) return false;
+  return true;
+}
+
+}  // namespace
+
 std::string firstSentence(std::string_view plain) {
-  std::string_view s = trimView(plain);
-  if (s.starts_with('(')) {
-    size_t close = s.find(')');
-    // Only a short leading parenthesis (an abbreviation or a pronunciation) is dropped.
-    if (close != std::string_view::npos && close < 40) s = trimView(s.substr(close + 1));
+  std::string clean = withoutCitations(plain);
+  std::string_view s = trimView(clean);
+  while (!s.empty() && (s.front() == '.' || s.front() == ',' || s.front() == ';' || s.front() == ' '))
+    s.remove_prefix(1);
+  // A pronunciation ("/yoo'niks/") and a short leading parenthesis (an abbreviation or an
+  // etymology) come before the definition proper.
+  for (int pass = 0; pass < 2; ++pass) {
+    if (s.starts_with('/')) {
+      size_t close = s.find("/ ", 1);
+      if (close != std::string_view::npos && close < 40) s = trimView(s.substr(close + 1));
+    }
+    if (s.starts_with('(')) {
+      size_t close = s.find(')');
+      if (close != std::string_view::npos && close < 40) s = trimView(s.substr(close + 1));
+    }
   }
   size_t pos = 0;
   while (pos < s.size()) {
     size_t dot = s.find_first_of(".?!", pos);
-    if (dot == std::string_view::npos) return std::string(s);
-    bool end = dot + 1 >= s.size() ||
-               (s[dot + 1] == ' ' && dot + 2 < s.size() &&
-                (std::isupper(static_cast<unsigned char>(s[dot + 2])) || s[dot + 2] == '('));
-    // "e.g." and "i.e." do not end a sentence.
-    bool abbrev = dot >= 3 && (s.substr(dot - 3, 4) == "e.g." || s.substr(dot - 3, 4) == "i.e.");
-    if (end && !abbrev) return std::string(s.substr(0, dot + 1));
+    if (dot == std::string_view::npos) break;
+    if (endsSentence(s, dot)) return std::string(s.substr(0, dot + 1));
     pos = dot + 1;
   }
   return std::string(s);

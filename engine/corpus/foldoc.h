@@ -68,7 +68,9 @@ std::vector<FoldocXref> extractXrefs(std::string_view body);
 // the leading <subject> and the trailing "(YYYY-MM-DD)" date line dropped, whitespace collapsed.
 std::string foldocPlainText(std::string_view body);
 
-// The first sentence of plain text with a leading "(ABBR)" parenthesis removed; empty if none.
+// The first sentence of plain text: "[citations]" removed, a leading "/pronunciation/" and a
+// short leading "(ABBR)" parenthesis dropped; initials ("Alfred V. Aho") and common
+// abbreviations ("e.g.", "Inc.") do not end it.
 std::string firstSentence(std::string_view plain);
 
 // Splits `text` into chunks of at most `maxTokens` whitespace tokens, each starting with

@@ -370,8 +370,12 @@ private:
       if (n < 5 || n > 60) continue;
       if (sentenceCount[lowerAscii(t.firstSentence)] != 1 || termCount[lowerAscii(t.term)] != 1)
         continue;
-      // Redirect-style entries ("See X.") do not define anything.
-      if (t.firstSentence.starts_with("See ") || t.firstSentence.starts_with("Synonym")) continue;
+      // Redirect-style entries ("See X.") do not define anything; a sentence that starts with
+      // a quote, a parenthesis or "1." is a title, an aside or one of several senses.
+      const std::string& fs = t.firstSentence;
+      if (fs.starts_with("See ") || fs.starts_with("Synonym")) continue;
+      if (fs.starts_with('"') || fs.starts_with('(') || fs.starts_with("1.")) continue;
+      if (fs.find('?') != std::string::npos) continue;
       QaItem q;
       q.type = kFoldoc;
       q.relation = "foldoc_definition";

@@ -200,6 +200,14 @@ private Q_SLOTS:
              std::string("A language, e.g. Ada."));
     QCOMPARE(firstSentence("(ADA) Thing one. Thing two."), std::string("Thing one."));
     QCOMPARE(firstSentence("no end at all"), std::string("no end at all"));
+    QCOMPARE(firstSentence("A compiler by Alfred V. Aho and P.C.J. Smith. More."),
+             std::string("A compiler by Alfred V. Aho and P.C.J. Smith."));
+    QCOMPARE(firstSentence("/yoo'niks/ An operating system. By Bell Labs."),
+             std::string("An operating system."));
+    QCOMPARE(firstSentence("[\"A Title\", D. Lowe, 1980]. A language from Acme Inc. for Unix. Two."),
+             std::string("A language from Acme Inc. for Unix."));
+    QCOMPARE(firstSentence("Common name for \"@\". [Jargon File]"),
+             std::string("Common name for \"@\"."));
   }
 
   void missingFilesNameThePackage() {
