@@ -5,7 +5,6 @@
 #include <chrono>
 #include <ctime>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "core/fs.h"
 #include "corpus/corpus_db.h"

@@ -2,6 +2,8 @@
 // real-format fixtures in tests/fixtures/corpus.
 #include <QtTest>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -273,6 +275,24 @@ private Q_SLOTS:
     QCOMPARE(*readFile(out), *before);
     QCOMPARE(filesIn(out.parent_path()), std::vector<fs::path>{"corpus.db"});
     QVERIFY(openCorpus(out).isOk());
+  }
+
+  void failedWriteLeavesTheOldCorpus() {
+    fs::path out = tmp("atomic-write") / "corpus.db";
+    QVERIFY(build(out).isOk());
+    Result<std::string> before = readFile(out);
+    QVERIFY(before.isOk());
+    // The build stages into "<target>.tmp-<pid>"; a non-empty directory there makes SQLite fail
+    // after parsing and QA generation, at the write stage.
+    fs::path blocker = out;
+    blocker += ".tmp-" + std::to_string(::getpid());
+    fs::create_directories(blocker / "occupied");
+    Result<CorpusBuildReport> r = build(out);
+    QVERIFY(!r.isOk());
+    QCOMPARE(*readFile(out), *before);
+    QVERIFY(openCorpus(out).isOk());
+    fs::remove_all(blocker);
+    QCOMPARE(filesIn(out.parent_path()), std::vector<fs::path>{"corpus.db"});
   }
 
   void missingSourcesNameTheirPackages() {
