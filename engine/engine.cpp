@@ -10,7 +10,7 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/thread_pool.h"
-#include "corpus/corpus_schema.h"
+#include "corpus/corpus_db.h"
 #include "storage/sqlite.h"
 #include "telemetry/trace_ring.h"
 #include "telemetry/trace_zone.h"
@@ -28,7 +28,7 @@ public:
     std::lock_guard lock(m_mutex);
     auto it = m_dbs.find(std::this_thread::get_id());
     if (it != m_dbs.end()) return it->second.get();
-    RAG_ASSIGN_OR_RETURN(sql::Db db, sql::Db::open(m_path, sql::OpenMode::ReadOnly));
+    RAG_ASSIGN_OR_RETURN(sql::Db db, corpus::openCorpus(m_path));
     auto owned = std::make_unique<sql::Db>(std::move(db));
     sql::Db* raw = owned.get();
     m_dbs.emplace(std::this_thread::get_id(), std::move(owned));

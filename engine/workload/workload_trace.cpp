@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "core/json.h"
-#include "corpus/corpus_schema.h"
+#include "corpus/corpus_db.h"
 #include "storage/sqlite.h"
 #include "workload/trace_random.h"
 
@@ -107,13 +107,7 @@ std::string formatWorkflowMix(const WorkflowMix& mix) {
 }
 
 Result<std::vector<QaItem>> loadQaItems(const std::filesystem::path& corpus, std::string_view split) {
-  std::error_code ec;
-  if (!std::filesystem::exists(corpus, ec))
-    return Status::notFound("corpus " + corpus.string() +
-                            " does not exist; build it with `ragraph corpus build` or pass --corpus PATH");
-  RAG_ASSIGN_OR_RETURN(sql::Db db, sql::Db::open(corpus, sql::OpenMode::ReadOnly));
-  RAG_RETURN_IF_ERROR(sql::requireSchemaVersion(db, corpus::kCorpusSchemaVersion, "corpus",
-                                                "rebuild it with `ragraph corpus build`"));
+  RAG_ASSIGN_OR_RETURN(sql::Db db, corpus::openCorpus(corpus));
   RAG_ASSIGN_OR_RETURN(
       sql::Stmt q, db.prepare("SELECT id, topic_entity, type, question, answers FROM qa "
                               "WHERE split = ? ORDER BY id"));

@@ -20,6 +20,7 @@ class TestEngine : public QObject {
     QVERIFY(db.isOk());
     QVERIFY(sql::migrate(*db, corpus::kCorpusMigrations, "corpus").isOk());
     QVERIFY(db->exec(R"sql(
+      INSERT INTO meta VALUES ('format', 'ragraph-corpus');
       INSERT INTO entities VALUES (1,'synset','dog','n',2084071,'wordnet','data.noun',10);
       INSERT INTO entities VALUES (2,'synset','canine','n',2083346,'wordnet','data.noun',20);
       INSERT INTO passages VALUES (1,1,0,'dog','dog, domestic dog (noun): a member of the genus Canis. kind of: canine.',14,'wordnet','data.noun',10);
