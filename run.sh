@@ -6,7 +6,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 "$root/packaging/build.sh"
 bin="$root/build/bin"
 if [ ! -f "$root/build/data/corpus.db" ] && [ -z "${RAGRAPH_CORPUS:-}" ]; then
-  echo "Building the default corpus (first run only, about 2-3 minutes)..." >&2
+  echo "Building the default corpus from WordNet and FOLDOC (first run only, about 10 s)..." >&2
   "$bin/ragraph" corpus build
 fi
 if [ -n "${DISPLAY:-}" ] || [ -n "${WAYLAND_DISPLAY:-}" ] || [ "${QT_QPA_PLATFORM:-}" = "offscreen" ]; then
