@@ -6,26 +6,12 @@
 #include <QJsonObject>
 #include <QProcess>
 
+#include "cli_run.h"
 #include "storage/sqlite.h"
 
 namespace {
 
-struct Run {
-  int code = -1;
-  QString out;
-  QString err;
-};
-
-Run ragraph(const QStringList& args) {
-  QProcess p;
-  p.start(QStringLiteral(RAGWB_BIN_DIR "/ragraph"), args);
-  Run r;
-  if (!p.waitForFinished(120000)) return r;
-  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  return r;
-}
+CliRun ragraph(const QStringList& args) { return runRagraph(args); }
 
 const QString kWordNet = QStringLiteral(RAGWB_FIXTURES_DIR "/corpus/wordnet");
 const QString kFoldoc = QStringLiteral(RAGWB_FIXTURES_DIR "/corpus/foldoc");
@@ -36,7 +22,7 @@ QByteArray slurp(const QString& path) {
 }
 
 // The error is one line, names the problem and says what to do.
-void checkOneLineError(const Run& r, const QString& mustContain) {
+void checkOneLineError(const CliRun& r, const QString& mustContain) {
   QVERIFY2(r.code != 0, qPrintable(r.err));
   QString e = r.err.trimmed();
   QVERIFY2(e.startsWith("ragraph: error: "), qPrintable(e));
@@ -52,7 +38,7 @@ class TestCliCorpus : public QObject {
   QString m_db;
 
   QString path(const QString& name) const { return m_tmp.filePath(name); }
-  Run buildInto(const QString& out, const QString& wordnet = kWordNet,
+  CliRun buildInto(const QString& out, const QString& wordnet = kWordNet,
                 const QString& foldoc = kFoldoc) {
     return ragraph({"corpus", "build", "--out", out, "--wordnet", wordnet, "--foldoc", foldoc,
                     "--quiet"});
@@ -61,14 +47,14 @@ class TestCliCorpus : public QObject {
 private Q_SLOTS:
   void initTestCase() {
     m_db = path("corpus.db");
-    Run r = buildInto(m_db);
+    CliRun r = buildInto(m_db);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY2(r.out.contains("corpus written to"), qPrintable(r.out));
     QVERIFY2(r.err.isEmpty(), qPrintable(r.err));  // --quiet
   }
 
   void progressGoesToStderr() {
-    Run r = ragraph({"corpus", "build", "--out", path("progress.db"), "--wordnet", kWordNet,
+    CliRun r = ragraph({"corpus", "build", "--out", path("progress.db"), "--wordnet", kWordNet,
                      "--foldoc", kFoldoc, "--seed", "7"});
     QCOMPARE(r.code, 0);
     QVERIFY(r.err.contains("parsing WordNet"));
@@ -77,7 +63,7 @@ private Q_SLOTS:
   }
 
   void statsJsonHasTheDocumentedKeys() {
-    Run r = ragraph({"corpus", "stats", "--corpus", m_db, "--json"});
+    CliRun r = ragraph({"corpus", "stats", "--corpus", m_db, "--json"});
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QJsonParseError pe;
     QJsonObject o = QJsonDocument::fromJson(r.out.toUtf8(), &pe).object();
@@ -106,7 +92,7 @@ private Q_SLOTS:
   }
 
   void statsTextListsCounts() {
-    Run r = ragraph({"corpus", "stats", "--corpus", m_db});
+    CliRun r = ragraph({"corpus", "stats", "--corpus", m_db});
     QCOMPARE(r.code, 0);
     QVERIFY(r.out.contains("passages"));
     QVERIFY(r.out.contains("two_hop"));
@@ -126,7 +112,7 @@ private Q_SLOTS:
         QVERIFY(db->exec("CREATE TABLE meta(key TEXT, value TEXT)").isOk());
         QVERIFY(db->setUserVersion(version).isOk());
       }
-      Run r = ragraph({"corpus", "stats", "--corpus", p});
+      CliRun r = ragraph({"corpus", "stats", "--corpus", p});
       checkOneLineError(r, version ? "newer" : "older");
       QVERIFY(r.err.contains("rebuild it with `ragraph corpus build`"));
     }
@@ -134,7 +120,7 @@ private Q_SLOTS:
 
   void missingWordNetKeepsTheOldCorpus() {
     QByteArray before = slurp(m_db);
-    Run r = buildInto(m_db, path("no-such-dir"));
+    CliRun r = buildInto(m_db, path("no-such-dir"));
     checkOneLineError(r, "apt-get install wordnet-base");
     QCOMPARE(slurp(m_db), before);
   }
@@ -154,7 +140,7 @@ private Q_SLOTS:
     f.write(gz.left(gz.size() / 2));
     f.close();
     QByteArray before = slurp(m_db);
-    Run r = buildInto(m_db, kWordNet, path("cut"));
+    CliRun r = buildInto(m_db, kWordNet, path("cut"));
     checkOneLineError(r, "truncated or corrupt");
     QVERIFY(r.err.contains("dict-foldoc"));
     QCOMPARE(slurp(m_db), before);
@@ -177,7 +163,7 @@ private Q_SLOTS:
       QVERIFY(db->setUserVersion(9).isOk());
     }
     QVERIFY(ragraph({"corpus", "stats", "--corpus", p}).code != 0);
-    Run r = buildInto(p);
+    CliRun r = buildInto(p);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QCOMPARE(ragraph({"corpus", "stats", "--corpus", p}).code, 0);
   }

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "../fixtures/workload/tiny_corpus.h"
+#include "cli_run.h"
 #include "core/fs.h"
 #include "workload/trace_file.h"
 
@@ -12,25 +13,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  int exitCode = -1;
-  QString stdOut;
-  QString stdErr;
-};
-
-Run ragraph(const QStringList& args) {
-  QProcess p;
-  p.start(QStringLiteral(RAGWB_BIN_DIR "/ragraph"), QStringList{"trace", "make"} + args);
-  Run r;
-  if (!p.waitForFinished(60000)) {
-    p.kill();
-    p.waitForFinished();
-    return r;
-  }
-  r.exitCode = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-  r.stdOut = QString::fromUtf8(p.readAllStandardOutput());
-  r.stdErr = QString::fromUtf8(p.readAllStandardError());
-  return r;
+CliRun ragraph(const QStringList& args) {
+  return runRagraph(QStringList{"trace", "make"} + args, 60000);
 }
 
 }  // namespace
@@ -50,14 +34,14 @@ private Q_SLOTS:
   }
 
   void makesATraceAndSummarizes() {
-    Run r = ragraph({"--rate", "5", "--requests", "400", "--popularity", "zipf:1.2", "--mix",
+    CliRun r = ragraph({"--rate", "5", "--requests", "400", "--popularity", "zipf:1.2", "--mix",
                      "oneshot:1,multistep:1", "--seed", "3", "--corpus", corpus(), "--out",
                      path("t.jsonl")});
-    QVERIFY2(r.exitCode == 0, qPrintable(r.stdErr));
-    QVERIFY(r.stdOut.isEmpty());  // the trace goes to the file, the summary to stderr
-    QVERIFY2(r.stdErr.contains("wrote 400 requests"), qPrintable(r.stdErr));
-    QVERIFY(r.stdErr.contains("top 20%"));
-    QVERIFY(r.stdErr.contains("multistep"));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY(r.out.isEmpty());  // the trace goes to the file, the summary to stderr
+    QVERIFY2(r.err.contains("wrote 400 requests"), qPrintable(r.err));
+    QVERIFY(r.err.contains("top 20%"));
+    QVERIFY(r.err.contains("multistep"));
     auto t = workload::readWorkloadTrace(path("t.jsonl").toStdString());
     QVERIFY2(t.isOk(), t.status().message().c_str());
     QCOMPARE(t->size(), size_t{400});
@@ -70,20 +54,20 @@ private Q_SLOTS:
     QCOMPARE(ragraph({"--rate", "5", "--requests", "400", "--popularity", "zipf:1.2", "--mix",
                       "oneshot:1,multistep:1", "--seed", "3", "--corpus", corpus(), "--out",
                       path("t2.jsonl")})
-                 .exitCode,
+                 .code,
              0);
     QCOMPARE(readFile(path("t2.jsonl").toStdString()).value(), text);
     QCOMPARE(ragraph({"--rate", "5", "--requests", "400", "--popularity", "zipf:1.2", "--seed", "4",
                       "--corpus", corpus(), "--out", path("t3.jsonl")})
-                 .exitCode,
+                 .code,
              0);
     QVERIFY(readFile(path("t3.jsonl").toStdString()).value() != text);
   }
 
   void temporalTakesAWindow() {
-    Run r = ragraph({"--rate", "2", "--requests", "50", "--popularity", "temporal:0.6", "--window",
+    CliRun r = ragraph({"--rate", "2", "--requests", "50", "--popularity", "temporal:0.6", "--window",
                      "4", "--corpus", corpus(), "--out", path("tw.jsonl")});
-    QVERIFY2(r.exitCode == 0, qPrintable(r.stdErr));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
     std::string text = readFile(path("tw.jsonl").toStdString()).value();
     QVERIFY(text.find("\"popularity\":\"temporal:0.6\",\"window\":4,") != std::string::npos);
   }
@@ -134,25 +118,25 @@ private Q_SLOTS:
     QFETCH(QStringList, args);
     QFETCH(QString, expect);
     QFETCH(int, exitCode);
-    Run r = ragraph(args);
-    QCOMPARE(r.exitCode, exitCode);
-    QVERIFY2(r.stdErr.startsWith("ragraph: error: "), qPrintable(r.stdErr));
-    QVERIFY2(r.stdErr.contains(expect), qPrintable(r.stdErr));
-    QCOMPARE(r.stdErr.count('\n'), 1);
+    CliRun r = ragraph(args);
+    QCOMPARE(r.code, exitCode);
+    QVERIFY2(r.err.startsWith("ragraph: error: "), qPrintable(r.err));
+    QVERIFY2(r.err.contains(expect), qPrintable(r.err));
+    QCOMPARE(r.err.count('\n'), 1);
     QVERIFY(!fs::exists(path("bad.jsonl").toStdString()));
   }
 
   void unwritableOutput() {
     std::ofstream(path("plain").toStdString()) << "x";
-    Run r = ragraph({"--rate", "1", "--requests", "5", "--corpus", corpus(), "--out",
+    CliRun r = ragraph({"--rate", "1", "--requests", "5", "--corpus", corpus(), "--out",
                      path("plain") + "/t.jsonl"});
-    QCOMPARE(r.exitCode, 1);
-    QVERIFY2(r.stdErr.startsWith("ragraph: error: writing trace"), qPrintable(r.stdErr));
-    QCOMPARE(r.stdErr.count('\n'), 1);
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.startsWith("ragraph: error: writing trace"), qPrintable(r.err));
+    QCOMPARE(r.err.count('\n'), 1);
     // A failed run leaves an existing trace untouched.
     std::ofstream(path("keep.jsonl").toStdString()) << "old";
     r = ragraph({"--rate", "0", "--requests", "5", "--corpus", corpus(), "--out", path("keep.jsonl")});
-    QCOMPARE(r.exitCode, 2);
+    QCOMPARE(r.code, 2);
     QCOMPARE(readFile(path("keep.jsonl").toStdString()).value(), std::string("old"));
     for (const auto& e : fs::directory_iterator(m_dir.path().toStdString()))
       QVERIFY2(e.path().string().find(".tmp-") == std::string::npos, e.path().c_str());

@@ -11,6 +11,7 @@
 #include "corpus/corpus_builder.h"
 #include "corpus/corpus_db.h"
 #include "corpus/corpus_schema.h"
+#include "corpus_fixtures.h"
 #include "test_qa_checks.h"
 
 using namespace rag;
@@ -18,13 +19,6 @@ using namespace rag::corpus;
 namespace fs = std::filesystem;
 
 namespace {
-
-CorpusSources fixtureSources() {
-  CorpusSources s;
-  s.wordnetDir = fs::path(RAGWB_FIXTURES_DIR) / "corpus/wordnet";
-  s.foldocDir = fs::path(RAGWB_FIXTURES_DIR) / "corpus/foldoc";
-  return s;
-}
 
 const SynsetView* synsetNamed(const CorpusModel& m, std::string_view lemma, char pos) {
   for (const SynsetView& s : m.synsets)

@@ -7,19 +7,13 @@
 
 #include "corpus/corpus_builder.h"
 #include "corpus/qa_builder.h"
+#include "corpus_fixtures.h"
 
 using namespace rag;
 using namespace rag::corpus;
 namespace fs = std::filesystem;
 
 namespace {
-
-CorpusSources fixtureSources() {
-  CorpusSources s;
-  s.wordnetDir = fs::path(RAGWB_FIXTURES_DIR) / "corpus/wordnet";
-  s.foldocDir = fs::path(RAGWB_FIXTURES_DIR) / "corpus/foldoc";
-  return s;
-}
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
