@@ -1,0 +1,69 @@
+// A Llama-family decoder in libtorch (Llama 2/3, Qwen2): RMSNorm, rotate-half RoPE with a
+// configurable theta, SwiGLU, grouped-query attention, optional q/k/v biases and tied
+// embeddings; F32 or BF16 weights. Loaded from a Hugging Face directory (config.json +
+// model.safetensors or a sharded index) through the torch-free readers in this folder.
+//
+//   RAG_ASSIGN_OR_RETURN(LlamaModel m, LlamaModel::load("datasets/models/rag-llama"));
+//   torch::Tensor logits = m.forward(torch::tensor({1, 17, 42}, torch::kLong));  // F32 [3, vocab]
+//
+// This file is one of the few that include torch headers (compile time): keep it that way.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <vector>
+
+#include "model/model_config.h"
+#include "rag/status.h"
+
+namespace rag::model {
+
+struct LlamaLayerWeights {
+  torch::Tensor inputNorm;        // [hidden]
+  torch::Tensor q, k, v, o;       // [nh*d, hidden], [nkv*d, hidden], [nkv*d, hidden], [hidden, nh*d]
+  torch::Tensor qBias, kBias, vBias;  // [nh*d], [nkv*d], [nkv*d]; undefined without attention_bias
+  torch::Tensor postNorm;         // [hidden]
+  torch::Tensor gate, up, down;   // [inter, hidden], [inter, hidden], [hidden, inter]
+};
+
+struct LlamaWeights {
+  torch::Tensor embed;   // [vocab, hidden]
+  std::vector<LlamaLayerWeights> layers;
+  torch::Tensor norm;    // [hidden]
+  torch::Tensor lmHead;  // [vocab, hidden]; the same storage as embed when tied
+};
+
+// cos and sin tables for positions (I64 [n]): F32 [n, head_dim] each, HF's rotate-half layout
+// (the frequency vector repeated twice).
+std::pair<torch::Tensor, torch::Tensor> ropeTables(const torch::Tensor& positions, int64_t headDim,
+                                                   double theta);
+// x: [..., n, head_dim] rotated by the tables of its n positions.
+torch::Tensor applyRope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+
+class LlamaModel {
+public:
+  // dtype: torch::kFloat32 or torch::kBFloat16 (weights are converted on load).
+  static Result<LlamaModel> load(const std::filesystem::path& dir,
+                                 torch::ScalarType dtype = torch::kFloat32);
+  LlamaModel(LlamaConfig config, LlamaWeights weights);
+
+  const LlamaConfig& config() const { return m_config; }
+  const LlamaWeights& weights() const { return m_weights; }
+  torch::ScalarType dtype() const { return m_weights.embed.scalar_type(); }
+
+  // Dense causal forward over one sequence starting at position `startPos` with no cache:
+  // tokens I64 [n] -> logits F32 [n, vocab]. The reference the paged runner is checked against.
+  torch::Tensor forward(const torch::Tensor& tokens, int64_t startPos = 0) const;
+
+  // Checks every id is in [0, vocab): the runner calls this before it touches a batch.
+  Status checkTokens(const torch::Tensor& tokens) const;
+
+private:
+  torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& g) const;
+
+  LlamaConfig m_config;
+  LlamaWeights m_weights;
+};
+
+}  // namespace rag::model
