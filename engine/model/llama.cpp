@@ -80,6 +80,10 @@ Result<LlamaModel> LlamaModel::load(const std::filesystem::path& dir, torch::Sca
     RAG_ASSIGN_OR_RETURN(l.qBias, getOptional(p + "self_attn.q_proj.bias"));
     RAG_ASSIGN_OR_RETURN(l.kBias, getOptional(p + "self_attn.k_proj.bias"));
     RAG_ASSIGN_OR_RETURN(l.vBias, getOptional(p + "self_attn.v_proj.bias"));
+    RAG_ASSIGN_OR_RETURN(l.oBias, getOptional(p + "self_attn.o_proj.bias"));
+    RAG_ASSIGN_OR_RETURN(l.gateBias, getOptional(p + "mlp.gate_proj.bias"));
+    RAG_ASSIGN_OR_RETURN(l.upBias, getOptional(p + "mlp.up_proj.bias"));
+    RAG_ASSIGN_OR_RETURN(l.downBias, getOptional(p + "mlp.down_proj.bias"));
     RAG_ASSIGN_OR_RETURN(l.gate, get(p + "mlp.gate_proj.weight"));
     RAG_ASSIGN_OR_RETURN(l.up, get(p + "mlp.up_proj.weight"));
     RAG_ASSIGN_OR_RETURN(l.down, get(p + "mlp.down_proj.weight"));
@@ -132,11 +136,11 @@ torch::Tensor LlamaModel::forward(const torch::Tensor& tokens, int64_t startPos)
     torch::Tensor scores = torch::matmul(q, k.transpose(1, 2)).to(torch::kFloat32) * scale + mask;
     torch::Tensor att = torch::softmax(scores, -1).to(v.scalar_type());
     torch::Tensor o = torch::matmul(att, v).transpose(0, 1).reshape({n, nh * d});
-    x = x + torch::nn::functional::linear(o, l.o);
+    x = x + torch::nn::functional::linear(o, l.o, l.oBias);
     h = rmsNorm(x, l.postNorm);
-    torch::Tensor g = torch::nn::functional::linear(h, l.gate);
-    torch::Tensor u = torch::nn::functional::linear(h, l.up);
-    x = x + torch::nn::functional::linear(torch::silu(g) * u, l.down);
+    torch::Tensor g = torch::nn::functional::linear(h, l.gate, l.gateBias);
+    torch::Tensor u = torch::nn::functional::linear(h, l.up, l.upBias);
+    x = x + torch::nn::functional::linear(torch::silu(g) * u, l.down, l.downBias);
   }
   x = rmsNorm(x, m_weights.norm);
   return torch::nn::functional::linear(x, m_weights.lmHead).to(torch::kFloat32);

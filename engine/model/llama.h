@@ -25,6 +25,8 @@ struct LlamaLayerWeights {
   torch::Tensor qBias, kBias, vBias;  // [nh*d], [nkv*d], [nkv*d]; undefined without attention_bias
   torch::Tensor postNorm;         // [hidden]
   torch::Tensor gate, up, down;   // [inter, hidden], [inter, hidden], [hidden, inter]
+  torch::Tensor oBias;                    // [hidden]; undefined without attention_bias (Llama)
+  torch::Tensor gateBias, upBias, downBias;  // undefined without mlp_bias
 };
 
 struct LlamaWeights {
