@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "status_checks.h"
 #include "model/model_config.h"
 
 using namespace rag;
@@ -51,15 +52,6 @@ Status writeCheckpoint(const std::string& path, const std::vector<ExpectedTensor
     out.push_back({e.name, dtype, e.shape, storage.back()});
   }
   return writeSafetensors(path, out);
-}
-
-bool mentions(const Status& s, std::initializer_list<std::string_view> parts) {
-  for (std::string_view p : parts)
-    if (s.message().find(p) == std::string::npos) {
-      qWarning("message '%s' lacks '%s'", s.message().c_str(), std::string(p).c_str());
-      return false;
-    }
-  return true;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "status_checks.h"
 #include "model/safetensors.h"
 
 using namespace rag;
@@ -44,15 +45,6 @@ Status openError(const std::string& path) {
   Result<SafetensorsFile> f = SafetensorsFile::open(path);
   if (f) return Status::internal("unexpectedly opened " + path);
   return f.status();
-}
-
-bool mentions(const Status& s, std::initializer_list<std::string_view> parts) {
-  for (std::string_view p : parts)
-    if (s.message().find(p) == std::string::npos) {
-      qWarning("message '%s' lacks '%s'", s.message().c_str(), std::string(p).c_str());
-      return false;
-    }
-  return true;
 }
 
 }  // namespace

@@ -1,0 +1,19 @@
+// Test helper: does an error message name everything a user needs (file, tensor, fix)?
+#pragma once
+
+#include <QtGlobal>
+
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include "rag/status.h"
+
+inline bool mentions(const rag::Status& s, std::initializer_list<std::string_view> parts) {
+  for (std::string_view p : parts)
+    if (s.message().find(p) == std::string::npos) {
+      qWarning("message '%s' lacks '%s'", s.message().c_str(), std::string(p).c_str());
+      return false;
+    }
+  return true;
+}
