@@ -1,6 +1,11 @@
 #include "model/llama.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <cmath>
+#include <limits>
+
+#include "core/fs.h"
 
 #include "model/safetensors.h"
 
@@ -37,6 +42,40 @@ torch::Tensor applyRope(const torch::Tensor& x, const torch::Tensor& cos, const 
   return x * cos.to(x.scalar_type()) + rotated * sin.to(x.scalar_type());
 }
 
+// Every weight slot of a config, by its HF name, in checkpoint order (expectedLlamaTensors'
+// order). A tied lm_head has no slot: it is the embedding. Load, init, save and parameters()
+// all walk this one list.
+template <typename W, typename Fn>
+void forEachWeight(W& w, const LlamaConfig& c, Fn&& fn) {
+  fn("model.embed_tokens.weight", w.embed);
+  for (int64_t i = 0; i < c.numHiddenLayers; ++i) {
+    auto& l = w.layers[static_cast<size_t>(i)];
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    fn(p + "input_layernorm.weight", l.inputNorm);
+    fn(p + "self_attn.q_proj.weight", l.q);
+    fn(p + "self_attn.k_proj.weight", l.k);
+    fn(p + "self_attn.v_proj.weight", l.v);
+    fn(p + "self_attn.o_proj.weight", l.o);
+    if (c.attentionBias) {
+      fn(p + "self_attn.q_proj.bias", l.qBias);
+      fn(p + "self_attn.k_proj.bias", l.kBias);
+      fn(p + "self_attn.v_proj.bias", l.vBias);
+    }
+    if (c.attentionOutputBias) fn(p + "self_attn.o_proj.bias", l.oBias);
+    fn(p + "post_attention_layernorm.weight", l.postNorm);
+    fn(p + "mlp.gate_proj.weight", l.gate);
+    fn(p + "mlp.up_proj.weight", l.up);
+    fn(p + "mlp.down_proj.weight", l.down);
+    if (c.mlpBias) {
+      fn(p + "mlp.gate_proj.bias", l.gateBias);
+      fn(p + "mlp.up_proj.bias", l.upBias);
+      fn(p + "mlp.down_proj.bias", l.downBias);
+    }
+  }
+  fn("model.norm.weight", w.norm);
+  if (!c.tieWordEmbeddings) fn("lm_head.weight", w.lmHead);
+}
+
 LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights)
     : m_config(std::move(config)), m_weights(std::move(weights)) {}
 
@@ -51,45 +90,69 @@ Result<LlamaModel> LlamaModel::load(const std::filesystem::path& dir, torch::Sca
   std::vector<ExpectedTensor> expected = expectedLlamaTensors(cfg);
   RAG_RETURN_IF_ERROR(checkTensors(st, expected));
 
-  auto get = [&](const std::string& name) -> Result<torch::Tensor> {
-    const TensorView* v = st.find(name);
-    if (!v) return Status::notFound("tensor " + name + " is missing from " + dir.string());
-    return toTensor(*v, dtype);
-  };
-  auto getOptional = [&](const std::string& name) -> Result<torch::Tensor> {
-    if (!st.find(name)) return torch::Tensor();
-    return get(name);
-  };
   LlamaWeights w;
-  RAG_ASSIGN_OR_RETURN(w.embed, get("model.embed_tokens.weight"));
-  RAG_ASSIGN_OR_RETURN(w.norm, get("model.norm.weight"));
-  if (cfg.tieWordEmbeddings) {
-    w.lmHead = w.embed;
-  } else {
-    RAG_ASSIGN_OR_RETURN(w.lmHead, get("lm_head.weight"));
-  }
-  for (int64_t i = 0; i < cfg.numHiddenLayers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    LlamaLayerWeights l;
-    RAG_ASSIGN_OR_RETURN(l.inputNorm, get(p + "input_layernorm.weight"));
-    RAG_ASSIGN_OR_RETURN(l.postNorm, get(p + "post_attention_layernorm.weight"));
-    RAG_ASSIGN_OR_RETURN(l.q, get(p + "self_attn.q_proj.weight"));
-    RAG_ASSIGN_OR_RETURN(l.k, get(p + "self_attn.k_proj.weight"));
-    RAG_ASSIGN_OR_RETURN(l.v, get(p + "self_attn.v_proj.weight"));
-    RAG_ASSIGN_OR_RETURN(l.o, get(p + "self_attn.o_proj.weight"));
-    RAG_ASSIGN_OR_RETURN(l.qBias, getOptional(p + "self_attn.q_proj.bias"));
-    RAG_ASSIGN_OR_RETURN(l.kBias, getOptional(p + "self_attn.k_proj.bias"));
-    RAG_ASSIGN_OR_RETURN(l.vBias, getOptional(p + "self_attn.v_proj.bias"));
-    RAG_ASSIGN_OR_RETURN(l.oBias, getOptional(p + "self_attn.o_proj.bias"));
-    RAG_ASSIGN_OR_RETURN(l.gateBias, getOptional(p + "mlp.gate_proj.bias"));
-    RAG_ASSIGN_OR_RETURN(l.upBias, getOptional(p + "mlp.up_proj.bias"));
-    RAG_ASSIGN_OR_RETURN(l.downBias, getOptional(p + "mlp.down_proj.bias"));
-    RAG_ASSIGN_OR_RETURN(l.gate, get(p + "mlp.gate_proj.weight"));
-    RAG_ASSIGN_OR_RETURN(l.up, get(p + "mlp.up_proj.weight"));
-    RAG_ASSIGN_OR_RETURN(l.down, get(p + "mlp.down_proj.weight"));
-    w.layers.push_back(std::move(l));
-  }
+  w.layers.resize(static_cast<size_t>(cfg.numHiddenLayers));
+  Status failed;
+  forEachWeight(w, cfg, [&](const std::string& name, torch::Tensor& slot) {
+    if (!failed.isOk()) return;
+    Result<torch::Tensor> t = toTensor(*st.find(name), dtype);  // present: checkTensors passed
+    if (t.isOk()) slot = std::move(*t); else failed = t.status();
+  });
+  RAG_RETURN_IF_ERROR(failed);
+  if (cfg.tieWordEmbeddings) w.lmHead = w.embed;
   return LlamaModel(std::move(cfg), std::move(w));
+}
+
+Result<LlamaModel> LlamaModel::initRandom(const LlamaConfig& config, uint64_t seed) {
+  if (config.hiddenSize <= 0 || config.numHiddenLayers <= 0 || config.vocabSize <= 0 ||
+      config.numAttentionHeads <= 0 || config.numKeyValueHeads <= 0 || config.headDim <= 0 ||
+      config.headDim % 2 != 0 || config.numAttentionHeads % config.numKeyValueHeads != 0)
+    return Status::invalidArgument(
+        "model config needs positive sizes, an even head_dim and num_key_value_heads dividing "
+        "num_attention_heads");
+  torch::NoGradGuard noGrad;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  LlamaWeights w;
+  w.layers.resize(static_cast<size_t>(config.numHiddenLayers));
+  const std::vector<ExpectedTensor> expected = expectedLlamaTensors(config);
+  size_t next = 0;
+  forEachWeight(w, config, [&](const std::string& name, torch::Tensor& slot) {
+    const ExpectedTensor& e = expected[next++];  // the same order by construction
+    const bool norm = name.ends_with("norm.weight");
+    const bool bias = name.ends_with(".bias");
+    if (norm) slot = torch::ones(e.shape);
+    else if (bias) slot = torch::zeros(e.shape);
+    else slot = at::normal(0.0, 0.02, e.shape, gen);
+  });
+  if (config.tieWordEmbeddings) w.lmHead = w.embed;
+  return LlamaModel(config, std::move(w));
+}
+
+std::vector<torch::Tensor> LlamaModel::parameters() const {
+  std::vector<torch::Tensor> out;
+  forEachWeight(m_weights, m_config,
+                [&](const std::string&, const torch::Tensor& t) { out.push_back(t); });
+  return out;
+}
+
+Status LlamaModel::save(const std::filesystem::path& dir) const {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::ioError("cannot create model directory " + dir.string() + ": " + ec.message());
+  const bool bf16 = dtype() == torch::kBFloat16;
+  std::vector<torch::Tensor> keep;  // contiguous CPU copies the writer reads from
+  std::vector<TensorToWrite> out;
+  forEachWeight(m_weights, m_config, [&](const std::string& name, const torch::Tensor& t) {
+    torch::Tensor c = t.detach().to(torch::kCPU).contiguous();
+    keep.push_back(c);
+    out.push_back({name, bf16 ? DType::BF16 : DType::F32, c.sizes().vec(),
+                   std::span<const std::byte>(static_cast<const std::byte*>(c.data_ptr()),
+                                              static_cast<size_t>(c.nbytes()))});
+  });
+  LlamaConfig cfg = m_config;
+  cfg.torchDtype = bf16 ? "bfloat16" : "float32";
+  RAG_RETURN_IF_ERROR(writeSafetensors(dir / "model.safetensors", out));
+  return writeFileAtomic(dir / "config.json", llamaConfigJson(cfg));
 }
 
 Status LlamaModel::checkTokens(const torch::Tensor& tokens) const {
@@ -112,38 +175,55 @@ torch::Tensor LlamaModel::rmsNorm(const torch::Tensor& x, const torch::Tensor& g
   return (xf * r).to(x.scalar_type()) * g;
 }
 
+torch::Tensor LlamaModel::mlp(const LlamaLayerWeights& l, const torch::Tensor& h) const {
+  namespace F = torch::nn::functional;
+  return F::linear(torch::silu(F::linear(h, l.gate, l.gateBias)) * F::linear(h, l.up, l.upBias),
+                   l.down, l.downBias);
+}
+
+torch::Tensor LlamaModel::logits(const torch::Tensor& x) const {
+  return torch::nn::functional::linear(rmsNorm(x, m_weights.norm), m_weights.lmHead)
+      .to(torch::kFloat32);
+}
+
 torch::Tensor LlamaModel::forward(const torch::Tensor& tokens, int64_t startPos) const {
   torch::NoGradGuard noGrad;
-  const LlamaConfig& c = m_config;
   const int64_t n = tokens.size(0);
+  torch::Tensor pos = torch::arange(startPos, startPos + n, torch::kLong);
+  return forwardDense(tokens.unsqueeze(0), pos.unsqueeze(0)).squeeze(0);
+}
+
+torch::Tensor LlamaModel::forwardDense(const torch::Tensor& tokens, const torch::Tensor& positions,
+                                       const torch::Tensor& allowed) const {
+  namespace F = torch::nn::functional;
+  const LlamaConfig& c = m_config;
+  const int64_t b = tokens.size(0), n = tokens.size(1);
   const int64_t nh = c.numAttentionHeads, nkv = c.numKeyValueHeads, d = c.headDim;
-  torch::Tensor x = m_weights.embed.index_select(0, tokens);  // [n, hidden]
-  auto [cos, sin] = ropeTables(torch::arange(startPos, startPos + n, torch::kLong), d, c.ropeTheta);
-  torch::Tensor mask = torch::full({n, n}, -std::numeric_limits<float>::infinity()).triu(1);
+  torch::Tensor x = m_weights.embed.index_select(0, tokens.reshape({-1})).view({b, n, -1});
+  auto [cos, sin] = ropeTables(positions.reshape({-1}), d, c.ropeTheta);
+  cos = cos.view({b, 1, n, d});
+  sin = sin.view({b, 1, n, d});
+  const float inf = std::numeric_limits<float>::infinity();
+  torch::Tensor mask = allowed.defined()
+                           ? torch::zeros({b, 1, n, n}).masked_fill(allowed.logical_not().unsqueeze(1), -inf)
+                           : torch::full({n, n}, -inf).triu(1);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   for (const LlamaLayerWeights& l : m_weights.layers) {
     torch::Tensor h = rmsNorm(x, l.inputNorm);
-    torch::Tensor q = torch::nn::functional::linear(h, l.q, l.qBias);
-    torch::Tensor k = torch::nn::functional::linear(h, l.k, l.kBias);
-    torch::Tensor v = torch::nn::functional::linear(h, l.v, l.vBias);
-    q = applyRope(q.view({n, nh, d}).transpose(0, 1), cos, sin);   // [nh, n, d]
-    k = applyRope(k.view({n, nkv, d}).transpose(0, 1), cos, sin);  // [nkv, n, d]
-    v = v.view({n, nkv, d}).transpose(0, 1);                       // [nkv, n, d]
+    torch::Tensor q = applyRope(F::linear(h, l.q, l.qBias).view({b, n, nh, d}).transpose(1, 2), cos, sin);
+    torch::Tensor k = applyRope(F::linear(h, l.k, l.kBias).view({b, n, nkv, d}).transpose(1, 2), cos, sin);
+    torch::Tensor v = F::linear(h, l.v, l.vBias).view({b, n, nkv, d}).transpose(1, 2);
     if (nkv != nh) {
-      k = k.repeat_interleave(nh / nkv, 0);
-      v = v.repeat_interleave(nh / nkv, 0);
+      k = k.repeat_interleave(nh / nkv, 1);
+      v = v.repeat_interleave(nh / nkv, 1);
     }
-    torch::Tensor scores = torch::matmul(q, k.transpose(1, 2)).to(torch::kFloat32) * scale + mask;
+    torch::Tensor scores = torch::matmul(q, k.transpose(-1, -2)).to(torch::kFloat32) * scale + mask;
     torch::Tensor att = torch::softmax(scores, -1).to(v.scalar_type());
-    torch::Tensor o = torch::matmul(att, v).transpose(0, 1).reshape({n, nh * d});
-    x = x + torch::nn::functional::linear(o, l.o, l.oBias);
-    h = rmsNorm(x, l.postNorm);
-    torch::Tensor g = torch::nn::functional::linear(h, l.gate, l.gateBias);
-    torch::Tensor u = torch::nn::functional::linear(h, l.up, l.upBias);
-    x = x + torch::nn::functional::linear(torch::silu(g) * u, l.down, l.downBias);
+    torch::Tensor o = torch::matmul(att, v).transpose(1, 2).reshape({b, n, nh * d});
+    x = x + F::linear(o, l.o, l.oBias);
+    x = x + mlp(l, rmsNorm(x, l.postNorm));
   }
-  x = rmsNorm(x, m_weights.norm);
-  return torch::nn::functional::linear(x, m_weights.lmHead).to(torch::kFloat32);
+  return logits(x);
 }
 
 }  // namespace rag::model

@@ -48,22 +48,43 @@ public:
   // dtype: torch::kFloat32 or torch::kBFloat16 (weights are converted on load).
   static Result<LlamaModel> load(const std::filesystem::path& dir,
                                  torch::ScalarType dtype = torch::kFloat32);
+  // A freshly initialised model (HF's Llama init: normal(0, 0.02) matrices, unit norms, zero
+  // biases), reproducible from `seed`. For training from scratch and for tests.
+  static Result<LlamaModel> initRandom(const LlamaConfig& config, uint64_t seed);
   LlamaModel(LlamaConfig config, LlamaWeights weights);
 
   const LlamaConfig& config() const { return m_config; }
   const LlamaWeights& weights() const { return m_weights; }
   torch::ScalarType dtype() const { return m_weights.embed.scalar_type(); }
 
+  // Every distinct weight tensor (a tied lm_head is listed once), in checkpoint order: what an
+  // optimizer updates. The tensors share storage with the model.
+  std::vector<torch::Tensor> parameters() const;
+
+  // Writes config.json and model.safetensors (F32, or BF16 for a BF16 model) into `dir` in HF
+  // layout, each file atomically; `load` reads it back bit-exactly.
+  Status save(const std::filesystem::path& dir) const;
+
   // Dense causal forward over one sequence starting at position `startPos` with no cache:
   // tokens I64 [n] -> logits F32 [n, vocab]. The reference the paged runner is checked against.
   torch::Tensor forward(const torch::Tensor& tokens, int64_t startPos = 0) const;
 
+  // Dense forward over a batch: tokens I64 [B, T], positions I64 [B, T], `allowed` Bool
+  // [B, T, T] (row i may attend to column j) or undefined for causal -> logits F32 [B, T, vocab].
+  // Autograd follows the caller's grad mode: the training loop and the masked references use it.
+  torch::Tensor forwardDense(const torch::Tensor& tokens, const torch::Tensor& positions,
+                             const torch::Tensor& allowed = {}) const;
+
   // Checks every id is in [0, vocab): the runner calls this before it touches a batch.
   Status checkTokens(const torch::Tensor& tokens) const;
 
-private:
+  // The pieces of a layer, shared by the dense forward and the paged runner. Shapes are
+  // [..., hidden] in and out.
   torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& g) const;
+  torch::Tensor mlp(const LlamaLayerWeights& l, const torch::Tensor& h) const;  // SwiGLU
+  torch::Tensor logits(const torch::Tensor& x) const;  // final norm + lm_head, F32
 
+private:
   LlamaConfig m_config;
   LlamaWeights m_weights;
 };

@@ -2,6 +2,9 @@
 
 #include "core/fs.h"
 #include "core/json.h"
+#include "core/json_writer.h"
+
+#include <sstream>
 
 namespace fs = std::filesystem;
 
@@ -308,6 +311,43 @@ Status checkTensors(const SafetensorsWeights& weights, std::span<const ExpectedT
                              "; model weights must be F32, F16 or BF16");
   }
   return Status::ok();
+}
+
+std::string llamaConfigJson(const LlamaConfig& c) {
+  const bool qwen = c.architecture == ModelArchitecture::Qwen2;
+  std::ostringstream os;
+  JsonWriter w(os, /*pretty=*/true);
+  w.beginObject();
+  w.key("architectures").beginArray().value(qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM").endArray();
+  w.key("model_type").value(qwen ? "qwen2" : "llama");
+  w.key("hidden_size").value(c.hiddenSize);
+  w.key("intermediate_size").value(c.intermediateSize);
+  w.key("num_hidden_layers").value(c.numHiddenLayers);
+  w.key("num_attention_heads").value(c.numAttentionHeads);
+  w.key("num_key_value_heads").value(c.numKeyValueHeads);
+  w.key("head_dim").value(c.headDim);
+  w.key("max_position_embeddings").value(c.maxPositionEmbeddings);
+  w.key("vocab_size").value(c.vocabSize);
+  w.key("rms_norm_eps").value(c.rmsNormEps);
+  w.key("rope_theta").value(c.ropeTheta);
+  w.key("hidden_act").value("silu");
+  w.key("tie_word_embeddings").value(c.tieWordEmbeddings);
+  if (!qwen) {
+    w.key("attention_bias").value(c.attentionBias);
+    w.key("mlp_bias").value(c.mlpBias);
+  }
+  if (c.bosTokenId) w.key("bos_token_id").value(*c.bosTokenId);
+  if (c.eosTokenIds.size() == 1) {
+    w.key("eos_token_id").value(c.eosTokenIds[0]);
+  } else if (!c.eosTokenIds.empty()) {
+    w.key("eos_token_id").beginArray();
+    for (int64_t id : c.eosTokenIds) w.value(id);
+    w.endArray();
+  }
+  w.key("torch_dtype").value(c.torchDtype);
+  w.endObject();
+  os << "\n";
+  return os.str();
 }
 
 }  // namespace rag::model

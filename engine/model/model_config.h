@@ -87,6 +87,10 @@ Result<BertConfig> parseBertConfig(std::string_view json, std::string_view origi
 
 // Read config.json from a file or a model directory.
 Result<LlamaConfig> loadLlamaConfig(const std::filesystem::path& path);
+
+// config.json text for a Llama or Qwen2 config (what LlamaModel::save writes); parseLlamaConfig
+// reads it back to an equal config. rope_scaling is not written (the runtime refuses it).
+std::string llamaConfigJson(const LlamaConfig& config);
 Result<BertConfig> loadBertConfig(const std::filesystem::path& path);
 
 struct ExpectedTensor {
