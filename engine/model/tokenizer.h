@@ -36,30 +36,10 @@
 #include <string_view>
 #include <vector>
 
+#include "model/pre_tokenizer.h"
 #include "rag/status.h"
 
 namespace rag::model {
-
-// ---- Pre-tokenizer split patterns ------------------------------------------------------------
-// std::regex has no \p{L}, so the regexes that real tokenizers use are implemented as
-// hand-written scanners and recognised by their exact pattern string.
-enum class SplitPattern {
-  Gpt2,    // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-  Llama3,  // (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|...
-  Qwen2,   // Llama3 with \p{N} (single digits) instead of \p{N}{1,3}
-};
-
-// The regex string of a pattern, exactly as tokenizer.json spells it.
-std::string_view splitPatternRegex(SplitPattern pattern);
-
-// The pattern whose regex string is `regex`; InvalidArgument naming the regex otherwise.
-Result<SplitPattern> recognizeSplitPattern(std::string_view regex);
-
-// Splits text the way the regex with HF's "Isolated" behaviour does: every match is a piece and
-// the pieces concatenate back to `text` (every character matches one of the alternatives).
-// Invalid UTF-8 bytes are single characters outside \s, \p{L} and \p{N}. The views point into
-// `text`.
-std::vector<std::string_view> splitWithPattern(SplitPattern pattern, std::string_view text);
 
 // ---- GPT-2 byte-level mapping ----------------------------------------------------------------
 // Every byte maps to one printable code point: bytes '!'..'~', U+00A1..U+00AC and
