@@ -42,6 +42,21 @@ torch::Tensor applyRope(const torch::Tensor& x, const torch::Tensor& cos, const 
   return x * cos.to(x.scalar_type()) + rotated * sin.to(x.scalar_type());
 }
 
+torch::Tensor reencodeKeys(const torch::Tensor& k, const torch::Tensor& from, const torch::Tensor& to,
+                           double theta, bool viaZero) {
+  const int64_t d = k.size(-1);
+  torch::Tensor kf = k.to(torch::kFloat32);
+  if (viaZero) {
+    auto [c0, s0] = ropeTables(-from, d, theta);
+    auto [c1, s1] = ropeTables(to, d, theta);
+    kf = applyRope(applyRope(kf, c0.unsqueeze(1), s0.unsqueeze(1)), c1.unsqueeze(1), s1.unsqueeze(1));
+  } else {
+    auto [c, s] = ropeTables(to - from, d, theta);
+    kf = applyRope(kf, c.unsqueeze(1), s.unsqueeze(1));
+  }
+  return kf.to(k.scalar_type());
+}
+
 // Every weight slot of a config, by its HF name, in checkpoint order (expectedLlamaTensors'
 // order). A tied lm_head has no slot: it is the embedding. Load, init, save and parameters()
 // all walk this one list.
@@ -126,6 +141,13 @@ Result<LlamaModel> LlamaModel::initRandom(const LlamaConfig& config, uint64_t se
   });
   if (config.tieWordEmbeddings) w.lmHead = w.embed;
   return LlamaModel(config, std::move(w));
+}
+
+LlamaModel LlamaModel::converted(torch::ScalarType dtype) const {
+  LlamaWeights w = m_weights;
+  forEachWeight(w, m_config, [&](const std::string&, torch::Tensor& t) { t = t.to(dtype); });
+  if (m_config.tieWordEmbeddings) w.lmHead = w.embed;
+  return LlamaModel(m_config, std::move(w));
 }
 
 std::vector<torch::Tensor> LlamaModel::parameters() const {

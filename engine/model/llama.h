@@ -43,6 +43,12 @@ std::pair<torch::Tensor, torch::Tensor> ropeTables(const torch::Tensor& position
 // x: [..., n, head_dim] rotated by the tables of its n positions.
 torch::Tensor applyRope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
 
+// Keys cached at RoPE positions `from` (I64 [n]) re-encoded to positions `to` (I64 [n]):
+// k: [n, heads, head_dim] in any float type, same type out. Rotations compose, so this equals
+// the keys computed at `to` up to rounding. viaZero rotates back to 0 first, then forward.
+torch::Tensor reencodeKeys(const torch::Tensor& k, const torch::Tensor& from, const torch::Tensor& to,
+                           double theta, bool viaZero = false);
+
 class LlamaModel {
 public:
   // dtype: torch::kFloat32 or torch::kBFloat16 (weights are converted on load).
@@ -56,6 +62,9 @@ public:
   const LlamaConfig& config() const { return m_config; }
   const LlamaWeights& weights() const { return m_weights; }
   torch::ScalarType dtype() const { return m_weights.embed.scalar_type(); }
+
+  // A copy with every weight converted to `dtype` (F32 or BF16).
+  LlamaModel converted(torch::ScalarType dtype) const;
 
   // Every distinct weight tensor (a tied lm_head is listed once), in checkpoint order: what an
   // optimizer updates. The tensors share storage with the model.

@@ -1,0 +1,863 @@
+#include "model/runner.h"
+
+#include <torch/torch.h>
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <deque>
+#include <limits>
+#include <map>
+#include <optional>
+
+#include "core/clock.h"
+#include "model/kv_blocks.h"
+#include "model/llama.h"
+#include "model/stop_matcher.h"
+#include "model/tokenizer.h"
+
+namespace rag::model {
+
+namespace F = torch::nn::functional;
+
+std::string_view finishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::None: return "none";
+    case FinishReason::MaxTokens: return "max_tokens";
+    case FinishReason::StopToken: return "stop_token";
+    case FinishReason::StopString: return "stop_string";
+    case FinishReason::ContextFull: return "context_full";
+    case FinishReason::Cancelled: return "cancelled";
+    case FinishReason::Error: return "error";
+  }
+  return "none";
+}
+
+namespace {
+
+enum class SeqState : uint8_t { Waiting, Running, Finished };
+
+struct Seq {
+  SeqId id = 0;
+  std::vector<int32_t> tokens;
+  std::vector<int64_t> positions;
+  int64_t promptLength = 0;
+  int64_t computed = 0;
+  std::vector<int32_t> blocks;
+  AttentionMask mask;
+  SamplingParams sampling;
+  std::optional<Sampler> sampler;
+  std::optional<StopMatcher> stop;
+  std::string decoded;   // text of the generated tokens as decoded so far
+  std::string text;      // text released to the caller (stop strings held back / cut)
+  bool keepKv = false;
+  bool allLogits = false;
+  SeqState state = SeqState::Waiting;
+  FinishReason reason = FinishReason::None;
+
+  int64_t pending() const { return static_cast<int64_t>(tokens.size()) - computed; }
+  int64_t generated() const { return std::max<int64_t>(0, static_cast<int64_t>(tokens.size()) - promptLength); }
+  // Token i sees every earlier token (a generated token, the last block, past the tree).
+  bool fullRow(int64_t i) const {
+    switch (mask.kind) {
+      case MaskKind::Causal: return true;
+      case MaskKind::Block: return mask.blockStarts.size() <= 1 || i >= mask.blockStarts.back();
+      case MaskKind::Ancestor: return i >= static_cast<int64_t>(mask.parents.size());
+    }
+    return true;
+  }
+};
+
+// Rows [start, start + n) of one sequence computed in this step.
+struct Item {
+  Seq* seq = nullptr;
+  int64_t start = 0;
+  int64_t n = 0;
+};
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+struct ModelRunner::Impl {
+  std::shared_ptr<const LlamaModel> model;
+  std::shared_ptr<const Tokenizer> tokenizer;
+  RunnerParams params;
+  LlamaConfig cfg;
+  int64_t bs = 16;
+  KvBlockAllocator alloc{0};
+  std::vector<torch::Tensor> kPool, vPool;  // per layer [numBlocks * bs, kv_heads, head_dim]
+  std::vector<int64_t> eosIds;
+  std::map<SeqId, Seq> seqs;
+  std::deque<SeqId> waiting;
+  std::vector<SeqId> running;  // admission order: preemption takes from the back
+  std::vector<SeqEvent> pendingEvents;
+  SeqId nextId = 1;
+
+  int64_t slot(const Seq& s, int64_t pos) const {
+    return static_cast<int64_t>(s.blocks[static_cast<size_t>(pos / bs)]) * bs + pos % bs;
+  }
+  torch::Tensor slots(const Seq& s, int64_t begin, int64_t end) const {
+    std::vector<int64_t> v;
+    v.reserve(static_cast<size_t>(end - begin));
+    for (int64_t i = begin; i < end; ++i) v.push_back(slot(s, i));
+    return torch::tensor(v, torch::kLong);
+  }
+
+  void copyBlock(int32_t from, int32_t to) {
+    for (size_t l = 0; l < kPool.size(); ++l) {
+      kPool[l].narrow(0, to * bs, bs).copy_(kPool[l].narrow(0, from * bs, bs));
+      vPool[l].narrow(0, to * bs, bs).copy_(vPool[l].narrow(0, from * bs, bs));
+    }
+  }
+
+  // New blocks (and copy-on-write replacements) needed to write rows [s.computed, upto).
+  int64_t blocksNeeded(const Seq& s, int64_t upto) const {
+    int64_t need = std::max<int64_t>(0, ceilDiv(upto, bs) - static_cast<int64_t>(s.blocks.size()));
+    for (int64_t b = s.computed / bs; b < static_cast<int64_t>(s.blocks.size()) && b * bs < upto; ++b)
+      if (alloc.refCount(s.blocks[static_cast<size_t>(b)]) > 1) ++need;
+    return need;
+  }
+
+  // Makes rows [s.computed, upto) writable: allocates missing blocks and copies shared ones.
+  // False (nothing changed) when the pool cannot supply them.
+  bool reserve(Seq& s, int64_t upto) {
+    if (blocksNeeded(s, upto) > alloc.freeBlocks()) return false;
+    for (int64_t b = s.computed / bs; b < static_cast<int64_t>(s.blocks.size()) && b * bs < upto; ++b) {
+      int32_t& blk = s.blocks[static_cast<size_t>(b)];
+      if (alloc.refCount(blk) <= 1) continue;
+      const int32_t fresh = *alloc.allocate();
+      copyBlock(blk, fresh);
+      alloc.release(blk);
+      blk = fresh;
+    }
+    while (static_cast<int64_t>(s.blocks.size()) < ceilDiv(upto, bs)) s.blocks.push_back(*alloc.allocate());
+    return true;
+  }
+
+  void freeKv(Seq& s) {
+    alloc.release(s.blocks);
+    s.blocks.clear();
+    s.computed = 0;
+  }
+
+  void dropFromQueues(SeqId id) {
+    running.erase(std::remove(running.begin(), running.end(), id), running.end());
+    waiting.erase(std::remove(waiting.begin(), waiting.end(), id), waiting.end());
+  }
+
+  void finish(Seq& s, FinishReason reason, std::vector<SeqEvent>* events, SeqEvent* ev) {
+    s.state = SeqState::Finished;
+    s.reason = reason;
+    if (!s.keepKv || reason == FinishReason::Cancelled) freeKv(s);
+    dropFromQueues(s.id);
+    if (ev) {
+      ev->finished = true;
+      ev->reason = reason;
+    } else if (events) {
+      SeqEvent e;
+      e.id = s.id;
+      e.finished = true;
+      e.reason = reason;
+      events->push_back(std::move(e));
+    }
+  }
+
+  Seq* find(SeqId id) {
+    auto it = seqs.find(id);
+    return it == seqs.end() ? nullptr : &it->second;
+  }
+  const Seq* find(SeqId id) const {
+    auto it = seqs.find(id);
+    return it == seqs.end() ? nullptr : &it->second;
+  }
+
+  Status notFound(SeqId id) const {
+    return Status::notFound("no sequence " + std::to_string(id) +
+                            " in this runner (finished sequences are forgotten unless keepKv)");
+  }
+
+  void recomputeText(Seq& s) {
+    s.decoded.clear();
+    s.text.clear();
+    if (s.stop) s.stop.emplace(s.sampling.stop);
+    if (!tokenizer || s.generated() == 0) return;
+    std::span<const int32_t> gen(s.tokens.data() + s.promptLength, static_cast<size_t>(s.generated()));
+    Result<std::string> t = tokenizer->decode(gen, {.skipSpecial = true});
+    if (!t.isOk()) return;
+    s.decoded = *t;
+    if (s.stop) {
+      StopMatcher::Action a = s.stop->feed(s.decoded);
+      s.text = a.emit;
+    } else {
+      s.text = s.decoded;
+    }
+  }
+
+  // Appends the text of the newly generated token to the event; true when a stop string hit.
+  bool emitText(Seq& s, SeqEvent& ev) {
+    if (!tokenizer) return false;
+    std::span<const int32_t> gen(s.tokens.data() + s.promptLength, static_cast<size_t>(s.generated()));
+    Result<std::string> t = tokenizer->decode(gen, {.skipSpecial = true});
+    if (!t.isOk()) return false;
+    // Byte-level decoding of a prefix is a prefix of the full decoding, so the delta is a suffix.
+    std::string delta = t->size() >= s.decoded.size() ? t->substr(s.decoded.size()) : std::string();
+    s.decoded = std::move(*t);
+    if (!s.stop) {
+      s.text += delta;
+      ev.text += delta;
+      return false;
+    }
+    StopMatcher::Action a = s.stop->feed(delta);
+    s.text += a.emit;
+    ev.text += a.emit;
+    return a.stopped;
+  }
+
+  torch::Tensor forwardItems(std::span<const Item> items, int64_t decodeItems,
+                             const std::vector<std::pair<size_t, int64_t>>& logitRows);
+  StepResult step();
+};
+
+// One forward over the rows of `items`; the first `decodeItems` are single rows that see their
+// whole context (attended in one padded gather), the rest are attended one item at a time
+// under their masks. Writes every row's K/V into the pool; returns the logits of `logitRows`
+// (item index, row within the item) as F32 [rows, vocab].
+torch::Tensor ModelRunner::Impl::forwardItems(std::span<const Item> items, int64_t decodeItems,
+                                              const std::vector<std::pair<size_t, int64_t>>& logitRows) {
+  const LlamaWeights& w = model->weights();
+  const int64_t nh = cfg.numAttentionHeads, nkv = cfg.numKeyValueHeads, d = cfg.headDim;
+  const int64_t g = nh / nkv;
+  const float inf = std::numeric_limits<float>::infinity();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+
+  std::vector<int64_t> tok, pos, wslot, rowStart;
+  for (const Item& it : items) {
+    rowStart.push_back(static_cast<int64_t>(tok.size()));
+    for (int64_t i = it.start; i < it.start + it.n; ++i) {
+      tok.push_back(it.seq->tokens[static_cast<size_t>(i)]);
+      pos.push_back(it.seq->positions[static_cast<size_t>(i)]);
+      wslot.push_back(slot(*it.seq, i));
+    }
+  }
+  const int64_t n = static_cast<int64_t>(tok.size());
+  torch::Tensor tokT = torch::tensor(tok, torch::kLong);
+  torch::Tensor wslotT = torch::tensor(wslot, torch::kLong);
+  auto [cos, sin] = ropeTables(torch::tensor(pos, torch::kLong), d, cfg.ropeTheta);
+  cos = cos.unsqueeze(1);  // [n, 1, d]: broadcast over heads
+  sin = sin.unsqueeze(1);
+
+  // Decode group: context slots padded to the longest, pads masked out.
+  const int64_t nd = decodeItems;
+  torch::Tensor dSlots, dMask;
+  int64_t maxCtx = 0;
+  if (nd > 0) {
+    for (int64_t b = 0; b < nd; ++b) maxCtx = std::max(maxCtx, items[static_cast<size_t>(b)].start + 1);
+    std::vector<int64_t> sl(static_cast<size_t>(nd * maxCtx), 0);
+    std::vector<float> mk(static_cast<size_t>(nd * maxCtx), 0.0f);
+    for (int64_t b = 0; b < nd; ++b) {
+      const Item& it = items[static_cast<size_t>(b)];
+      for (int64_t j = 0; j < maxCtx; ++j) {
+        if (j <= it.start) sl[static_cast<size_t>(b * maxCtx + j)] = slot(*it.seq, j);
+        else mk[static_cast<size_t>(b * maxCtx + j)] = -inf;
+      }
+    }
+    dSlots = torch::tensor(sl, torch::kLong);
+    dMask = torch::from_blob(mk.data(), {nd, 1, 1, maxCtx}, torch::kFloat32).clone();
+  }
+  // Masked items: their context slots and additive masks, built once for all layers.
+  std::vector<torch::Tensor> mSlots, mMasks;
+  for (size_t k = static_cast<size_t>(nd); k < items.size(); ++k) {
+    const Item& it = items[k];
+    const int64_t ctx = it.start + it.n;
+    mSlots.push_back(slots(*it.seq, 0, ctx));
+    bool causalRows = true;
+    for (int64_t i = it.start; i < ctx && causalRows; ++i) causalRows = it.seq->fullRow(i);
+    if (causalRows) {
+      mMasks.push_back(it.n == 1 ? torch::Tensor()
+                                 : torch::full({it.n, ctx}, -inf).triu(it.start + 1));
+    } else {
+      std::vector<uint8_t> allowed(static_cast<size_t>(it.n * ctx), 0);
+      for (int64_t r = 0; r < it.n; ++r)
+        it.seq->mask.fillRow(it.start + r, std::span<uint8_t>(allowed).subspan(static_cast<size_t>(r * ctx),
+                                                                               static_cast<size_t>(it.start + r + 1)));
+      torch::Tensor a = torch::from_blob(allowed.data(), {it.n, ctx}, torch::kUInt8).to(torch::kBool);
+      mMasks.push_back(torch::zeros({it.n, ctx}).masked_fill(a.logical_not(), -inf));
+    }
+  }
+
+  torch::Tensor x = w.embed.index_select(0, tokT);  // [n, hidden]
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LlamaLayerWeights& lw = w.layers[l];
+    torch::Tensor h = model->rmsNorm(x, lw.inputNorm);
+    torch::Tensor q = applyRope(F::linear(h, lw.q, lw.qBias).view({n, nh, d}), cos, sin);
+    torch::Tensor k = applyRope(F::linear(h, lw.k, lw.kBias).view({n, nkv, d}), cos, sin);
+    torch::Tensor v = F::linear(h, lw.v, lw.vBias).view({n, nkv, d});
+    kPool[l].index_copy_(0, wslotT, k);
+    vPool[l].index_copy_(0, wslotT, v);
+
+    std::vector<torch::Tensor> outs;
+    if (nd > 0) {
+      torch::Tensor qd = q.narrow(0, 0, nd).view({nd, nkv, g, d});
+      torch::Tensor kd = kPool[l].index_select(0, dSlots).view({nd, maxCtx, nkv, d});
+      torch::Tensor vd = vPool[l].index_select(0, dSlots).view({nd, maxCtx, nkv, d});
+      torch::Tensor s = torch::matmul(qd, kd.permute({0, 2, 3, 1})).to(torch::kFloat32) * scale + dMask;
+      torch::Tensor a = torch::softmax(s, -1).to(vd.scalar_type());
+      outs.push_back(torch::matmul(a, vd.transpose(1, 2)).reshape({nd, nh * d}));  // [nd, nkv, g, d]
+    }
+    for (size_t k2 = static_cast<size_t>(nd); k2 < items.size(); ++k2) {
+      const Item& it = items[k2];
+      const size_t mi = k2 - static_cast<size_t>(nd);
+      torch::Tensor qi = q.narrow(0, rowStart[k2], it.n).view({it.n, nkv, g, d}).permute({1, 2, 0, 3});
+      torch::Tensor ki = kPool[l].index_select(0, mSlots[mi]);  // [ctx, nkv, d]
+      torch::Tensor vi = vPool[l].index_select(0, mSlots[mi]);
+      torch::Tensor s = torch::matmul(qi, ki.permute({1, 2, 0}).unsqueeze(1)).to(torch::kFloat32) * scale;
+      if (mMasks[mi].defined()) s = s + mMasks[mi];
+      torch::Tensor a = torch::softmax(s, -1).to(vi.scalar_type());
+      torch::Tensor o = torch::matmul(a, vi.permute({1, 0, 2}).unsqueeze(1));  // [nkv, g, n, d]
+      outs.push_back(o.permute({2, 0, 1, 3}).reshape({it.n, nh * d}));
+    }
+    torch::Tensor o = outs.size() == 1 ? outs[0] : torch::cat(outs, 0);
+    x = x + F::linear(o, lw.o, lw.oBias);
+    x = x + model->mlp(lw, model->rmsNorm(x, lw.postNorm));
+  }
+  if (logitRows.empty()) return {};
+  std::vector<int64_t> rows;
+  for (auto [item, r] : logitRows) rows.push_back(rowStart[item] + r);
+  return model->logits(x.index_select(0, torch::tensor(rows, torch::kLong))).contiguous();
+}
+
+StepResult ModelRunner::Impl::step() {
+  torch::NoGradGuard noGrad;
+  Stopwatch total;
+  StepResult result;
+  result.events = std::move(pendingEvents);
+  pendingEvents.clear();
+
+  // 1. Plan rows for admitted sequences: decode rows first, then prefill chunks.
+  int64_t budget = params.maxBatchTokens;
+  std::vector<Item> decode, prefill;
+  auto plan = [&](Seq& s) -> bool {
+    const int64_t chunk = std::min(s.pending(), budget);
+    if (chunk <= 0) return true;
+    if (!reserve(s, s.computed + chunk)) return false;
+    budget -= chunk;
+    const bool single = chunk == 1 && s.fullRow(s.computed);
+    (single ? decode : prefill).push_back({&s, s.computed, chunk});
+    return true;
+  };
+  auto unplan = [&](const Seq& s) {
+    for (auto* list : {&decode, &prefill}) {
+      auto it = std::find_if(list->begin(), list->end(), [&](const Item& i) { return i.seq == &s; });
+      if (it != list->end()) {
+        budget += it->n;
+        list->erase(it);
+      }
+    }
+  };
+  auto planned = [&](const Seq& s) {
+    auto same = [&](const Item& i) { return i.seq == &s; };
+    return std::any_of(decode.begin(), decode.end(), same) || std::any_of(prefill.begin(), prefill.end(), same);
+  };
+  const std::vector<SeqId> order = running;
+  for (int pass = 0; pass < 2; ++pass) {  // decode rows, then prefill chunks
+    for (SeqId id : order) {
+      auto found = seqs.find(id);
+      if (found == seqs.end() || found->second.state != SeqState::Running) continue;  // preempted
+      Seq& s = found->second;
+      if ((pass == 0) != (s.pending() == 1) || s.pending() <= 0 || budget <= 0) continue;
+      bool ok = plan(s);
+      while (!ok && running.back() != s.id) {
+        // Out of blocks: preempt the most recently admitted other sequence (recompute later).
+        Seq& victim = seqs.at(running.back());
+        unplan(victim);
+        freeKv(victim);
+        victim.state = SeqState::Waiting;
+        running.pop_back();
+        waiting.push_front(victim.id);
+        ++result.stats.preempted;
+        ok = plan(s);
+      }
+      if (!ok && running.size() == 1 && !planned(s)) {
+        // Alone and still not fitting: the pool cannot hold this sequence any longer.
+        finish(s, FinishReason::ContextFull, &result.events, nullptr);
+      }
+    }
+  }
+  // Admit waiting sequences with what is left (no preemption for them).
+  while (!waiting.empty() && budget > 0 && static_cast<int32_t>(running.size()) < params.maxRunning) {
+    Seq& s = seqs.at(waiting.front());
+    if (!plan(s)) break;
+    waiting.pop_front();
+    s.state = SeqState::Running;
+    running.push_back(s.id);
+  }
+
+  std::vector<Item> items = decode;
+  items.insert(items.end(), prefill.begin(), prefill.end());
+  result.stats.sequences = static_cast<int32_t>(items.size());
+  result.stats.decodeRows = static_cast<int32_t>(decode.size());
+  for (const Item& it : prefill) result.stats.prefillRows += static_cast<int32_t>(it.n);
+  if (items.empty()) {
+    result.stats.totalSeconds = total.elapsedSeconds();
+    return result;
+  }
+
+  // 2. Which rows need logits: all rows for allLogits, else the last row of a finished prompt.
+  auto wantsRows = [](const Item& it) -> std::pair<int64_t, int64_t> {  // [first, count)
+    if (it.seq->allLogits) return {0, it.n};
+    if (it.start + it.n == static_cast<int64_t>(it.seq->tokens.size())) return {it.n - 1, 1};
+    return {0, 0};
+  };
+
+  // 3. Forward. Deterministic mode: every row alone, in order, through the masked path.
+  Stopwatch fwd;
+  std::vector<torch::Tensor> itemLogits(items.size());
+  if (params.deterministic) {
+    for (size_t k = 0; k < items.size(); ++k) {
+      auto [first, count] = wantsRows(items[k]);
+      std::vector<torch::Tensor> rows;
+      for (int64_t r = 0; r < items[k].n; ++r) {
+        Item one{items[k].seq, items[k].start + r, 1};
+        const bool want = r >= first && r < first + count;
+        torch::Tensor lg = forwardItems(std::span<const Item>(&one, 1), 0,
+                                        want ? std::vector<std::pair<size_t, int64_t>>{{0, 0}}
+                                             : std::vector<std::pair<size_t, int64_t>>{});
+        if (want) rows.push_back(lg);
+      }
+      if (!rows.empty()) itemLogits[k] = torch::cat(rows, 0);
+    }
+  } else {
+    std::vector<std::pair<size_t, int64_t>> want;
+    std::vector<size_t> owner;
+    for (size_t k = 0; k < items.size(); ++k) {
+      auto [first, count] = wantsRows(items[k]);
+      for (int64_t r = first; r < first + count; ++r) want.emplace_back(k, r);
+    }
+    torch::Tensor lg = forwardItems(items, static_cast<int64_t>(decode.size()), want);
+    int64_t row = 0;
+    for (size_t k = 0; k < items.size(); ++k) {
+      auto [first, count] = wantsRows(items[k]);
+      if (count > 0) itemLogits[k] = lg.narrow(0, row, count);
+      row += count;
+    }
+  }
+  result.stats.forwardSeconds = fwd.elapsedSeconds();
+
+  // 4. Advance, sample, apply stop rules.
+  for (size_t k = 0; k < items.size(); ++k) {
+    Seq& s = *items[k].seq;
+    s.computed += items[k].n;
+    SeqEvent ev;
+    ev.id = s.id;
+    const torch::Tensor& lg = itemLogits[k];
+    if (lg.defined()) {
+      ev.logitRows = lg.size(0);
+      ev.logits.assign(lg.data_ptr<float>(), lg.data_ptr<float>() + lg.numel());
+    }
+    if (s.pending() == 0) {
+      if (s.generated() >= s.sampling.maxTokens) {
+        finish(s, FinishReason::MaxTokens, nullptr, &ev);
+      } else {
+        const int64_t vocab = cfg.vocabSize;
+        const float* last = lg.data_ptr<float>() + (lg.size(0) - 1) * vocab;
+        const int32_t t = s.sampler->sample(std::span<const float>(last, static_cast<size_t>(vocab)));
+        if (t < 0) {  // every logit NaN or -inf: a numerical fault of the model, not of the runner
+          finish(s, FinishReason::Error, nullptr, &ev);
+          result.events.push_back(std::move(ev));
+          continue;
+        }
+        s.tokens.push_back(t);
+        s.positions.push_back(s.positions.back() + 1);
+        ev.tokens.push_back(t);
+        const bool stopString = emitText(s, ev);
+        const bool stopToken =
+            std::find(eosIds.begin(), eosIds.end(), t) != eosIds.end() ||
+            std::find(s.sampling.stopTokenIds.begin(), s.sampling.stopTokenIds.end(), t) !=
+                s.sampling.stopTokenIds.end();
+        if (stopString) finish(s, FinishReason::StopString, nullptr, &ev);
+        else if (stopToken) finish(s, FinishReason::StopToken, nullptr, &ev);
+        else if (s.generated() >= s.sampling.maxTokens) finish(s, FinishReason::MaxTokens, nullptr, &ev);
+        else if (s.positions.back() + 1 > cfg.maxPositionEmbeddings) finish(s, FinishReason::ContextFull, nullptr, &ev);
+        if (ev.finished && s.stop && ev.reason != FinishReason::StopString) {
+          std::string rest = s.stop->flush();
+          s.text += rest;
+          ev.text += rest;
+        }
+      }
+    }
+    if (!ev.tokens.empty() || ev.finished || ev.logitRows > 0) result.events.push_back(std::move(ev));
+  }
+  // Finished sequences without kept KV are forgotten once reported.
+  for (const SeqEvent& e : result.events)
+    if (e.finished) {
+      auto it = seqs.find(e.id);
+      if (it != seqs.end() && (!it->second.keepKv || it->second.reason == FinishReason::Cancelled)) seqs.erase(it);
+    }
+  result.stats.totalSeconds = total.elapsedSeconds();
+  return result;
+}
+
+// ---- Torch-free model access ------------------------------------------------------------------
+
+namespace {
+Result<torch::ScalarType> parseDtype(std::string_view dtype) {
+  if (dtype == "f32") return torch::kFloat32;
+  if (dtype == "bf16") return torch::kBFloat16;
+  return Status::invalidArgument("dtype '" + std::string(dtype) + "' is not supported; use f32 or bf16");
+}
+}  // namespace
+
+Result<std::shared_ptr<const LlamaModel>> loadModel(const std::filesystem::path& dir, std::string_view dtype) {
+  RAG_ASSIGN_OR_RETURN(torch::ScalarType t, parseDtype(dtype));
+  RAG_ASSIGN_OR_RETURN(LlamaModel m, LlamaModel::load(dir, t));
+  return std::make_shared<const LlamaModel>(std::move(m));
+}
+
+Result<std::shared_ptr<const LlamaModel>> randomModel(const LlamaConfig& config, uint64_t seed, std::string_view dtype) {
+  RAG_ASSIGN_OR_RETURN(torch::ScalarType t, parseDtype(dtype));
+  RAG_ASSIGN_OR_RETURN(LlamaModel m, LlamaModel::initRandom(config, seed));
+  return std::make_shared<const LlamaModel>(t == torch::kFloat32 ? std::move(m) : m.converted(t));
+}
+
+// Element-wise work runs on one thread and matrix products on `threads` BLAS threads. With
+// libtorch's OpenMP pool and OpenBLAS's pthread pool both at full width, each pool's spinning
+// idle workers starve the other's (measured here: batch-1 decode 3-4x slower, most of the time
+// in sched_yield and libgomp spin loops).
+void setComputeThreads(int threads) {
+  torch::set_num_threads(1);
+  using SetThreads = void (*)(int);
+  if (auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
+    fn(std::max(1, threads));
+}
+
+ModelFacts modelFacts(const LlamaModel& model) {
+  ModelFacts f;
+  f.config = model.config();
+  f.bytesPerElement = model.dtype() == torch::kFloat32 ? 4 : 2;
+  for (const torch::Tensor& p : model.parameters()) f.parameters += p.numel();
+  f.weightBytes = f.parameters * f.bytesPerElement;
+  return f;
+}
+
+// ---- ModelRunner -------------------------------------------------------------------------------
+
+ModelRunner::ModelRunner(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+ModelRunner::~ModelRunner() = default;
+
+Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::shared_ptr<const LlamaModel> model,
+                                                         const RunnerParams& params,
+                                                         std::shared_ptr<const Tokenizer> tokenizer) {
+  if (!model) return Status::invalidArgument("ModelRunner needs a model");
+  if (params.blockSize <= 0 || params.maxBatchTokens <= 0 || params.maxRunning <= 0 || params.maxQueued <= 0)
+    return Status::invalidArgument("runner parameters blockSize, maxBatchTokens, maxRunning and maxQueued must be positive");
+  auto impl = std::make_unique<Impl>();
+  impl->model = std::move(model);
+  impl->tokenizer = std::move(tokenizer);
+  impl->params = params;
+  impl->cfg = impl->model->config();
+  impl->bs = params.blockSize;
+  const LlamaConfig& c = impl->cfg;
+  const auto dtype = impl->model->dtype();
+  const int64_t elem = dtype == torch::kFloat32 ? 4 : 2;
+  const int64_t bytesPerBlock = 2 * c.numHiddenLayers * params.blockSize * c.numKeyValueHeads * c.headDim * elem;
+  int64_t blocks = params.numBlocks > 0 ? params.numBlocks : params.kvBudgetBytes / bytesPerBlock;
+  if (blocks < 1)
+    return Status::invalidArgument("the KV budget of " + std::to_string(params.kvBudgetBytes) +
+                                   " bytes holds no block of " + std::to_string(bytesPerBlock) +
+                                   " bytes; raise kvBudgetBytes");
+  blocks = std::min<int64_t>(blocks, std::numeric_limits<int32_t>::max() / params.blockSize);
+  impl->params.numBlocks = static_cast<int32_t>(blocks);
+  impl->alloc = KvBlockAllocator(static_cast<int32_t>(blocks));
+  for (int64_t l = 0; l < c.numHiddenLayers; ++l) {
+    impl->kPool.push_back(torch::zeros({blocks * params.blockSize, c.numKeyValueHeads, c.headDim}, dtype));
+    impl->vPool.push_back(torch::zeros({blocks * params.blockSize, c.numKeyValueHeads, c.headDim}, dtype));
+  }
+  impl->eosIds = c.eosTokenIds;
+  if (impl->tokenizer && impl->tokenizer->eosId() &&
+      std::find(impl->eosIds.begin(), impl->eosIds.end(), *impl->tokenizer->eosId()) == impl->eosIds.end())
+    impl->eosIds.push_back(*impl->tokenizer->eosId());
+  return std::unique_ptr<ModelRunner>(new ModelRunner(std::move(impl)));
+}
+
+Result<SeqId> ModelRunner::add(SequenceRequest req) {
+  Impl& m = *m_impl;
+  const LlamaConfig& c = m.cfg;
+  if (static_cast<int32_t>(m.seqs.size()) >= m.params.maxQueued)
+    return Status::busy("the runner holds " + std::to_string(m.seqs.size()) +
+                        " sequences (maxQueued); retry when some finish");
+  if (req.prompt.empty())
+    return Status::invalidArgument("empty prompt: a sequence needs at least one token to compute");
+  for (int32_t t : req.prompt)
+    if (t < 0 || t >= c.vocabSize)
+      return Status::invalidArgument("token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                                     std::to_string(c.vocabSize) + ")");
+  RAG_RETURN_IF_ERROR(req.sampling.validate());
+  if (!req.sampling.stop.empty() && !m.tokenizer)
+    return Status::invalidArgument("stop strings need a tokenizer; create the runner with one or use stopTokenIds");
+  int64_t cachedTokens = 0;
+  for (const KvSegment& seg : req.cached) {
+    if (seg.kv.numTokens <= 0 || static_cast<int64_t>(seg.kv.tokens.size()) != seg.kv.numTokens ||
+        static_cast<int64_t>(seg.kv.positions.size()) != seg.kv.numTokens ||
+        static_cast<int64_t>(seg.kv.blocks.size()) != ceilDiv(seg.kv.numTokens, m.bs))
+      return Status::invalidArgument("a cached KV segment is inconsistent (tokens, positions and blocks disagree); pass a handle from retainKv");
+    for (int32_t b : seg.kv.blocks)
+      if (b < 0 || b >= m.alloc.capacity() || m.alloc.refCount(b) <= 0)
+        return Status::invalidArgument("a cached KV segment refers to block " + std::to_string(b) +
+                                       ", which is not held; was the handle released?");
+    cachedTokens += seg.kv.numTokens;
+  }
+  const int64_t total = cachedTokens + static_cast<int64_t>(req.prompt.size());
+  if (total >= c.maxPositionEmbeddings)
+    return Status::invalidArgument("prompt of " + std::to_string(total) + " tokens does not fit the context window of " +
+                                   std::to_string(c.maxPositionEmbeddings) + " tokens (max_position_embeddings); shorten it");
+  if (ceilDiv(total + 1, m.bs) > m.alloc.capacity())
+    return Status::invalidArgument("prompt of " + std::to_string(total) + " tokens needs more KV blocks than the pool holds (" +
+                                   std::to_string(m.alloc.capacity()) + " of " + std::to_string(m.bs) +
+                                   " tokens); raise the KV budget");
+  RAG_RETURN_IF_ERROR(req.mask.validate(total));
+
+  Seq s;
+  s.id = m.nextId;
+  s.mask = std::move(req.mask);
+  s.sampling = req.sampling;
+  s.sampler.emplace(s.sampling);
+  if (!s.sampling.stop.empty()) s.stop.emplace(s.sampling.stop);
+  s.keepKv = req.keepKv;
+  s.allLogits = req.allLogits;
+
+  // Place the cached segments: the first one shares its blocks when its keys stay where they
+  // are; the others (and re-encoded ones) are copied into blocks of their own.
+  for (const KvSegment& seg : req.cached) {
+    const int64_t offset = static_cast<int64_t>(s.tokens.size());
+    const bool move = seg.position >= 0 && seg.position != seg.kv.positions[0];
+    if (offset == 0 && !move) {
+      s.blocks = seg.kv.blocks;
+      for (int32_t b : s.blocks) m.alloc.retain(b);
+    } else {
+      if (!m.reserve(s, offset + seg.kv.numTokens)) {
+        m.alloc.release(s.blocks);
+        return Status::busy("the KV pool has no room to import " + std::to_string(seg.kv.numTokens) +
+                                         " cached tokens; retry when sequences finish");
+      }
+      std::vector<int64_t> src, dst;
+      for (int64_t i = 0; i < seg.kv.numTokens; ++i) {
+        src.push_back(static_cast<int64_t>(seg.kv.blocks[static_cast<size_t>(i / m.bs)]) * m.bs + i % m.bs);
+        dst.push_back(m.slot(s, offset + i));
+      }
+      torch::Tensor srcT = torch::tensor(src, torch::kLong), dstT = torch::tensor(dst, torch::kLong);
+      torch::NoGradGuard noGrad;
+      for (size_t l = 0; l < m.kPool.size(); ++l) {
+        torch::Tensor k = m.kPool[l].index_select(0, srcT);
+        if (move) {
+          torch::Tensor from = torch::tensor(seg.kv.positions, torch::kLong);
+          k = reencodeKeys(k, from, torch::arange(seg.position, seg.position + seg.kv.numTokens, torch::kLong),
+                           c.ropeTheta, req.reencode == ReencodeMode::ViaZero);
+        }
+        m.kPool[l].index_copy_(0, dstT, k);
+        m.vPool[l].index_copy_(0, dstT, m.vPool[l].index_select(0, srcT));
+      }
+    }
+    s.tokens.insert(s.tokens.end(), seg.kv.tokens.begin(), seg.kv.tokens.end());
+    for (int64_t i = 0; i < seg.kv.numTokens; ++i)
+      s.positions.push_back(move ? seg.position + i : seg.kv.positions[static_cast<size_t>(i)]);
+    s.computed = static_cast<int64_t>(s.tokens.size());
+  }
+  int64_t p = req.firstPosition >= 0 ? req.firstPosition : (s.positions.empty() ? 0 : s.positions.back() + 1);
+  if (p + static_cast<int64_t>(req.prompt.size()) >= c.maxPositionEmbeddings) {
+    m.alloc.release(s.blocks);
+    return Status::invalidArgument("prompt positions reach " + std::to_string(p + static_cast<int64_t>(req.prompt.size())) +
+                                   ", beyond the context window of " + std::to_string(c.maxPositionEmbeddings));
+  }
+  for (int32_t t : req.prompt) {
+    s.tokens.push_back(t);
+    s.positions.push_back(p++);
+  }
+  s.promptLength = static_cast<int64_t>(s.tokens.size());
+  const SeqId id = m.nextId++;
+  m.waiting.push_back(id);
+  m.seqs.emplace(id, std::move(s));
+  return id;
+}
+
+StepResult ModelRunner::step() { return m_impl->step(); }
+
+bool ModelRunner::hasWork() const {
+  return !m_impl->running.empty() || !m_impl->waiting.empty() || !m_impl->pendingEvents.empty();
+}
+
+Status ModelRunner::cancel(SeqId id) {
+  Seq* s = m_impl->find(id);
+  if (!s) return m_impl->notFound(id);
+  if (s->state == SeqState::Finished) {
+    m_impl->freeKv(*s);
+    m_impl->seqs.erase(id);
+    return Status::ok();
+  }
+  m_impl->finish(*s, FinishReason::Cancelled, &m_impl->pendingEvents, nullptr);
+  m_impl->seqs.erase(id);
+  return Status::ok();
+}
+
+Status ModelRunner::preempt(SeqId id) {
+  Seq* s = m_impl->find(id);
+  if (!s) return m_impl->notFound(id);
+  if (s->state != SeqState::Running) return Status::ok();  // waiting or finished: nothing held to give back
+  m_impl->freeKv(*s);
+  m_impl->dropFromQueues(id);
+  s->state = SeqState::Waiting;
+  m_impl->waiting.push_front(id);
+  return Status::ok();
+}
+
+Status ModelRunner::release(SeqId id) {
+  Seq* s = m_impl->find(id);
+  if (!s) return m_impl->notFound(id);
+  if (s->state != SeqState::Finished)
+    return Status::invalidArgument("sequence " + std::to_string(id) + " is still running; cancel it instead");
+  m_impl->freeKv(*s);
+  m_impl->seqs.erase(id);
+  return Status::ok();
+}
+
+namespace {
+void reopen(ModelRunner::Impl& m, Seq& s) {
+  if (s.state != SeqState::Finished) return;
+  s.state = SeqState::Running;
+  s.reason = FinishReason::None;
+  m.running.push_back(s.id);
+}
+}  // namespace
+
+Status ModelRunner::truncate(SeqId id, int64_t n) {
+  Impl& m = *m_impl;
+  Seq* s = m.find(id);
+  if (!s) return m.notFound(id);
+  if (n < 1 || n > static_cast<int64_t>(s->tokens.size()))
+    return Status::invalidArgument("cannot truncate sequence " + std::to_string(id) + " of " +
+                                   std::to_string(s->tokens.size()) + " tokens to " + std::to_string(n));
+  if (s->state == SeqState::Finished && !s->keepKv && s->blocks.empty() && n > 0)
+    return Status::invalidArgument("sequence " + std::to_string(id) + " finished without keepKv; its KV is gone");
+  s->tokens.resize(static_cast<size_t>(n));
+  s->positions.resize(static_cast<size_t>(n));
+  if (n < s->promptLength) {
+    s->promptLength = n;
+    auto& starts = s->mask.blockStarts;
+    starts.erase(std::remove_if(starts.begin(), starts.end(), [&](int32_t b) { return b >= n; }), starts.end());
+    if (static_cast<int64_t>(s->mask.parents.size()) > n) s->mask.parents.resize(static_cast<size_t>(n));
+  }
+  // Token n-1 is recomputed so that its logits produce the next token.
+  s->computed = std::min(s->computed, n - 1);
+  const auto keep = static_cast<size_t>(ceilDiv(s->computed, m.bs));
+  if (s->blocks.size() > keep) {
+    m.alloc.release(std::span<const int32_t>(s->blocks).subspan(keep));
+    s->blocks.resize(keep);
+  }
+  m.recomputeText(*s);
+  if (s->state == SeqState::Waiting) return Status::ok();
+  reopen(m, *s);
+  return Status::ok();
+}
+
+Status ModelRunner::append(SeqId id, std::span<const int32_t> tokens) {
+  Impl& m = *m_impl;
+  Seq* s = m.find(id);
+  if (!s) return m.notFound(id);
+  for (int32_t t : tokens)
+    if (t < 0 || t >= m.cfg.vocabSize)
+      return Status::invalidArgument("token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                                     std::to_string(m.cfg.vocabSize) + ")");
+  if (s->positions.back() + static_cast<int64_t>(tokens.size()) >= m.cfg.maxPositionEmbeddings)
+    return Status::invalidArgument("appending " + std::to_string(tokens.size()) + " tokens passes the context window of " +
+                                   std::to_string(m.cfg.maxPositionEmbeddings));
+  for (int32_t t : tokens) {
+    s->tokens.push_back(t);
+    s->positions.push_back(s->positions.back() + 1);
+  }
+  m.recomputeText(*s);
+  reopen(m, *s);
+  return Status::ok();
+}
+
+Status ModelRunner::reencode(SeqId id, int64_t begin, int64_t end, int64_t newPosition, ReencodeMode mode) {
+  Impl& m = *m_impl;
+  Seq* s = m.find(id);
+  if (!s) return m.notFound(id);
+  if (begin < 0 || begin >= end || end > s->computed)
+    return Status::invalidArgument("re-encode range [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                   ") is not within the " + std::to_string(s->computed) + " computed tokens");
+  if (newPosition < 0 || newPosition + (end - begin) > m.cfg.maxPositionEmbeddings)
+    return Status::invalidArgument("re-encoded positions must lie within the context window");
+  // Copy-on-write the blocks being rewritten.
+  const int64_t saved = s->computed;
+  s->computed = begin;
+  const bool ok = m.reserve(*s, end);
+  s->computed = saved;
+  if (!ok) return Status::busy("no free KV blocks to copy shared blocks before re-encoding");
+  torch::NoGradGuard noGrad;
+  torch::Tensor sl = m.slots(*s, begin, end);
+  torch::Tensor from = torch::tensor(std::vector<int64_t>(s->positions.begin() + begin, s->positions.begin() + end), torch::kLong);
+  torch::Tensor to = torch::arange(newPosition, newPosition + (end - begin), torch::kLong);
+  for (torch::Tensor& k : m.kPool)
+    k.index_copy_(0, sl, reencodeKeys(k.index_select(0, sl), from, to, m.cfg.ropeTheta, mode == ReencodeMode::ViaZero));
+  for (int64_t i = begin; i < end; ++i) s->positions[static_cast<size_t>(i)] = newPosition + (i - begin);
+  return Status::ok();
+}
+
+Result<KvHandle> ModelRunner::retainKv(SeqId id, int64_t numTokens) {
+  Impl& m = *m_impl;
+  Seq* s = m.find(id);
+  if (!s) return m.notFound(id);
+  if (numTokens <= 0 || numTokens > s->computed)
+    return Status::invalidArgument("sequence " + std::to_string(id) + " has " + std::to_string(s->computed) +
+                                   " computed tokens; cannot share " + std::to_string(numTokens));
+  KvHandle h;
+  h.numTokens = numTokens;
+  h.blocks.assign(s->blocks.begin(), s->blocks.begin() + ceilDiv(numTokens, m.bs));
+  for (int32_t b : h.blocks) m.alloc.retain(b);
+  h.tokens.assign(s->tokens.begin(), s->tokens.begin() + numTokens);
+  h.positions.assign(s->positions.begin(), s->positions.begin() + numTokens);
+  return h;
+}
+
+void ModelRunner::releaseKv(KvHandle& h) {
+  m_impl->alloc.release(h.blocks);
+  h = {};
+}
+
+Result<SequenceInfo> ModelRunner::info(SeqId id) const {
+  const Seq* s = m_impl->find(id);
+  if (!s) return m_impl->notFound(id);
+  SequenceInfo i;
+  i.tokens = s->tokens;
+  i.positions = s->positions;
+  i.promptLength = s->promptLength;
+  i.computed = s->computed;
+  i.blocks = s->blocks;
+  i.text = s->text;
+  i.finished = s->state == SeqState::Finished;
+  i.reason = s->reason;
+  return i;
+}
+
+KvPoolStats ModelRunner::kvStats() const {
+  const Impl& m = *m_impl;
+  const int64_t elem = m.model->dtype() == torch::kFloat32 ? 4 : 2;
+  return {static_cast<int32_t>(m.bs), m.alloc.capacity(), m.alloc.usedBlocks(), m.alloc.sharedBlocks(),
+          2 * m.cfg.numHiddenLayers * m.bs * m.cfg.numKeyValueHeads * m.cfg.headDim * elem};
+}
+
+const RunnerParams& ModelRunner::params() const { return m_impl->params; }
+const LlamaModel& ModelRunner::model() const { return *m_impl->model; }
+
+Result<std::vector<float>> ModelRunner::keys(SeqId id, int32_t layer, int64_t n) const {
+  const Impl& m = *m_impl;
+  const Seq* s = m.find(id);
+  if (!s) return m.notFound(id);
+  if (layer < 0 || layer >= static_cast<int32_t>(m.kPool.size()) || n < 0 || n > s->computed)
+    return Status::invalidArgument("keys: layer or token count out of range");
+  torch::Tensor k = m.kPool[static_cast<size_t>(layer)].index_select(0, m.slots(*s, 0, n)).to(torch::kFloat32).contiguous();
+  return std::vector<float>(k.data_ptr<float>(), k.data_ptr<float>() + k.numel());
+}
+
+}  // namespace rag::model

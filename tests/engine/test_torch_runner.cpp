@@ -1,0 +1,389 @@
+// ModelRunner against the dense reference forward: paged attention, chunked prefill, batching,
+// deterministic mode, masks, rollback, RoPE re-encoding, KV sharing and import, preemption,
+// cancellation and bad input. Every comparison here can fail: the references are computed by
+// LlamaModel::forwardDense, which shares no attention code with the runner.
+#include "model/llama.h"  // torch first; QT_NO_KEYWORDS keeps Qt's macros out of its way
+#include "model/runner.h"
+#include "model/tokenizer.h"
+
+#include <QtTest>
+
+#include <filesystem>
+#include <map>
+
+#include "status_checks.h"
+
+using namespace rag;
+using namespace rag::model;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::shared_ptr<const LlamaModel> tinyModel(uint64_t seed = 3, int64_t vocab = 96) {
+  LlamaConfig c;
+  c.hiddenSize = 64;
+  c.intermediateSize = 96;
+  c.numHiddenLayers = 2;
+  c.numAttentionHeads = 4;
+  c.numKeyValueHeads = 2;
+  c.headDim = 16;
+  c.maxPositionEmbeddings = 256;
+  c.vocabSize = vocab;
+  auto m = LlamaModel::initRandom(c, seed);
+  // Larger weights than HF's init so that attention is far from uniform and masks matter.
+  torch::NoGradGuard g;
+  for (torch::Tensor p : m->parameters())
+    if (p.dim() == 2) p.mul_(4.0);
+  return std::make_shared<const LlamaModel>(std::move(*m));
+}
+
+std::vector<int32_t> randomTokens(int64_t n, int64_t vocab, uint64_t seed) {
+  torch::Tensor t = torch::randint(0, vocab, {n}, torch::Generator(at::make_generator<at::CPUGeneratorImpl>(seed)), torch::kLong);
+  return std::vector<int32_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + n);
+}
+
+torch::Tensor i64(const std::vector<int32_t>& v) {
+  return torch::tensor(std::vector<int64_t>(v.begin(), v.end()), torch::kLong);
+}
+
+// Dense reference logits [n, vocab] for tokens at positions first.. under `mask`.
+torch::Tensor dense(const LlamaModel& m, const std::vector<int32_t>& tokens, const AttentionMask& mask = {},
+                    int64_t first = 0) {
+  torch::NoGradGuard g;
+  const auto n = static_cast<int64_t>(tokens.size());
+  std::vector<uint8_t> a = mask.dense(n);
+  torch::Tensor allowed = torch::from_blob(a.data(), {1, n, n}, torch::kUInt8).to(torch::kBool);
+  return m.forwardDense(i64(tokens).unsqueeze(0), torch::arange(first, first + n, torch::kLong).unsqueeze(0), allowed)
+      .squeeze(0);
+}
+
+double maxDiff(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
+
+struct Run {
+  std::vector<int32_t> tokens;           // generated
+  std::vector<std::vector<float>> rows;  // every logits row reported, in order
+  std::string text;
+  FinishReason reason = FinishReason::None;
+  torch::Tensor logits() const {
+    std::vector<float> flat;
+    for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+    const auto vocab = static_cast<int64_t>(rows.empty() ? 0 : rows[0].size());
+    return torch::from_blob(flat.data(), {static_cast<int64_t>(rows.size()), vocab}, torch::kFloat32).clone();
+  }
+};
+
+// Steps the runner until it is idle, collecting per-sequence results.
+std::map<SeqId, Run> drain(ModelRunner& r, int64_t vocab, int* preempted = nullptr) {
+  std::map<SeqId, Run> out;
+  for (int guard = 0; r.hasWork() && guard < 10000; ++guard) {
+    StepResult s = r.step();
+    if (preempted) *preempted += s.stats.preempted;
+    for (SeqEvent& e : s.events) {
+      Run& run = out[e.id];
+      run.tokens.insert(run.tokens.end(), e.tokens.begin(), e.tokens.end());
+      for (int64_t i = 0; i < e.logitRows; ++i)
+        run.rows.emplace_back(e.logits.begin() + i * vocab, e.logits.begin() + (i + 1) * vocab);
+      run.text += e.text;
+      if (e.finished) run.reason = e.reason;
+    }
+  }
+  return out;
+}
+
+std::unique_ptr<ModelRunner> makeRunner(std::shared_ptr<const LlamaModel> m, RunnerParams p = {},
+                                        std::shared_ptr<const Tokenizer> tok = nullptr) {
+  if (p.numBlocks == 0) p.numBlocks = 256;
+  auto r = ModelRunner::create(std::move(m), p, std::move(tok));
+  if (!r.isOk()) qFatal("%s", r.status().message().c_str());
+  return std::move(*r);
+}
+
+SequenceRequest greedy(std::vector<int32_t> prompt, int32_t maxTokens, bool allLogits = true) {
+  SequenceRequest q;
+  q.prompt = std::move(prompt);
+  q.sampling.maxTokens = maxTokens;
+  q.allLogits = allLogits;
+  return q;
+}
+
+}  // namespace
+
+class TestTorchRunner : public QObject {
+  Q_OBJECT
+private Q_SLOTS:
+  void initTestCase() { torch::set_num_threads(2); }
+
+  void pagedPrefillAndDecodeMatchDense() {
+    auto m = tinyModel();
+    for (int32_t chunk : {512, 7}) {  // whole prompt in one step, then chunked prefill
+      auto r = makeRunner(m, {.blockSize = 4, .maxBatchTokens = chunk});
+      const std::vector<int32_t> prompt = randomTokens(37, 96, 1);
+      SeqId id = *r->add(greedy(prompt, 5));
+      Run run = drain(*r, 96)[id];
+      QCOMPARE(run.tokens.size(), size_t{5});
+      QCOMPARE(run.reason, FinishReason::MaxTokens);
+      std::vector<int32_t> all = prompt;
+      all.insert(all.end(), run.tokens.begin(), run.tokens.end() - 1);  // the last is never computed
+      torch::Tensor ref = dense(*m, all);
+      QCOMPARE(run.logits().sizes().vec(), ref.sizes().vec());
+      const double err = maxDiff(run.logits(), ref);
+      QVERIFY2(err < 1e-4, qPrintable(QString("chunk %1: max error %2").arg(chunk).arg(err)));
+      // Greedy tokens are the argmax of the reference rows.
+      for (size_t i = 0; i < run.tokens.size(); ++i)
+        QCOMPARE(run.tokens[i], static_cast<int32_t>(ref[static_cast<int64_t>(prompt.size() - 1 + i)].argmax().item<int64_t>()));
+      QCOMPARE(r->kvStats().used, 0);  // finished without keepKv: every block returned
+    }
+  }
+
+  void checkpointFromAnotherWriterRunsThroughTheRunner() {
+    auto loaded = LlamaModel::load(fs::path(RAGWB_FIXTURES_DIR) / "llama");
+    QVERIFY(loaded.isOk());
+    auto m = std::make_shared<const LlamaModel>(std::move(*loaded));
+    auto r = makeRunner(m, {.blockSize = 4});
+    const std::vector<int32_t> prompt = {1, 17, 42, 5, 9, 33, 60, 3, 12};
+    SeqId id = *r->add(greedy(prompt, 1));
+    Run run = drain(*r, 64)[id];
+    QVERIFY(maxDiff(run.logits(), m->forward(i64(prompt))) < 1e-4);
+  }
+
+  void batchedStepEqualsOneByOne() {
+    auto m = tinyModel();
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < 6; ++i) prompts.push_back(randomTokens(3 + 11 * i, 96, 10 + static_cast<uint64_t>(i)));
+    for (bool deterministic : {false, true}) {
+      auto batched = makeRunner(m, {.blockSize = 8, .maxBatchTokens = 40, .deterministic = deterministic});
+      std::vector<SeqId> ids;
+      for (const auto& p : prompts) ids.push_back(*batched->add(greedy(p, 6)));
+      auto together = drain(*batched, 96);
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        auto alone = makeRunner(m, {.blockSize = 16, .maxBatchTokens = 512, .deterministic = deterministic});
+        SeqId id = *alone->add(greedy(prompts[i], 6));
+        Run a = drain(*alone, 96)[id];
+        const Run& b = together[ids[i]];
+        QCOMPARE(b.tokens, a.tokens);
+        if (deterministic) {
+          QVERIFY2(torch::equal(a.logits(), b.logits()), "deterministic mode must be bit-identical");
+        } else {
+          QVERIFY(maxDiff(a.logits(), b.logits()) < 1e-4);
+        }
+      }
+    }
+  }
+
+  void masksMatchTheDenseMaskedReference() {
+    auto m = tinyModel();
+    const std::vector<int32_t> prompt = randomTokens(30, 96, 4);
+    std::vector<int32_t> parents(24);
+    for (int32_t i = 0; i < 24; ++i) parents[static_cast<size_t>(i)] = i == 0 || i == 12 ? -1 : (i % 5 == 0 ? i - 3 : i - 1);
+    for (const AttentionMask& mask : {AttentionMask::blocks({0, 9, 17, 25}), AttentionMask::ancestors(parents)}) {
+      for (int32_t chunk : {512, 5}) {
+        auto r = makeRunner(m, {.blockSize = 4, .maxBatchTokens = chunk});
+        SequenceRequest q = greedy(prompt, 1);
+        q.mask = mask;
+        SeqId id = *r->add(q);
+        Run run = drain(*r, 96)[id];
+        torch::Tensor ref = dense(*m, prompt, mask);
+        QVERIFY2(maxDiff(run.logits(), ref) < 1e-4, qPrintable(QString("chunk %1").arg(chunk)));
+        // ... and the mask matters: the causal reference differs.
+        QVERIFY(maxDiff(run.logits(), dense(*m, prompt)) > 1e-3);
+      }
+    }
+  }
+
+  void rollbackThenRedecodeEqualsNeverDecoding() {
+    auto m = tinyModel();
+    const std::vector<int32_t> prompt = randomTokens(21, 96, 5);
+    auto r = makeRunner(m, {.blockSize = 4});
+    SequenceRequest q = greedy(prompt, 12);
+    q.keepKv = true;
+    SeqId id = *r->add(q);
+    Run first = drain(*r, 96)[id];
+    QCOMPARE(first.tokens.size(), size_t{12});
+    const int usedBefore = r->kvStats().used;
+    // Roll back to the prompt + 3 generated tokens, then decode again.
+    QVERIFY(r->truncate(id, static_cast<int64_t>(prompt.size()) + 3).isOk());
+    QVERIFY(r->kvStats().used < usedBefore);  // blocks past the rollback point were freed
+    Run second = drain(*r, 96)[id];
+    QCOMPARE(second.tokens, std::vector<int32_t>(first.tokens.begin() + 3, first.tokens.end()));
+    // The first logits row of the re-decode recomputes token prompt+2, row prompt+2 of the first run.
+    torch::Tensor a = first.logits().narrow(0, static_cast<int64_t>(prompt.size()) + 2, 9);
+    QVERIFY(maxDiff(second.logits(), a) < 1e-5);
+    QVERIFY(r->release(id).isOk());
+    QCOMPARE(r->kvStats().used, 0);
+  }
+
+  void reencodedKeysEqualKeysComputedThere() {
+    auto m = tinyModel();
+    const std::vector<int32_t> prompt = randomTokens(19, 96, 6);
+    for (ReencodeMode mode : {ReencodeMode::Shift, ReencodeMode::ViaZero}) {
+      auto r = makeRunner(m, {.blockSize = 4});
+      SequenceRequest at0 = greedy(prompt, 0, false);
+      at0.keepKv = true;
+      SequenceRequest at57 = at0;
+      at57.firstPosition = 57;
+      SeqId a = *r->add(at0), b = *r->add(at57);
+      drain(*r, 96);
+      QVERIFY(r->reencode(a, 0, 19, 57, mode).isOk());
+      QCOMPARE(r->info(a)->positions.front(), int64_t{57});
+      for (int32_t layer : {0, 1}) {
+        torch::Tensor ka = torch::tensor(*r->keys(a, layer, 19)), kb = torch::tensor(*r->keys(b, layer, 19));
+        const double nmse = ((ka - kb).pow(2).sum() / kb.pow(2).sum()).item<double>();
+        QVERIFY2(nmse < 1e-6, qPrintable(QString("layer %1 NMSE %2").arg(layer).arg(nmse)));
+      }
+    }
+  }
+
+  void importedPassageKvMatchesBlockAttention() {
+    // Block-Attention: passages encoded alone at position 0, imported and re-encoded to their
+    // place, then the question attends to everything: equals the dense block-masked forward.
+    auto m = tinyModel();
+    auto r = makeRunner(m, {.blockSize = 4});
+    const std::vector<int32_t> p1 = randomTokens(9, 96, 7), p2 = randomTokens(6, 96, 8), question = randomTokens(5, 96, 9);
+    std::vector<KvSegment> segs;
+    int64_t at = 0;
+    for (const auto& p : {p1, p2}) {
+      SequenceRequest q = greedy(p, 0, false);
+      q.keepKv = true;
+      SeqId id = *r->add(q);
+      drain(*r, 96);
+      segs.push_back({*r->retainKv(id, static_cast<int64_t>(p.size())), at});
+      QVERIFY(r->release(id).isOk());  // the handles keep the blocks alive
+      at += static_cast<int64_t>(p.size());
+    }
+    SequenceRequest q = greedy(question, 1);
+    q.cached = segs;
+    q.mask = AttentionMask::blocks({0, 9, 15});
+    SeqId id = *r->add(q);
+    Run run = drain(*r, 96)[id];
+    std::vector<int32_t> all = p1;
+    all.insert(all.end(), p2.begin(), p2.end());
+    all.insert(all.end(), question.begin(), question.end());
+    torch::Tensor ref = dense(*m, all, AttentionMask::blocks({0, 9, 15})).narrow(0, 15, 5);
+    QVERIFY2(maxDiff(run.logits(), ref) < 1e-4, qPrintable(QString("error %1").arg(maxDiff(run.logits(), ref))));
+    for (KvSegment& s : segs) r->releaseKv(s.kv);
+    QCOMPARE(r->kvStats().used, 0);
+  }
+
+  void sharedPrefixIsCopiedOnWrite() {
+    auto m = tinyModel();
+    auto r = makeRunner(m, {.blockSize = 4});
+    const std::vector<int32_t> prefix = randomTokens(10, 96, 11), suffix = randomTokens(7, 96, 12);
+    SequenceRequest a = greedy(prefix, 0, false);
+    a.keepKv = true;
+    SeqId ida = *r->add(a);
+    drain(*r, 96);
+    const std::vector<float> keysBefore = *r->keys(ida, 1, 10);
+    SequenceRequest b = greedy(suffix, 2);
+    b.cached = {{*r->retainKv(ida, 10), -1}};  // 10 tokens: the third block is half full
+    SeqId idb = *r->add(b);
+    QVERIFY(r->kvStats().shared >= 3);
+    Run run = drain(*r, 96)[idb];
+    std::vector<int32_t> all = prefix;
+    all.insert(all.end(), suffix.begin(), suffix.end());
+    all.push_back(run.tokens[0]);
+    QVERIFY(maxDiff(run.logits(), dense(*m, all).narrow(0, 10, 8)) < 1e-4);
+    QCOMPARE(*r->keys(ida, 1, 10), keysBefore);  // b wrote its suffix into a copy of block 3
+  }
+
+  void preemptionUnderPressureChangesNothing() {
+    auto m = tinyModel();
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < 5; ++i) prompts.push_back(randomTokens(14, 96, 20 + static_cast<uint64_t>(i)));
+    auto roomy = makeRunner(m, {.blockSize = 4, .numBlocks = 256});
+    auto tight = makeRunner(m, {.blockSize = 4, .numBlocks = 14});  // two or three sequences at a time
+    std::vector<SeqId> a, b;
+    for (const auto& p : prompts) {
+      a.push_back(*roomy->add(greedy(p, 16, false)));
+      b.push_back(*tight->add(greedy(p, 16, false)));
+    }
+    int preempted = 0;
+    auto ra = drain(*roomy, 96), rb = drain(*tight, 96, &preempted);
+    QVERIFY(preempted > 0);
+    for (size_t i = 0; i < prompts.size(); ++i) QCOMPARE(rb[b[i]].tokens, ra[a[i]].tokens);
+    QCOMPARE(tight->kvStats().used, 0);
+  }
+
+  void cancelFreesEverything() {
+    auto m = tinyModel();
+    auto r = makeRunner(m, {.blockSize = 4});
+    SeqId keep = *r->add(greedy(randomTokens(12, 96, 30), 8, false));
+    SeqId gone = *r->add(greedy(randomTokens(12, 96, 31), 50, false));
+    size_t early = 0;
+    for (int i = 0; i < 2; ++i)
+      for (const SeqEvent& e : r->step().events) early += e.id == keep ? e.tokens.size() : 0;
+    QVERIFY(r->kvStats().used > 0);
+    QVERIFY(r->cancel(gone).isOk());
+    auto runs = drain(*r, 96);
+    QCOMPARE(runs[gone].reason, FinishReason::Cancelled);
+    QCOMPARE(early + runs[keep].tokens.size(), size_t{8});
+    QCOMPARE(r->kvStats().used, 0);
+    QCOMPARE(r->cancel(gone).code(), StatusCode::NotFound);
+  }
+
+  void seededSamplingIsReproducibleAndBatchInvariant() {
+    auto m = tinyModel();
+    auto sampled = [&](bool crowd) {
+      auto r = makeRunner(m, {.blockSize = 4, .deterministic = true});
+      if (crowd)
+        for (int i = 0; i < 3; ++i) (void)r->add(greedy(randomTokens(9, 96, 40 + static_cast<uint64_t>(i)), 10, false));
+      SequenceRequest q = greedy(randomTokens(11, 96, 50), 10, false);
+      q.sampling.temperature = 1.0f;
+      q.sampling.topP = 0.9f;
+      q.sampling.seed = 1234;
+      SeqId id = *r->add(q);
+      return drain(*r, 96)[id].tokens;
+    };
+    const std::vector<int32_t> alone = sampled(false);
+    QCOMPARE(alone.size(), size_t{10});
+    QCOMPARE(sampled(true), alone);
+  }
+
+  void stopStringsAndText() {
+    auto tok = Tokenizer::load(fs::path(RAGWB_FIXTURES_DIR) / "tokenizer" / "gpt2_style");
+    QVERIFY2(tok.isOk(), tok.status().message().c_str());
+    auto shared = std::make_shared<const Tokenizer>(*tok);
+    auto m = tinyModel(5, tok->vocabSize());
+    auto prompt = tok->encode("The quick brown fox");
+    auto r = makeRunner(m, {}, shared);
+    SeqId free = *r->add(greedy(prompt, 12, false));
+    Run full = drain(*r, tok->vocabSize())[free];
+    QCOMPARE(full.text, *tok->decode(full.tokens, {.skipSpecial = true}));
+    QVERIFY(full.text.size() >= 4);
+    // Stop on a piece of what it generated: the text ends right before it.
+    const std::string stop = full.text.substr(full.text.size() / 2, 2);
+    SequenceRequest q = greedy(prompt, 12, false);
+    q.sampling.stop = {stop};
+    SeqId id = *r->add(q);
+    Run cut = drain(*r, tok->vocabSize())[id];
+    QCOMPARE(cut.reason, FinishReason::StopString);
+    QCOMPARE(cut.text, full.text.substr(0, full.text.find(stop)));
+  }
+
+  void badInputIsRefusedAndOthersCarryOn() {
+    auto m = tinyModel();
+    auto r = makeRunner(m, {.blockSize = 4});
+    SeqId good = *r->add(greedy(randomTokens(10, 96, 60), 4, false));
+    QVERIFY(mentions(r->add(greedy({}, 4)).status(), {"empty prompt"}));
+    QVERIFY(mentions(r->add(greedy({1, 96}, 4)).status(), {"token id 96", "[0, 96)"}));
+    QVERIFY(mentions(r->add(greedy(randomTokens(300, 96, 1), 4)).status(), {"300 tokens", "context window of 256"}));
+    SequenceRequest badMask = greedy({1, 2, 3}, 2);
+    badMask.mask = AttentionMask::blocks({0, 7});
+    QVERIFY(mentions(r->add(badMask).status(), {"beyond the prompt"}));
+    SequenceRequest badTemp = greedy({1, 2, 3}, 2);
+    badTemp.sampling.temperature = -1;
+    QVERIFY(!r->add(badTemp).isOk());
+    SequenceRequest stops = greedy({1, 2, 3}, 2);
+    stops.sampling.stop = {"x"};
+    QVERIFY(mentions(r->add(stops).status(), {"need a tokenizer"}));
+    QVERIFY(mentions(r->truncate(good, 99), {"cannot truncate"}));
+    QVERIFY(mentions(r->reencode(good, 0, 5, 3), {"not within"}));
+    auto runs = drain(*r, 96);
+    QCOMPARE(runs.size(), size_t{1});
+    QCOMPARE(runs[good].tokens.size(), size_t{4});
+    auto tooSmall = ModelRunner::create(m, {.blockSize = 4, .numBlocks = 2});
+    QVERIFY(mentions((*tooSmall)->add(greedy(randomTokens(20, 96, 2), 1)).status(), {"more KV blocks than the pool holds"}));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestTorchRunner)
+#include "test_torch_runner.moc"
