@@ -8,9 +8,9 @@
 #include <unordered_map>
 
 #include "core/fs.h"
-#include "core/json.h"
 #include "core/thread_pool.h"
 #include "corpus/corpus_db.h"
+#include "corpus/qa_reader.h"
 #include "storage/sqlite.h"
 #include "telemetry/trace_ring.h"
 #include "telemetry/trace_zone.h"
@@ -40,59 +40,6 @@ private:
   std::mutex m_mutex;
   std::unordered_map<std::thread::id, std::unique_ptr<sql::Db>> m_dbs;
 };
-
-Result<std::vector<std::string>> jsonStrings(std::string_view text, std::string_view what) {
-  RAG_ASSIGN_OR_RETURN(JsonValue v, parseJson(text));
-  if (!v.isArray()) return Status::corrupt(std::string(what) + " is not a JSON array");
-  std::vector<std::string> out;
-  for (const JsonValue& e : v.asArray()) {
-    if (!e.isString()) return Status::corrupt(std::string(what) + " holds a non-string");
-    out.push_back(e.asString());
-  }
-  return out;
-}
-
-Result<std::vector<int64_t>> jsonIds(std::string_view text, std::string_view what) {
-  RAG_ASSIGN_OR_RETURN(JsonValue v, parseJson(text));
-  if (!v.isArray()) return Status::corrupt(std::string(what) + " is not a JSON array");
-  std::vector<int64_t> out;
-  for (const JsonValue& e : v.asArray()) {
-    auto id = e.asInt64();
-    if (!id) return Status::corrupt(std::string(what) + " holds a non-integer id");
-    out.push_back(*id);
-  }
-  return out;
-}
-
-Result<QaItem> readQaItem(sql::Db& db, int64_t qaId) {
-  RAG_ASSIGN_OR_RETURN(sql::Stmt q, db.prepare(
-      "SELECT split, type, coalesce(relation, ''), question, answers, gold_passages, kg_path "
-      "FROM qa WHERE id = ?"));
-  q.bind(1, qaId);
-  RAG_ASSIGN_OR_RETURN(bool row, q.step());
-  if (!row) return Status::notFound("no QA item with id " + std::to_string(qaId));
-  QaItem item;
-  item.id = qaId;
-  item.split = q.columnText(0);
-  item.type = q.columnText(1);
-  item.relation = q.columnText(2);
-  item.question = q.columnText(3);
-  const std::string ctx = "QA item " + std::to_string(qaId);
-  RAG_ASSIGN_OR_RETURN(item.answers, jsonStrings(q.columnTextView(4), ctx + " answers"));
-  RAG_ASSIGN_OR_RETURN(std::vector<int64_t> gold, jsonIds(q.columnTextView(5), ctx + " gold_passages"));
-  item.kgPath = q.columnText(6);
-  RAG_ASSIGN_OR_RETURN(sql::Stmt p, db.prepare(
-      "SELECT title, text, source, source_file, source_offset FROM passages WHERE id = ?"));
-  for (int64_t pid : gold) {
-    p.reset();
-    p.bind(1, pid);
-    RAG_ASSIGN_OR_RETURN(bool prow, p.step());
-    if (!prow) return Status::corrupt(ctx + " names passage " + std::to_string(pid) + ", which does not exist");
-    item.goldPassages.push_back({pid, p.columnText(0), p.columnText(1), p.columnText(2),
-                                 p.columnText(3), p.columnInt64(4)});
-  }
-  return item;
-}
 
 }  // namespace
 
@@ -154,16 +101,7 @@ std::future<Result<std::vector<int64_t>>> Engine::listQa(std::string split, std:
   Impl* impl = m_impl.get();
   return impl->run([impl, split = std::move(split), type = std::move(type)]() -> Result<std::vector<int64_t>> {
     RAG_ASSIGN_OR_RETURN(sql::Db * db, impl->connections.get());
-    RAG_ASSIGN_OR_RETURN(sql::Stmt q, db->prepare(
-        "SELECT id FROM qa WHERE split = ?1 AND (?2 = '' OR type = ?2) ORDER BY id"));
-    q.bind(1, split).bind(2, type);
-    std::vector<int64_t> ids;
-    for (;;) {
-      RAG_ASSIGN_OR_RETURN(bool row, q.step());
-      if (!row) break;
-      ids.push_back(q.columnInt64(0));
-    }
-    return ids;
+    return corpus::listQaIds(*db, split, type);
   });
 }
 
@@ -172,7 +110,7 @@ std::future<Result<QaItem>> Engine::lookupQa(int64_t qaId, uint32_t requestId) {
   return impl->run([impl, qaId, requestId]() -> Result<QaItem> {
     TraceZone zone(impl->ring, impl->laneForThisThread(), TraceStage::User, requestId);
     RAG_ASSIGN_OR_RETURN(sql::Db * db, impl->connections.get());
-    Result<QaItem> item = readQaItem(*db, qaId);
+    Result<QaItem> item = corpus::readQaItem(*db, qaId);
     if (item) zone.setArgs(static_cast<uint32_t>(item->goldPassages.size()), static_cast<uint32_t>(qaId));
     return item;
   });

@@ -1,8 +1,10 @@
 #include "core/fs.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -78,6 +80,63 @@ Status writeFileAtomic(const fs::path& path, std::string_view content) {
   Status s = commitStagedOutput(staged);
   if (!s) discardStagedOutput(staged);
   return s;
+}
+
+namespace {
+
+fs::path withSuffix(const fs::path& p, std::string_view suffix) {
+  fs::path out = p;
+  out += suffix;
+  return out;
+}
+
+}  // namespace
+
+Result<fs::path> stageDirectory(const fs::path& target) {
+  const fs::path staging = withSuffix(target, ".staging");
+  std::error_code ec;
+  fs::remove_all(staging, ec);  // what a killed run left behind
+  if (ec)
+    return Status::ioError("cannot remove the stale " + staging.string() + ": " + ec.message());
+  fs::create_directories(staging, ec);
+  if (ec)
+    return Status::ioError("cannot create " + staging.string() + ": " + ec.message() +
+                           "; choose a writable output directory");
+  return staging;
+}
+
+Status commitStagedDirectory(const fs::path& staging, const fs::path& target) {
+  std::error_code ec;
+  const fs::path old = withSuffix(target, ".old");
+  if (fs::exists(target, ec)) {
+    if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
+      fs::remove_all(staging, ec);  // now the previous contents; a leftover is harmless
+      fs::remove_all(old, ec);
+      return Status::ok();
+    }
+    if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+      return Status::ioError("cannot swap " + staging.string() + " into " + target.string() +
+                             ": " + std::strerror(errno));
+    // No exchange on this file system: move the old one aside first.
+    fs::remove_all(old, ec);
+    fs::rename(target, old, ec);
+    if (ec)
+      return Status::ioError("cannot move " + target.string() + " aside: " + ec.message());
+  }
+  fs::rename(staging, target, ec);
+  if (ec)
+    return Status::ioError("cannot move " + staging.string() + " to " + target.string() + ": " +
+                           ec.message());
+  fs::remove_all(old, ec);
+  return Status::ok();
+}
+
+fs::path committedDirectory(const fs::path& target) {
+  std::error_code ec;
+  if (fs::is_directory(target, ec)) return target;
+  const fs::path old = withSuffix(target, ".old");
+  if (fs::is_directory(old, ec)) return old;
+  return {};
 }
 
 fs::path executablePath() {

@@ -28,6 +28,24 @@ Status commitStagedOutput(const StagedOutput& staged);
 // Removes the temp file and its SQLite side files (-journal, -wal, -shm) if present.
 void discardStagedOutput(const StagedOutput& staged);
 
+// A directory written in full beside its target, then swapped in, so that a reader (or a resumed
+// training run) sees the old directory or the new one, never a mix of the two:
+//
+//   RAG_ASSIGN_OR_RETURN(fs::path staging, stageDirectory(out / "checkpoint"));
+//   ... write every file into staging ...
+//   RAG_RETURN_IF_ERROR(commitStagedDirectory(staging, out / "checkpoint"));
+//
+// stageDirectory makes an empty "<target>.staging" (removing one a killed run left behind).
+// commitStagedDirectory exchanges it with <target> in one renameat2(RENAME_EXCHANGE) and removes
+// the old contents; on a file system that cannot exchange, <target> is renamed to
+// "<target>.old" first, and committedDirectory finds that one if a crash fell between the two
+// renames. Nothing is fsynced: this guards against a killed process, not a power cut.
+Result<std::filesystem::path> stageDirectory(const std::filesystem::path& target);
+Status commitStagedDirectory(const std::filesystem::path& staging,
+                             const std::filesystem::path& target);
+// <target> when it exists, else "<target>.old" when that exists, else an empty path.
+std::filesystem::path committedDirectory(const std::filesystem::path& target);
+
 // The running executable (/proc/self/exe).
 std::filesystem::path executablePath();
 

@@ -7,8 +7,8 @@
 #include <numeric>
 #include <unordered_map>
 
-#include "core/json.h"
 #include "corpus/corpus_db.h"
+#include "corpus/qa_reader.h"
 #include "storage/sqlite.h"
 #include "workload/trace_random.h"
 
@@ -121,37 +121,15 @@ Result<std::vector<QaItem>> loadQaItems(const std::filesystem::path& corpus, std
     item.topicEntity = q.columnInt64(1);
     item.type = q.columnText(2);
     item.question = q.columnText(3);
-    Result<JsonValue> answers = parseJson(q.columnTextView(4));
-    bool ok = answers.isOk() && answers->isArray();
-    if (ok)
-      for (const JsonValue& a : answers->asArray()) {
-        if (!a.isString()) {
-          ok = false;
-          break;
-        }
-        item.answers.push_back(a.asString());
-      }
-    if (!ok)
+    Result<std::vector<std::string>> answers = corpus::parseJsonStrings(q.columnTextView(4), "answers");
+    if (!answers)
       return Status::corrupt("corpus " + corpus.string() + ": qa item " + std::to_string(item.id) +
-                             " has answers that are not a JSON array of strings" +
-                             (answers.isOk() ? "" : " (" + answers.status().message() + ")") +
-                             "; rebuild it with `ragraph corpus build`");
+                             " has answers that are not a JSON array of strings (" +
+                             answers.status().message() + "); rebuild it with `ragraph corpus build`");
+    item.answers = std::move(*answers);
     items.push_back(std::move(item));
   }
-  if (items.empty()) {
-    RAG_ASSIGN_OR_RETURN(sql::Stmt s, db.prepare("SELECT DISTINCT split FROM qa ORDER BY split"));
-    std::string present;
-    for (;;) {
-      RAG_ASSIGN_OR_RETURN(bool row, s.step());
-      if (!row) break;
-      present += (present.empty() ? "" : ", ") + s.columnText(0);
-    }
-    if (present.empty())
-      return Status::notFound("corpus " + corpus.string() +
-                              " has no QA items at all; rebuild it with `ragraph corpus build`");
-    return Status::notFound("corpus " + corpus.string() + " has no QA items in split '" +
-                            std::string(split) + "'; it has: " + present + " (pass --split)");
-  }
+  if (items.empty()) return corpus::emptySplitError(db, split, "pass --split");
   return items;
 }
 

@@ -46,6 +46,44 @@ private Q_SLOTS:
     QVERIFY(s.message().find("not writable") != std::string::npos);
   }
 
+  void stagedDirectoryReplacesTheWholeDirectory() {
+    const fs::path target = dir() / "ckpt";
+    auto write = [](const fs::path& d, const char* name, const char* text) {
+      QVERIFY(writeFileAtomic(d / name, text).isOk());
+    };
+    // First commit: no target yet.
+    Result<fs::path> staging = stageDirectory(target);
+    QVERIFY2(staging.isOk(), staging.status().message().c_str());
+    write(*staging, "a.txt", "one");
+    write(*staging, "only-first.txt", "x");
+    QVERIFY(commitStagedDirectory(*staging, target).isOk());
+    QCOMPARE(*readFile(target / "a.txt"), std::string("one"));
+
+    // An abandoned staging directory (a run killed mid-write) leaves the target as it was, and
+    // the next stageDirectory starts from an empty one.
+    staging = stageDirectory(target);
+    write(*staging, "a.txt", "half");
+    QCOMPARE(*readFile(target / "a.txt"), std::string("one"));
+    QCOMPARE(committedDirectory(target), target);
+    staging = stageDirectory(target);
+    QVERIFY(fs::is_empty(*staging));
+
+    // Second commit: the new directory replaces the old one as a whole.
+    write(*staging, "a.txt", "two");
+    QVERIFY(commitStagedDirectory(*staging, target).isOk());
+    QCOMPARE(*readFile(target / "a.txt"), std::string("two"));
+    QVERIFY(!fs::exists(target / "only-first.txt"));
+    QVERIFY(!fs::exists(*staging));
+    QVERIFY(!fs::exists(dir() / "ckpt.old"));
+
+    // A commit interrupted between its two renames (file systems without RENAME_EXCHANGE)
+    // leaves only <target>.old: that is the committed directory.
+    fs::rename(target, dir() / "ckpt.old");
+    QCOMPARE(committedDirectory(target), dir() / "ckpt.old");
+    fs::remove_all(dir() / "ckpt.old");
+    QVERIFY(committedDirectory(target).empty());
+  }
+
   void readMissingIsNotFound() {
     auto r = readFile(dir() / "nope");
     QVERIFY(!r.isOk());
