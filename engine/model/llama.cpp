@@ -128,6 +128,13 @@ Result<LlamaModel> LlamaModel::initRandom(const LlamaConfig& config, uint64_t se
   return LlamaModel(config, std::move(w));
 }
 
+LlamaModel LlamaModel::to(torch::ScalarType dtype) const {
+  LlamaWeights w = m_weights;
+  forEachWeight(w, m_config, [&](const std::string&, torch::Tensor& t) { t = t.to(dtype); });
+  if (m_config.tieWordEmbeddings) w.lmHead = w.embed;  // forEachWeight skips a tied head
+  return LlamaModel(m_config, std::move(w));
+}
+
 std::vector<torch::Tensor> LlamaModel::parameters() const {
   std::vector<torch::Tensor> out;
   forEachWeight(m_weights, m_config,
