@@ -280,6 +280,8 @@ int cmdTrainLm(Args& args) {
     heldOut = std::move(*d);
   }
 
+  restartWithPassiveOpenMp();  // everything is checked: from here on libtorch computes
+
   const TrainParams& p = o.setup.params;
   TrainCallbacks cb;
   cb.started = [&](int64_t startStep, int64_t parameters) {

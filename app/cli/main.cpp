@@ -1,9 +1,6 @@
 // ragraph: the command-line face of the engine (corpus, traces, training, evaluation,
 // benchmarks, headless runs). Benchmarks print JSON; errors are one line on stderr.
-#include <unistd.h>
-
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <set>
 #include <string>
@@ -61,21 +58,10 @@ void printHelp(std::FILE* to) {
                "build tree, else $XDG_DATA_HOME/ragraph/corpus.db; --corpus PATH overrides.\n");
 }
 
-// libtorch's OpenMP threads spin after each parallel region while OpenBLAS runs the next matrix
-// multiply on threads of its own; on a CPU the two pools then fight over the cores, and the
-// spinning costs a third of a training step (measured: 5,600 -> 8,700 tokens/s on 2 cores).
-// libgomp reads OMP_WAIT_POLICY once, when it is loaded, so commands that compute with libtorch
-// restart themselves with it set to passive unless the user chose a policy.
-void preferPassiveOpenMp(char** argv, std::string_view group) {
-  if (group != "train" || std::getenv("OMP_WAIT_POLICY")) return;
-  ::setenv("OMP_WAIT_POLICY", "passive", 0);
-  ::execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1) preferPassiveOpenMp(argv, argv[1]);
+  rag::cli::rememberArgv(argv);
   std::vector<std::string> words(argv + 1, argv + argc);
   if (words.empty() || words[0] == "help" || words[0] == "--help" || words[0] == "-h") {
     printHelp(words.empty() ? stderr : stdout);
