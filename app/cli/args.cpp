@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "core/clock.h"
@@ -137,6 +138,19 @@ void ProgressPrinter::operator()(std::string_view phase, uint64_t done, uint64_t
                  static_cast<unsigned long long>(done), static_cast<unsigned long long>(total),
                  permille / 10.0, secs);
   }
+}
+
+namespace {
+char** g_argv = nullptr;
+}  // namespace
+
+void rememberArgv(char** argv) { g_argv = argv; }
+
+void restartWithPassiveOpenMp() {
+  if (!g_argv || std::getenv("OMP_WAIT_POLICY")) return;
+  ::setenv("OMP_WAIT_POLICY", "passive", 0);
+  std::fflush(nullptr);
+  ::execv("/proc/self/exe", g_argv);  // returns only on failure: then run as we are
 }
 
 int fail(const Status& s) {

@@ -53,6 +53,16 @@ private:
   bool m_open = false;
 };
 
+// libtorch's OpenMP threads spin after each parallel region while OpenBLAS runs the next matrix
+// multiply on threads of its own; on a CPU the two pools then fight over the cores, and the
+// spinning costs a third of a training step (measured: 5,600 -> 9,700 tokens/s on 2 cores).
+// libgomp reads OMP_WAIT_POLICY once, when it is loaded, so a command about to compute with
+// libtorch calls restartWithPassiveOpenMp() once its options are checked: unless the user chose
+// a policy, the process starts again (same arguments) with OMP_WAIT_POLICY=passive. main()
+// remembers argv for it.
+void rememberArgv(char** argv);
+void restartWithPassiveOpenMp();
+
 // Prints "ragraph: error: <message>" and returns the exit code for a failed command.
 int fail(const Status& s);
 

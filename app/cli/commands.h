@@ -9,6 +9,8 @@ namespace rag::cli {
 int cmdCorpusBuild(Args& args);   // cmd_corpus.cpp
 int cmdCorpusStats(Args& args);   // cmd_corpus.cpp
 int cmdTraceMake(Args& args);     // cmd_trace.cpp
+int cmdTrainTokenizer(Args& args);  // cmd_train.cpp
+int cmdTrainLm(Args& args);       // cmd_train.cpp
 int cmdDemo(Args& args);          // cmd_demo.cpp
 
 }  // namespace rag::cli

@@ -29,6 +29,16 @@ const std::vector<Command>& commands() {
        "--rate R --requests N [--popularity uniform|zipf:S|temporal[:P]] [--window W] "
        "[--mix oneshot:1,multistep:1] [--seed N] [--split test] [--corpus PATH] --out FILE",
        {}, cmdTraceMake},
+      {"train", "tokenizer", "[--corpus PATH] [--vocab 4096] --out DIR [--quiet]", {"quiet"},
+       cmdTrainTokenizer},
+      {"train", "lm",
+       "--out DIR [--corpus PATH] [--tokenizer DIR] [--init DIR | --layers 4 --hidden 256 "
+       "--heads 4 --kv-heads 4 --ffn 704] [--data qa|passages|mixed] [--context gold|none] "
+       "[--passages 5] [--mask causal|block] [--prompt-loss 0.1] [--steps 1000] [--batch 16] "
+       "[--seq-len 256] [--lr 1e-3] [--min-lr LR/10] [--warmup 100] [--weight-decay 0.1] "
+       "[--clip-norm 1] [--seed 1] [--dtype f32|bf16] [--threads N] [--checkpoint-every 200] "
+       "[--log-every 10] [--eval-every N --eval-examples 64] [--resume] [--json]",
+       {"resume", "json"}, cmdTrainLm},
       {"demo", "", "[--corpus PATH] [--requests N] [--trace-out FILE]", {}, cmdDemo},
   };
   return table;
@@ -51,6 +61,7 @@ void printHelp(std::FILE* to) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  rag::cli::rememberArgv(argv);
   std::vector<std::string> words(argv + 1, argv + argc);
   if (words.empty() || words[0] == "help" || words[0] == "--help" || words[0] == "-h") {
     printHelp(words.empty() ? stderr : stdout);

@@ -143,10 +143,10 @@ Result<LlamaModel> LlamaModel::initRandom(const LlamaConfig& config, uint64_t se
   return LlamaModel(config, std::move(w));
 }
 
-LlamaModel LlamaModel::converted(torch::ScalarType dtype) const {
+LlamaModel LlamaModel::to(torch::ScalarType dtype) const {
   LlamaWeights w = m_weights;
   forEachWeight(w, m_config, [&](const std::string&, torch::Tensor& t) { t = t.to(dtype); });
-  if (m_config.tieWordEmbeddings) w.lmHead = w.embed;
+  if (m_config.tieWordEmbeddings) w.lmHead = w.embed;  // forEachWeight skips a tied head
   return LlamaModel(m_config, std::move(w));
 }
 

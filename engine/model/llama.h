@@ -63,8 +63,10 @@ public:
   const LlamaWeights& weights() const { return m_weights; }
   torch::ScalarType dtype() const { return m_weights.embed.scalar_type(); }
 
-  // A copy with every weight converted to `dtype` (F32 or BF16).
-  LlamaModel converted(torch::ScalarType dtype) const;
+  // This model with its weights converted to `dtype` (the same tensors when they already have
+  // it; a tied lm_head stays tied). Differentiable: gradients reaching the copy flow back to
+  // these weights, which is how BF16 training keeps F32 master weights.
+  LlamaModel to(torch::ScalarType dtype) const;
 
   // Every distinct weight tensor (a tied lm_head is listed once), in checkpoint order: what an
   // optimizer updates. The tensors share storage with the model.

@@ -517,7 +517,7 @@ Result<std::shared_ptr<const LlamaModel>> loadModel(const std::filesystem::path&
 Result<std::shared_ptr<const LlamaModel>> randomModel(const LlamaConfig& config, uint64_t seed, std::string_view dtype) {
   RAG_ASSIGN_OR_RETURN(torch::ScalarType t, parseDtype(dtype));
   RAG_ASSIGN_OR_RETURN(LlamaModel m, LlamaModel::initRandom(config, seed));
-  return std::make_shared<const LlamaModel>(t == torch::kFloat32 ? std::move(m) : m.converted(t));
+  return std::make_shared<const LlamaModel>(t == torch::kFloat32 ? std::move(m) : m.to(t));
 }
 
 // Element-wise work runs on one thread and matrix products on `threads` BLAS threads. With

@@ -129,7 +129,10 @@ private Q_SLOTS:
   }
 
   void compactStyleKeepsWhatQuestionsAskAbout() {
-    PassageStyle style;  // compact, 200 chars, 12 gloss words, 3 list items
+    PassageStyle style;
+    style.maxChars = 200;
+    style.glossWords = 12;
+    style.listItems = 3;
     QCOMPARE(formatPassage(wordnetPassage(7), style),
              std::string("entity 7, thing 7: the thing numbered 7 in the tiny corpus. kind of: "
                          "answer 7. has kinds: sub 7a, sub 7b."));
@@ -138,24 +141,26 @@ private Q_SLOTS:
     QCOMPARE(formatPassage(wordnetPassage(7), style),
              std::string("entity 7: the thing numbered. kind of: answer 7. has kinds: sub 7a."));
     // Whole clauses go from the end to fit the budget.
-    style = PassageStyle{};
+    style.glossWords = 12;
+    style.listItems = 3;
     style.maxChars = 80;
     QCOMPARE(formatPassage(wordnetPassage(7), style),
              std::string("entity 7, thing 7: the thing numbered 7 in the tiny corpus. kind of: answer 7."));
-    // The real corpus's shape: examples dropped, long lists cut.
+    // The real corpus's shape with the default style: examples dropped, lists and the gloss
+    // cut, the clauses that do not fit in 180 bytes left out.
     rag::Passage plant;
     plant.source = "wordnet";
     plant.text = "plant, flora, plant life (noun): (botany) a living organism lacking the power of "
-                 "locomotion. kind of: organism, being. member of: Plantae, kingdom Plantae, plant "
-                 "kingdom. topic: botany, phytology. has kinds: phytoplankton, microflora, crop, "
-                 "endemic and 22 more.";
+                 "locomotion. Example: \"plants grow\". kind of: organism, being. member of: "
+                 "Plantae, kingdom Plantae, plant kingdom. topic: botany, phytology. has kinds: "
+                 "phytoplankton, microflora, crop, endemic and 22 more.";
     const std::string kept =
-        "plant, flora, plant life: (botany) a living organism lacking the power of locomotion. "
-        "kind of: organism, being. member of: Plantae, kingdom Plantae, plant kingdom. topic: "
-        "botany, phytology.";
-    QCOMPARE(formatPassage(plant, PassageStyle{}), kept);  // "has kinds" is over 200 bytes
+        "plant, flora: (botany) a living organism lacking the power of. kind of: organism, being. "
+        "member of: Plantae, kingdom Plantae. topic: botany, phytology.";
+    QCOMPARE(formatPassage(plant, PassageStyle{}), kept);
+    style = PassageStyle{};
     style.maxChars = 1000;
-    QCOMPARE(formatPassage(plant, style), kept + " has kinds: phytoplankton, microflora, crop.");
+    QCOMPARE(formatPassage(plant, style), kept + " has kinds: phytoplankton, microflora.");
   }
 
   void otherPassagesAreCutAtAWord() {

@@ -1,0 +1,334 @@
+// `ragraph train tokenizer` and `ragraph train lm`: a byte-level BPE tokenizer for the corpus,
+// and a Llama-family model trained on its QA prompts and passages.
+//
+//   ragraph train tokenizer --vocab 4096 --out runs/small
+//   ragraph train lm --out runs/small --layers 2 --hidden 128 --heads 4 --steps 2000
+//                    --context gold --mask block
+//   ragraph train lm --out runs/small ... --resume      # after Ctrl-C or a crash
+//
+// `train lm` reads the tokenizer from --tokenizer, else from --init, else from --out (where
+// `train tokenizer --out` put it), and writes the final model to --out in Hugging Face layout
+// with the tokenizer next to it. Progress goes to stderr, the summary to stdout (JSON with
+// --json). Ctrl-C writes a checkpoint and stops; --resume continues bit for bit.
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+
+#include "commands.h"
+#include "core/clock.h"
+#include "core/fs.h"
+#include "core/json_writer.h"
+#include "model/bpe_trainer.h"
+#include "model/model_config.h"
+#include "model/tokenizer.h"
+#include "model/trainer.h"
+#include "model/training_data.h"
+
+namespace fs = std::filesystem;
+
+namespace rag::cli {
+
+namespace {
+
+using namespace rag::model;
+
+std::atomic<bool> g_stop{false};
+void onInterrupt(int) { g_stop = true; }
+
+Result<int64_t> atLeast(Args& args, const std::string& key, int64_t fallback, int64_t min) {
+  RAG_ASSIGN_OR_RETURN(int64_t v, args.getInt(key, fallback));
+  if (v < min)
+    return Status::invalidArgument("--" + key + " must be at least " + std::to_string(min) +
+                                   " (got " + std::to_string(v) + ")");
+  return v;
+}
+
+Result<fs::path> requiredOut(Args& args, std::string_view what) {
+  std::optional<std::string> out = args.get("out");
+  if (!out || out->empty())
+    return Status::invalidArgument("--out DIR is required (where to write " + std::string(what) + ")");
+  return fs::path(*out);
+}
+
+// The shortest text that reads back as the same double (run options compare as text).
+std::string shortest(double v) {
+  char buf[40];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : std::string("?");
+}
+
+fs::path corpusPath(Args& args) {
+  std::optional<std::string> c = args.get("corpus");
+  return c ? fs::path(*c) : defaultCorpusPath();
+}
+
+}  // namespace
+
+int cmdTrainTokenizer(Args& args) {
+  const fs::path corpus = corpusPath(args);
+  Result<int64_t> vocab = atLeast(args, "vocab", 4096, 259);
+  Result<fs::path> out = requiredOut(args, "tokenizer.json");
+  const bool quiet = args.flag("quiet");
+  if (Status s = args.finish(); !s) return fail(s);
+  if (!vocab) return fail(vocab.status());
+  if (!out) return fail(out.status());
+
+  Stopwatch watch;
+  Result<std::vector<std::string>> texts = tokenizerTrainingTexts(corpus);
+  if (!texts) return fail(texts.status());
+  ProgressPrinter printer(quiet);
+  BpeTrainParams params;
+  params.vocabSize = static_cast<int32_t>(*vocab);
+  params.progress = [&printer](std::string_view phase, uint64_t done, uint64_t total) {
+    printer(phase, done, total);
+  };
+  const fs::path file = *out / "tokenizer.json";
+  Result<BpeTrainStats> stats = trainByteLevelBpeToFile(textsFrom(*texts), params, file);
+  printer.finish();
+  if (!stats) return fail(stats.status().withContext("training the tokenizer"));
+  std::printf("tokenizer written to %s: %d tokens (%lld merges) from %lld texts (%.1f MiB) in %.1f s\n",
+              file.c_str(), stats->vocabSize, static_cast<long long>(stats->merges),
+              static_cast<long long>(stats->texts),
+              static_cast<double>(stats->bytes) / (1024.0 * 1024.0), watch.elapsedSeconds());
+  return 0;
+}
+
+namespace {
+
+struct LmOptions {
+  TrainSetup setup;
+  fs::path corpus;
+  CorpusExampleOptions data;
+  std::optional<Tokenizer> tokenizer;
+  bool json = false;
+};
+
+// The model shape flags, read before the tokenizer is (its size is the vocabulary).
+struct ShapeFlags {
+  std::optional<std::string> init;
+  bool given = false;  // any of --layers/--hidden/--heads/--kv-heads/--ffn
+  int64_t layers = 0, hidden = 0, heads = 0, kvHeads = 0, ffn = 0;
+};
+
+Result<ShapeFlags> readShapeFlags(Args& args) {
+  ShapeFlags f;
+  f.init = args.get("init");
+  f.given = args.get("layers") || args.get("hidden") || args.get("heads") ||
+            args.get("kv-heads") || args.get("ffn");
+  if (f.init && f.given)
+    return Status::invalidArgument("--init takes the model's shape from its config.json; drop "
+                                   "--layers/--hidden/--heads/--kv-heads/--ffn, or drop --init");
+  RAG_ASSIGN_OR_RETURN(f.layers, atLeast(args, "layers", 4, 1));
+  RAG_ASSIGN_OR_RETURN(f.hidden, atLeast(args, "hidden", 256, 8));
+  RAG_ASSIGN_OR_RETURN(f.heads, atLeast(args, "heads", 4, 1));
+  RAG_ASSIGN_OR_RETURN(f.kvHeads, atLeast(args, "kv-heads", f.heads, 1));
+  // SwiGLU's usual 8/3 x hidden, rounded up to a multiple of 64.
+  RAG_ASSIGN_OR_RETURN(f.ffn, atLeast(args, "ffn", (8 * f.hidden / 3 + 63) / 64 * 64, 1));
+  if (f.hidden % f.heads != 0 || (f.hidden / f.heads) % 2 != 0)
+    return Status::invalidArgument("--hidden must be --heads times an even head size (got " +
+                                   std::to_string(f.hidden) + " and " + std::to_string(f.heads) + ")");
+  if (f.heads % f.kvHeads != 0)
+    return Status::invalidArgument("--kv-heads must divide --heads (got " + std::to_string(f.kvHeads) +
+                                   " and " + std::to_string(f.heads) + ")");
+  return f;
+}
+
+// The model a fresh run starts from: --init, or a new model of the flags' shape.
+Status setModelSpec(const ShapeFlags& f, LmOptions& o) {
+  const Tokenizer& tokenizer = *o.tokenizer;
+  if (f.init) {
+    o.setup.model.initFrom = *f.init;
+    RAG_ASSIGN_OR_RETURN(LlamaConfig cfg, loadLlamaConfig(o.setup.model.initFrom));
+    if (cfg.vocabSize < tokenizer.vocabSize())
+      return Status::invalidArgument("the model in " + *f.init + " has a vocabulary of " +
+                                     std::to_string(cfg.vocabSize) + " but the tokenizer has " +
+                                     std::to_string(tokenizer.vocabSize()) +
+                                     " tokens; use the tokenizer the model was trained with (--tokenizer)");
+    o.setup.runOptions.emplace_back("init", fs::absolute(o.setup.model.initFrom).string());
+    return Status::ok();
+  }
+  LlamaConfig& c = o.setup.model.config;
+  c.architecture = ModelArchitecture::Llama;
+  c.architectureName = "LlamaForCausalLM";
+  c.numHiddenLayers = f.layers;
+  c.hiddenSize = f.hidden;
+  c.numAttentionHeads = f.heads;
+  c.numKeyValueHeads = f.kvHeads;
+  c.headDim = f.hidden / f.heads;
+  c.intermediateSize = f.ffn;
+  c.vocabSize = tokenizer.vocabSize();
+  c.maxPositionEmbeddings = std::max<int64_t>(2048, o.setup.params.seqLen);
+  c.tieWordEmbeddings = true;
+  if (auto bos = tokenizer.bosId()) c.bosTokenId = *bos;
+  if (auto eos = tokenizer.eosId()) c.eosTokenIds = {*eos};
+  for (auto [k, v] : {std::pair<const char*, int64_t>{"layers", f.layers}, {"hidden", f.hidden},
+                      {"heads", f.heads}, {"kv-heads", f.kvHeads}, {"ffn", f.ffn}})
+    o.setup.runOptions.emplace_back(k, std::to_string(v));
+  return Status::ok();
+}
+
+Result<LmOptions> readLmOptions(Args& args) {
+  LmOptions o;
+  TrainParams& p = o.setup.params;
+  RAG_ASSIGN_OR_RETURN(o.setup.outDir, requiredOut(args, "the model"));
+  o.corpus = corpusPath(args);
+  std::optional<std::string> tokenizerArg = args.get("tokenizer");
+  RAG_ASSIGN_OR_RETURN(ShapeFlags shape, readShapeFlags(args));
+  RAG_ASSIGN_OR_RETURN(p.steps, atLeast(args, "steps", 1000, 1));
+  RAG_ASSIGN_OR_RETURN(p.batch, atLeast(args, "batch", 16, 1));
+  RAG_ASSIGN_OR_RETURN(p.seqLen, atLeast(args, "seq-len", 256, 8));
+  RAG_ASSIGN_OR_RETURN(p.lr, args.getDouble("lr", 1e-3));
+  RAG_ASSIGN_OR_RETURN(p.minLr, args.getDouble("min-lr", p.lr / 10));
+  RAG_ASSIGN_OR_RETURN(p.warmupSteps, atLeast(args, "warmup", std::min<int64_t>(100, p.steps / 10), 0));
+  RAG_ASSIGN_OR_RETURN(p.weightDecay, args.getDouble("weight-decay", 0.1));
+  RAG_ASSIGN_OR_RETURN(p.clipNorm, args.getDouble("clip-norm", 1.0));
+  RAG_ASSIGN_OR_RETURN(int64_t seed, atLeast(args, "seed", 1, 0));
+  p.seed = static_cast<uint64_t>(seed);
+  RAG_ASSIGN_OR_RETURN(p.checkpointEvery, atLeast(args, "checkpoint-every", 200, 0));
+  RAG_ASSIGN_OR_RETURN(p.logEvery, atLeast(args, "log-every", 10, 1));
+  RAG_ASSIGN_OR_RETURN(p.evalEvery, atLeast(args, "eval-every", 0, 0));
+  RAG_ASSIGN_OR_RETURN(p.evalExamples, atLeast(args, "eval-examples", 64, 1));
+  RAG_ASSIGN_OR_RETURN(int64_t threads, atLeast(args, "threads", 0, 0));
+  p.threads = static_cast<int>(threads);
+  const std::string dtype = args.getOr("dtype", "f32");
+  if (dtype != "f32" && dtype != "bf16")
+    return Status::invalidArgument("--dtype must be f32 or bf16 (got '" + dtype + "')");
+  p.dtype = dtype == "bf16" ? TrainDType::BF16 : TrainDType::F32;
+  o.setup.resume = args.flag("resume");
+  o.json = args.flag("json");
+
+  const std::string data = args.getOr("data", "qa");
+  const std::string context = args.getOr("context", "gold");
+  const std::string mask = args.getOr("mask", "causal");
+  RAG_ASSIGN_OR_RETURN(o.data.data, parseTrainData(data));
+  RAG_ASSIGN_OR_RETURN(o.data.prompt.context, corpus::parseQaContext(context));
+  RAG_ASSIGN_OR_RETURN(o.data.mask, parseTrainMask(mask));
+  RAG_ASSIGN_OR_RETURN(int64_t passages, atLeast(args, "passages", 5, 1));
+  o.data.prompt.passages = static_cast<size_t>(passages);
+  RAG_ASSIGN_OR_RETURN(double promptLoss, args.getDouble("prompt-loss", 0.1));
+  if (!(promptLoss >= 0 && promptLoss <= 1))
+    return Status::invalidArgument("--prompt-loss must be between 0 and 1");
+  o.data.promptLossWeight = static_cast<float>(promptLoss);
+  RAG_RETURN_IF_ERROR(args.finish());
+  RAG_RETURN_IF_ERROR(validateTrainParams(p));
+
+  // The tokenizer: --tokenizer, else the --init model's, else the one `train tokenizer --out`
+  // left in --out.
+  const fs::path tokDir = tokenizerArg ? fs::path(*tokenizerArg)
+                          : shape.init ? fs::path(*shape.init)
+                                       : o.setup.outDir;
+  std::error_code ec;
+  const fs::path tokFile = fs::is_directory(tokDir, ec) ? tokDir / "tokenizer.json" : tokDir;
+  if (!fs::exists(tokFile, ec))
+    return Status::notFound("no tokenizer at " + tokFile.string() + "; make one with `ragraph train "
+                            "tokenizer --out " + tokDir.string() + "` or pass --tokenizer DIR");
+  RAG_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::load(tokFile));
+  o.tokenizer.emplace(std::move(tokenizer));
+  o.setup.tokenizerDir = tokFile.parent_path();
+  RAG_RETURN_IF_ERROR(setModelSpec(shape, o));
+  for (auto [k, v] : {std::pair<const char*, std::string>{"data", data}, {"context", context},
+                      {"passages", std::to_string(passages)}, {"mask", mask},
+                      {"prompt-loss", shortest(promptLoss)},
+                      {"tokenizer-vocab", std::to_string(o.tokenizer->vocabSize())}})
+    o.setup.runOptions.emplace_back(k, v);
+  return o;
+}
+
+void printSummaryJson(const TrainResult& r) {
+  JsonWriter w(std::cout);
+  w.beginObject();
+  w.key("out").value(r.outDir.string());
+  w.key("completed").value(r.completed);
+  w.key("start_step").value(r.startStep);
+  w.key("step").value(r.step);
+  w.key("parameters").value(r.parameters);
+  w.key("final_loss").value(r.finalLoss);
+  w.key("tokens").value(r.tokens);
+  w.key("seconds").value(r.seconds);
+  w.key("tokens_per_second").value(r.tokensPerSecond);
+  w.key("loss_history").beginArray();
+  for (double l : r.lossHistory) w.value(l);
+  w.endArray();
+  w.key("eval_history").beginArray();
+  for (const EvalPoint& e : r.evalHistory)
+    w.beginObject().key("step").value(e.step).key("loss").value(e.loss).endObject();
+  w.endArray();
+  w.endObject();
+  std::cout << std::endl;
+}
+
+}  // namespace
+
+int cmdTrainLm(Args& args) {
+  Result<LmOptions> opts = readLmOptions(args);
+  if (!opts) return fail(opts.status());
+  LmOptions& o = *opts;
+  const Tokenizer& tokenizer = *o.tokenizer;
+
+  Result<std::unique_ptr<CorpusExampleSource>> train = CorpusExampleSource::open(o.corpus, tokenizer, o.data);
+  if (!train) return fail(train.status());
+  std::unique_ptr<CorpusExampleSource> heldOut;
+  if (o.setup.params.evalEvery > 0) {
+    CorpusExampleOptions dev = o.data;
+    dev.split = "dev";
+    Result<std::unique_ptr<CorpusExampleSource>> d = CorpusExampleSource::open(o.corpus, tokenizer, dev);
+    if (!d) return fail(d.status().withContext("held-out evaluation (--eval-every)"));
+    heldOut = std::move(*d);
+  }
+
+  restartWithPassiveOpenMp();  // everything is checked: from here on libtorch computes
+
+  const TrainParams& p = o.setup.params;
+  TrainCallbacks cb;
+  cb.started = [&](int64_t startStep, int64_t parameters) {
+    if (startStep >= p.steps) {
+      std::fprintf(stderr, "%s already has all %lld steps; writing the final model\n",
+                   o.setup.outDir.c_str(), static_cast<long long>(p.steps));
+      return;
+    }
+    std::fprintf(stderr, "%s %s (%lld parameters) on %s data (%s context, %s mask) from %s: "
+                 "steps %lld..%lld x %lld sequences x %lld tokens\n",
+                 startStep > 0 ? "resuming" : "training", o.setup.outDir.c_str(),
+                 static_cast<long long>(parameters), std::string(trainDataName(o.data.data)).c_str(),
+                 std::string(corpus::qaContextName(o.data.prompt.context)).c_str(),
+                 o.data.mask == MaskKind::Block ? "block" : "causal", o.corpus.c_str(),
+                 static_cast<long long>(startStep + 1), static_cast<long long>(p.steps),
+                 static_cast<long long>(p.batch), static_cast<long long>(p.seqLen));
+  };
+  cb.progress = [](const TrainProgress& pr) {
+    std::fprintf(stderr, "step %lld/%lld  loss %.4f  lr %.3g  grad %.3g  tok/s %.0f  %.1fs\n",
+                 static_cast<long long>(pr.step), static_cast<long long>(pr.steps), pr.loss, pr.lr,
+                 pr.gradNorm, pr.tokensPerSecond, pr.elapsedSeconds);
+  };
+  cb.evaluated = [](const EvalPoint& e) {
+    std::fprintf(stderr, "eval step %lld  held-out loss %.4f\n", static_cast<long long>(e.step), e.loss);
+  };
+  cb.checkpointed = [](int64_t step, const fs::path& dir) {
+    std::fprintf(stderr, "checkpoint at step %lld in %s\n", static_cast<long long>(step), dir.c_str());
+  };
+  g_stop = false;
+  auto previous = std::signal(SIGINT, onInterrupt);
+  cb.stopRequested = [] { return g_stop.load(); };
+  Result<TrainResult> r = trainLanguageModel(o.setup, **train, heldOut.get(), cb);
+  std::signal(SIGINT, previous);
+  if (!r) return fail(r.status());
+
+  if (o.json) printSummaryJson(*r);
+  if (!r->completed) {
+    std::fprintf(stderr, "stopped at step %lld of %lld; continue with the same command and --resume\n",
+                 static_cast<long long>(r->step), static_cast<long long>(p.steps));
+    return 130;
+  }
+  if (!o.json)
+    std::printf("model written to %s (config.json, model.safetensors, tokenizer.json): %lld "
+                "parameters, %lld steps, final loss %.4f, %.0f tokens/s over %.1f s\n",
+                o.setup.outDir.c_str(), static_cast<long long>(r->parameters),
+                static_cast<long long>(r->step), r->finalLoss, r->tokensPerSecond, r->seconds);
+  return 0;
+}
+
+}  // namespace rag::cli

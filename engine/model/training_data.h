@@ -1,0 +1,78 @@
+// Training examples drawn from a corpus for `ragraph train lm`: QA prompts built by
+// corpus/qa_prompt.h (the format evaluation uses), passages as plain language-model text, or a
+// mix. Torch-free; the trainer (trainer.h) asks for examples by key.
+//
+//   RAG_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::load(tokenizerDir));
+//   CorpusExampleOptions opts;                  // QA, gold passage among 5, causal
+//   opts.mask = MaskKind::Block;                // one block per passage, the question last
+//   RAG_ASSIGN_OR_RETURN(auto source, CorpusExampleSource::open(corpusPath, tok, opts));
+//   RAG_ASSIGN_OR_RETURN(TrainingExample e, source->example(seed, step, index, 256));
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "corpus/qa_prompt.h"
+#include "model/tokenizer.h"
+#include "model/trainer.h"
+
+namespace rag::model {
+
+enum class TrainData { Qa, Passages, Mixed };
+std::string_view trainDataName(TrainData d);  // "qa" | "passages" | "mixed"
+Result<TrainData> parseTrainData(std::string_view name);
+Result<MaskKind> parseTrainMask(std::string_view name);  // "causal" | "block"
+
+struct CorpusExampleOptions {
+  TrainData data = TrainData::Qa;
+  std::string split = "train";   // the QA split to draw from
+  corpus::QaPromptOptions prompt;
+  // Causal, or Block: each passage of a QA prompt is one block and the question with its answer
+  // the last block (Block-Attention fine-tuning). Passage text is always causal.
+  MaskKind mask = MaskKind::Causal;
+  // QA: the weight of predicting a prompt token; the answer and EOS tokens weigh 1.
+  float promptLossWeight = 0.1f;
+  double qaFraction = 0.5;       // Mixed: the share of QA examples
+};
+
+// QA examples: a random item of the split, its context drawn with a salt from the key (so the
+// distractors and their order vary from draw to draw), tokenized by tokenizeQaPrompt. When the
+// prompt does not fit, distractors are dropped first; a prompt still too long keeps its last
+// maxTokens tokens. Passage examples: random passages, each followed by EOS, packed to
+// maxTokens tokens, every token weighted 1.
+class CorpusExampleSource final : public ExampleSource {
+public:
+  // Errors: the corpus's (missing, wrong schema), an empty split (naming those present), a
+  // corpus without passages for passage data.
+  static Result<std::unique_ptr<CorpusExampleSource>> open(const std::filesystem::path& corpus,
+                                                           const Tokenizer& tokenizer,
+                                                           const CorpusExampleOptions& options);
+
+  Result<TrainingExample> example(uint64_t seed, int64_t step, int64_t index,
+                                  int64_t maxTokens) override;
+
+  size_t qaItems() const { return m_qaIds.size(); }
+
+private:
+  CorpusExampleSource(corpus::QaPromptReader reader, Tokenizer tokenizer,
+                      CorpusExampleOptions options, std::vector<int64_t> qaIds)
+      : m_reader(std::move(reader)), m_tokenizer(std::move(tokenizer)),
+        m_options(std::move(options)), m_qaIds(std::move(qaIds)) {}
+  Result<TrainingExample> qaExample(uint64_t key, int64_t maxTokens);
+  Result<TrainingExample> passageExample(uint64_t key, int64_t maxTokens);
+
+  corpus::QaPromptReader m_reader;
+  Tokenizer m_tokenizer;
+  CorpusExampleOptions m_options;
+  std::vector<int64_t> m_qaIds;
+};
+
+// The texts a tokenizer for this corpus is trained on: every passage, and the questions and
+// answers of `split`. Errors as CorpusExampleSource::open.
+Result<std::vector<std::string>> tokenizerTrainingTexts(const std::filesystem::path& corpus,
+                                                        std::string_view split = "train");
+
+}  // namespace rag::model

@@ -1,0 +1,356 @@
+// The training loop (model/trainer.h) on tiny models: it learns, resumes bit for bit, follows its
+// schedule, applies masks and loss weights, ignores padding and keeps its checkpoint whole.
+#include "model/llama.h"  // torch first; QT_NO_KEYWORDS keeps Qt's macros out of its way
+
+#include <QtTest>
+
+#include <filesystem>
+#include <random>
+
+#include "core/fs.h"
+#include "model/bpe_trainer.h"
+#include "model/tokenizer.h"
+#include "model/trainer.h"
+#include "status_checks.h"
+#include "workload/trace_random.h"
+
+using namespace rag;
+using namespace rag::model;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kVocab = 16;
+
+LlamaConfig tinyConfig() {
+  LlamaConfig c;
+  c.architectureName = "LlamaForCausalLM";
+  c.hiddenSize = 32;
+  c.intermediateSize = 64;
+  c.numHiddenLayers = 2;
+  c.numAttentionHeads = 2;
+  c.numKeyValueHeads = 1;  // grouped-query attention is exercised
+  c.headDim = 16;
+  c.maxPositionEmbeddings = 64;
+  c.vocabSize = kVocab;
+  c.tieWordEmbeddings = true;
+  return c;
+}
+
+// k random tokens in [3, vocab), the separator 2, then the same k tokens again: only the copy
+// is weighted. Every `blockEvery`-th example (0: none) gets a block mask over its two halves.
+class CopyTask : public ExampleSource {
+public:
+  int k = 6;
+  int blockEvery = 0;
+  std::vector<int64_t> stepsAsked;
+
+  Result<TrainingExample> example(uint64_t seed, int64_t step, int64_t index, int64_t) override {
+    stepsAsked.push_back(step);
+    std::mt19937_64 rng(workload::deriveSeed(workload::deriveSeed(seed, static_cast<uint64_t>(step)),
+                                             static_cast<uint64_t>(index)));
+    TrainingExample e;
+    for (int i = 0; i < k; ++i) e.tokens.push_back(3 + static_cast<int32_t>(rng() % (kVocab - 3)));
+    e.tokens.push_back(2);
+    for (int i = 0; i < k; ++i) e.tokens.push_back(e.tokens[static_cast<size_t>(i)]);
+    e.lossWeights.assign(e.tokens.size(), 0.0f);
+    for (size_t i = static_cast<size_t>(k) + 1; i < e.tokens.size(); ++i) e.lossWeights[i] = 1.0f;
+    if (blockEvery > 0 && index % blockEvery == 0) e.mask = AttentionMask::blocks({0, k / 2, k});
+    return e;
+  }
+};
+
+// Returns the examples it was given, by index (modulo their count), whatever the key.
+class FixedExamples : public ExampleSource {
+public:
+  std::vector<TrainingExample> examples;
+  Result<TrainingExample> example(uint64_t, int64_t, int64_t index, int64_t) override {
+    return examples[static_cast<size_t>(index) % examples.size()];
+  }
+};
+
+TrainingExample counting(int n, AttentionMask mask = {}) {
+  TrainingExample e;
+  for (int i = 0; i < n; ++i) e.tokens.push_back(3 + (i * 5) % (kVocab - 3));
+  e.lossWeights.assign(static_cast<size_t>(n), 1.0f);
+  e.mask = std::move(mask);
+  return e;
+}
+
+TrainSetup setupIn(const fs::path& out, int64_t steps) {
+  TrainSetup s;
+  s.outDir = out;
+  s.model.config = tinyConfig();
+  s.params.steps = steps;
+  s.params.batch = 8;
+  s.params.seqLen = 32;
+  s.params.lr = 1e-2;
+  s.params.minLr = 1e-3;
+  s.params.warmupSteps = std::min<int64_t>(10, steps - 1);
+  s.params.checkpointEvery = 0;
+  s.params.logEvery = 5;
+  s.params.seed = 7;
+  s.params.threads = 2;
+  return s;
+}
+
+double firstLoss(const fs::path& out, ExampleSource& source, int64_t batch) {
+  TrainSetup s = setupIn(out, 1);
+  s.params.batch = batch;
+  Result<TrainResult> r = trainLanguageModel(s, source, nullptr, {});
+  if (!r) qWarning("%s", r.status().message().c_str());
+  return r ? r->lossHistory.at(0) : std::nan("");
+}
+
+}  // namespace
+
+class TestTorchTrainer : public QObject {
+  Q_OBJECT
+  QTemporaryDir m_dir;
+  fs::path path(const std::string& name) const { return fs::path(m_dir.path().toStdString()) / name; }
+
+private Q_SLOTS:
+  void initTestCase() { QVERIFY(m_dir.isValid()); }
+
+  void aTinyModelLearnsToCopy() {
+    CopyTask task;
+    TrainSetup s = setupIn(path("copy"), 100);
+    s.params.batch = 16;
+    std::vector<TrainProgress> reports;
+    TrainCallbacks cb;
+    cb.progress = [&](const TrainProgress& p) { reports.push_back(p); };
+    Result<TrainResult> r = trainLanguageModel(s, task, nullptr, cb);
+    QVERIFY2(r.isOk(), r.status().message().c_str());
+    QVERIFY(r->completed);
+    QCOMPARE(r->step, int64_t{100});
+    QCOMPARE(r->lossHistory.size(), size_t{100});
+    const double start = r->lossHistory.front();
+    qInfo("copy task: loss %.3f -> %.3f in 100 steps", start, r->finalLoss);
+    QVERIFY2(start > 2.0, qPrintable(QString("start loss %1").arg(start)));  // ~ln(13): guessing
+    QVERIFY2(r->finalLoss < 0.25 * start,
+             qPrintable(QString("loss went from %1 to %2").arg(start).arg(r->finalLoss)));
+    QCOMPARE(reports.size(), size_t{20});
+    QCOMPARE(reports.back().step, int64_t{100});
+    QVERIFY(reports.back().tokensPerSecond > 0);
+    QVERIFY(reports.back().gradNorm > 0);
+    QCOMPARE(r->tokens, int64_t{100 * 16 * 13});
+    // The final model is a Hugging Face directory LlamaModel::load reads back.
+    auto m = LlamaModel::load(path("copy"));
+    QVERIFY2(m.isOk(), m.status().message().c_str());
+    QCOMPARE(m->config().numKeyValueHeads, int64_t{1});
+    QVERIFY(fs::exists(path("copy") / "checkpoint/optimizer.pt"));
+  }
+
+  void resumeContinuesBitForBit() {
+    CopyTask straightTask;
+    straightTask.blockEvery = 3;
+    TrainSetup straight = setupIn(path("straight"), 20);
+    Result<TrainResult> a = trainLanguageModel(straight, straightTask, nullptr, {});
+    QVERIFY2(a.isOk(), a.status().message().c_str());
+
+    // The same run stopped after 10 steps...
+    CopyTask firstHalf;
+    firstHalf.blockEvery = 3;
+    TrainSetup split = setupIn(path("split"), 20);
+    int64_t polled = 0;
+    TrainCallbacks stopAt10;
+    stopAt10.stopRequested = [&] { return ++polled == 10; };
+    std::vector<int64_t> checkpoints;
+    stopAt10.checkpointed = [&](int64_t step, const fs::path&) { checkpoints.push_back(step); };
+    Result<TrainResult> b1 = trainLanguageModel(split, firstHalf, nullptr, stopAt10);
+    QVERIFY2(b1.isOk(), b1.status().message().c_str());
+    QVERIFY(!b1->completed);
+    QCOMPARE(b1->step, int64_t{10});
+    QCOMPARE(checkpoints, std::vector<int64_t>{10});
+    QVERIFY(!fs::exists(path("split") / "model.safetensors"));  // no final model yet
+
+    // ...killed while writing its next checkpoint (a half-written staging directory) and, on a
+    // file system without RENAME_EXCHANGE, between the two renames of the commit (only
+    // checkpoint.old is left)...
+    fs::rename(path("split") / "checkpoint", path("split") / "checkpoint.old");
+    fs::create_directories(path("split") / "checkpoint.staging");
+    QVERIFY(writeFileAtomic(path("split") / "checkpoint.staging/model.safetensors", "trunc").isOk());
+    QVERIFY(writeFileAtomic(path("split") / "checkpoint.staging/trainer_state.json", "{\"st").isOk());
+
+    // ...and resumed: it asks for steps 10..19 only and ends with the same weights.
+    CopyTask secondHalf;
+    secondHalf.blockEvery = 3;
+    split.resume = true;
+    Result<TrainResult> b2 = trainLanguageModel(split, secondHalf, nullptr, {});
+    QVERIFY2(b2.isOk(), b2.status().message().c_str());
+    QVERIFY(b2->completed);
+    QCOMPARE(b2->startStep, int64_t{10});
+    QCOMPARE(secondHalf.stepsAsked.front(), int64_t{10});
+    QCOMPARE(secondHalf.stepsAsked.size(), size_t{10 * 8});
+    // The losses of the second half are the same numbers; the first half's come back from the
+    // checkpoint's JSON (10 significant digits).
+    QCOMPARE(b2->lossHistory.size(), a->lossHistory.size());
+    for (size_t i = 0; i < a->lossHistory.size(); ++i) {
+      if (i >= 10) QCOMPARE(b2->lossHistory[i], a->lossHistory[i]);
+      else QVERIFY(std::abs(b2->lossHistory[i] - a->lossHistory[i]) < 1e-8 * a->lossHistory[i]);
+    }
+    const std::string weightsA = *readFile(path("straight") / "model.safetensors");
+    const std::string weightsB = *readFile(path("split") / "model.safetensors");
+    QVERIFY(weightsA == weightsB);
+    QVERIFY(fs::is_directory(path("split") / "checkpoint"));
+    QVERIFY(!fs::exists(path("split") / "checkpoint.old"));
+    QVERIFY(!fs::exists(path("split") / "checkpoint.staging"));
+
+    // Resuming a finished run trains nothing and keeps the model.
+    CopyTask none;
+    Result<TrainResult> again = trainLanguageModel(split, none, nullptr, {});
+    QVERIFY2(again.isOk(), again.status().message().c_str());
+    QVERIFY(again->completed);
+    QVERIFY(none.stepsAsked.empty());
+    QVERIFY(*readFile(path("split") / "model.safetensors") == weightsA);
+  }
+
+  void scheduleWarmsUpThenDecays() {
+    TrainParams p;
+    p.steps = 101;
+    p.lr = 1e-3;
+    p.minLr = 1e-4;
+    p.warmupSteps = 10;
+    QVERIFY(validateTrainParams(p).isOk());
+    QCOMPARE(learningRate(p, 0), 1e-4);   // lr / warmup
+    QCOMPARE(learningRate(p, 4), 5e-4);
+    QCOMPARE(learningRate(p, 9), 1e-3);   // the peak at the end of warm-up
+    QCOMPARE(learningRate(p, 10), 1e-3);
+    QVERIFY(std::abs(learningRate(p, 55) - 5.5e-4) < 1e-12);  // half-way: the mean of lr and minLr
+    QVERIFY(std::abs(learningRate(p, 100) - 1e-4) < 1e-15);   // the last step: minLr
+    for (int64_t s = 11; s <= 100; ++s) QVERIFY(learningRate(p, s) < learningRate(p, s - 1));
+    p.warmupSteps = 0;
+    QCOMPARE(learningRate(p, 0), 1e-3);
+  }
+
+  void masksReachTheForward() {
+    // Chained parents make every token see all earlier ones: the dense-mask path must give the
+    // causal loss; a block mask hides tokens and must change it.
+    std::vector<int32_t> chain = {-1};
+    for (int32_t i = 1; i < 12; ++i) chain.push_back(i - 1);
+    FixedExamples causal, chained, blocked;
+    causal.examples = {counting(12)};
+    chained.examples = {counting(12, AttentionMask::ancestors(chain))};
+    blocked.examples = {counting(12, AttentionMask::blocks({0, 4, 8}))};
+    const double lc = firstLoss(path("mask-causal"), causal, 1);
+    const double la = firstLoss(path("mask-chain"), chained, 1);
+    const double lb = firstLoss(path("mask-block"), blocked, 1);
+    QVERIFY2(std::abs(la - lc) < 1e-5, qPrintable(QString("%1 vs %2").arg(la).arg(lc)));
+    QVERIFY2(std::abs(lb - lc) > 1e-4, qPrintable(QString("%1 vs %2").arg(lb).arg(lc)));
+  }
+
+  void paddingAndLossWeightsAreExact() {
+    // A batch of a long causal and a short block-masked sequence: the short one is padded. Its
+    // loss must be the token-weighted mean of the two sequences' own losses.
+    FixedExamples pair, longOnly, shortOnly;
+    TrainingExample a = counting(12);
+    TrainingExample b = counting(7, AttentionMask::blocks({0, 3}));
+    b.lossWeights = {1, 1, 0, 2, 1, 0, 1};  // weights count: 5 targets (index 0 never counts)
+    pair.examples = {a, b};
+    longOnly.examples = {a};
+    shortOnly.examples = {b};
+    const double lab = firstLoss(path("pad-pair"), pair, 2);
+    const double la = firstLoss(path("pad-a"), longOnly, 1);
+    const double lb = firstLoss(path("pad-b"), shortOnly, 1);
+    const double expected = (11 * la + 5 * lb) / 16;
+    QVERIFY2(std::abs(lab - expected) < 1e-5,
+             qPrintable(QString("batch %1, expected %2 (a %3, b %4)").arg(lab).arg(expected).arg(la).arg(lb)));
+  }
+
+  void heldOutEvaluationRunsOnFixedExamples() {
+    CopyTask train, heldOut;
+    TrainSetup s = setupIn(path("eval"), 10);
+    s.params.evalEvery = 5;
+    s.params.evalExamples = 12;
+    std::vector<EvalPoint> points;
+    TrainCallbacks cb;
+    cb.evaluated = [&](const EvalPoint& e) { points.push_back(e); };
+    Result<TrainResult> r = trainLanguageModel(s, train, &heldOut, cb);
+    QVERIFY2(r.isOk(), r.status().message().c_str());
+    QCOMPARE(points.size(), size_t{2});
+    QCOMPARE(points[0].step, int64_t{5});
+    QCOMPARE(points[1].step, int64_t{10});
+    QVERIFY(points[1].loss < points[0].loss);
+    QCOMPARE(r->evalHistory.size(), size_t{2});
+    QCOMPARE(heldOut.stepsAsked, std::vector<int64_t>(24, -1));
+  }
+
+  void bf16TrainsFromF32MasterWeights() {
+    CopyTask f32Task, bf16Task;
+    TrainSetup s = setupIn(path("bf16"), 3);
+    s.params.dtype = TrainDType::BF16;
+    Result<TrainResult> r = trainLanguageModel(s, bf16Task, nullptr, {});
+    QVERIFY2(r.isOk(), r.status().message().c_str());
+    Result<TrainResult> ref = trainLanguageModel(setupIn(path("bf16-ref"), 3), f32Task, nullptr, {});
+    QVERIFY(std::abs(r->lossHistory[0] - ref->lossHistory[0]) < 0.05);
+    auto m = LlamaModel::load(path("bf16"));
+    QVERIFY(m.isOk());
+    QCOMPARE(m->dtype(), torch::kFloat32);
+  }
+
+  void theTokenizerIsCopiedNextToTheModel() {
+    std::vector<std::string> texts = {"a tiny text", "another tiny text"};
+    BpeTrainParams bpe;
+    bpe.vocabSize = 270;
+    QVERIFY(trainByteLevelBpeToFile(textsFrom(texts), bpe, path("tok") / "tokenizer.json").isOk());
+    CopyTask task;
+    TrainSetup s = setupIn(path("with-tok"), 2);
+    s.tokenizerDir = path("tok");
+    QVERIFY(trainLanguageModel(s, task, nullptr, {}).isOk());
+    QVERIFY(Tokenizer::load(path("with-tok")).isOk());
+    QVERIFY(Tokenizer::load(path("with-tok") / "checkpoint").isOk());
+  }
+
+  void runsRefuseWhatTheyCannotDo() {
+    CopyTask task;
+    TrainSetup s = setupIn(path("refuse"), 2);
+    s.runOptions = {{"data", "qa"}};
+    QVERIFY(trainLanguageModel(s, task, nullptr, {}).isOk());
+
+    Result<TrainResult> again = trainLanguageModel(s, task, nullptr, {});
+    QCOMPARE(again.status().code(), StatusCode::AlreadyExists);
+    QVERIFY(mentions(again.status(), {"already holds a checkpoint", "--resume", "--out"}));
+
+    TrainSetup nothing = setupIn(path("refuse-empty"), 2);
+    nothing.resume = true;
+    Result<TrainResult> none = trainLanguageModel(nothing, task, nullptr, {});
+    QCOMPARE(none.status().code(), StatusCode::NotFound);
+    QVERIFY(mentions(none.status(), {"no checkpoint to resume", "without --resume"}));
+
+    TrainSetup other = s;
+    other.resume = true;
+    other.params.batch = 4;
+    Result<TrainResult> batch = trainLanguageModel(other, task, nullptr, {});
+    QCOMPARE(batch.status().code(), StatusCode::InvalidArgument);
+    QVERIFY(mentions(batch.status(), {"--batch 8", "--batch 4", "--resume", "another --out"}));
+
+    other = s;
+    other.resume = true;
+    other.runOptions = {{"data", "passages"}};
+    Result<TrainResult> data = trainLanguageModel(other, task, nullptr, {});
+    QVERIFY(mentions(data.status(), {"--data qa", "--data passages"}));
+
+    FixedExamples outside, tooLong, weightless;
+    outside.examples = {counting(5)};
+    outside.examples[0].tokens[2] = kVocab;
+    tooLong.examples = {counting(40)};
+    weightless.examples = {counting(6)};
+    weightless.examples[0].lossWeights.assign(6, 0.0f);
+    Result<TrainResult> r = trainLanguageModel(setupIn(path("refuse-vocab"), 2), outside, nullptr, {});
+    QCOMPARE(r.status().code(), StatusCode::InvalidArgument);
+    QVERIFY(mentions(r.status(), {"token id 16", "outside the model's vocabulary of 16"}));
+    r = trainLanguageModel(setupIn(path("refuse-long"), 2), tooLong, nullptr, {});
+    QVERIFY(mentions(r.status(), {"40 tokens", "2 to 32", "--seq-len"}));
+    r = trainLanguageModel(setupIn(path("refuse-weights"), 2), weightless, nullptr, {});
+    QVERIFY(mentions(r.status(), {"nothing to learn"}));
+
+    TrainSetup bad = setupIn(path("refuse-params"), 2);
+    bad.params.warmupSteps = 5;
+    r = trainLanguageModel(bad, task, nullptr, {});
+    QVERIFY(mentions(r.status(), {"--warmup"}));
+    QVERIFY(!fs::exists(path("refuse-params") / "checkpoint"));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestTorchTrainer)
+#include "test_torch_trainer.moc"

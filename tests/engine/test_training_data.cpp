@@ -1,0 +1,171 @@
+// Training examples from a corpus (model/training_data.h): keyed draws, QA prompts with
+// answer-weighted loss and Block-Attention blocks, fitting a sequence length, packed passages.
+#include <QtTest>
+
+#include <filesystem>
+
+#include "../fixtures/workload/tiny_corpus.h"
+#include "corpus/qa_prompt.h"
+#include "model/bpe_trainer.h"
+#include "model/training_data.h"
+#include "status_checks.h"
+
+using namespace rag;
+using namespace rag::model;
+namespace fs = std::filesystem;
+
+class TestTrainingData : public QObject {
+  Q_OBJECT
+  QTemporaryDir m_dir;
+  fs::path corpus() const { return fs::path(m_dir.path().toStdString()) / "corpus.db"; }
+  std::optional<Tokenizer> m_tok;
+
+  std::unique_ptr<CorpusExampleSource> open(CorpusExampleOptions opts) {
+    auto s = CorpusExampleSource::open(corpus(), *m_tok, opts);
+    if (!s) qWarning("%s", s.status().message().c_str());
+    return s ? std::move(*s) : nullptr;
+  }
+  std::string decode(std::span<const int32_t> ids) { return m_tok->decode(ids).valueOr("?"); }
+
+private Q_SLOTS:
+  void initTestCase() {
+    QVERIFY(m_dir.isValid());
+    testing::TinyCorpusSpec spec;
+    spec.entities = 30;
+    spec.passages = true;
+    QVERIFY(testing::makeTinyCorpus(corpus(), spec).isOk());
+    auto texts = tokenizerTrainingTexts(corpus());
+    QVERIFY2(texts.isOk(), texts.status().message().c_str());
+    QCOMPARE(texts->size(), size_t{30 + 30 * 2});  // passages, then each train question and answer
+    BpeTrainParams params;
+    params.vocabSize = 330;
+    auto json = trainByteLevelBpe(textsFrom(*texts), params);
+    QVERIFY(json.isOk());
+    auto tok = Tokenizer::fromJson(*json, "test");
+    QVERIFY(tok.isOk());
+    m_tok.emplace(*tok);
+  }
+
+  void examplesArePureFunctionsOfTheirKey() {
+    auto a = open({});
+    auto b = open({});
+    QVERIFY(a && b);
+    QCOMPARE(a->qaItems(), size_t{30});
+    auto first = a->example(1, 5, 3, 512);
+    (void)b->example(1, 0, 0, 512);  // another history before the same key
+    auto again = b->example(1, 5, 3, 512);
+    QVERIFY2(first.isOk(), first.status().message().c_str());
+    QCOMPARE(again->tokens, first->tokens);
+    QCOMPARE(again->lossWeights, first->lossWeights);
+    int differ = 0;
+    for (int64_t step = 6; step < 12; ++step) differ += a->example(1, step, 3, 512)->tokens != first->tokens;
+    QVERIFY(differ >= 5);
+    QVERIFY(a->example(2, 5, 3, 512)->tokens != first->tokens);
+  }
+
+  void qaExamplesWeighTheAnswerAndCutBlocksAtPassages() {
+    CorpusExampleOptions opts;
+    opts.mask = MaskKind::Block;
+    opts.promptLossWeight = 0.25f;
+    auto src = open(opts);
+    auto e = src->example(3, 0, 0, 512);
+    QVERIFY2(e.isOk(), e.status().message().c_str());
+    QCOMPARE(e->mask.kind, MaskKind::Block);
+    QCOMPARE(e->mask.blockStarts.size(), size_t{6});  // 5 passages, then the question
+    QVERIFY(e->mask.validate(static_cast<int64_t>(e->tokens.size())).isOk());
+    // The answer and EOS weigh 1, everything before 0.25.
+    size_t answerStart = e->tokens.size();
+    while (answerStart > 0 && e->lossWeights[answerStart - 1] == 1.0f) --answerStart;
+    for (size_t i = 0; i < answerStart; ++i) QCOMPARE(e->lossWeights[i], 0.25f);
+    QCOMPARE(e->tokens.back(), *m_tok->eosId());
+    const std::string answer = decode(std::span<const int32_t>(e->tokens).subspan(
+        answerStart, e->tokens.size() - answerStart - 1));
+    QVERIFY2(answer.starts_with(" answer "), answer.c_str());
+    const std::string question = decode(std::span<const int32_t>(e->tokens).subspan(
+        static_cast<size_t>(e->mask.blockStarts.back()),
+        answerStart - static_cast<size_t>(e->mask.blockStarts.back())));
+    QVERIFY2(question.starts_with("Question: What is entity ") && question.ends_with("\nAnswer:"),
+             question.c_str());
+    // Its gold passage is one of the blocks: the prompt states the answer.
+    const std::string prompt = decode(std::span<const int32_t>(e->tokens).subspan(0, answerStart));
+    QVERIFY(prompt.find("kind of:" + answer + ".") != std::string::npos);
+
+    opts.mask = MaskKind::Causal;
+    auto causal = open(opts)->example(3, 0, 0, 512);
+    QCOMPARE(causal->tokens, e->tokens);
+    QVERIFY(causal->mask.isCausal());
+  }
+
+  void aShortSequenceDropsDistractorsFirst() {
+    CorpusExampleOptions opts;
+    opts.mask = MaskKind::Block;
+    auto src = open(opts);
+    const auto full = src->example(4, 1, 2, 1000);
+    const int64_t limit = static_cast<int64_t>(full->tokens.size()) - 10;
+    auto fitted = src->example(4, 1, 2, limit);
+    QVERIFY(static_cast<int64_t>(fitted->tokens.size()) <= limit);
+    QVERIFY(fitted->mask.blockStarts.size() < full->mask.blockStarts.size());
+    QVERIFY(fitted->mask.validate(static_cast<int64_t>(fitted->tokens.size())).isOk());
+    // Whole passages went, not the front of one: the first block is one of the full prompt's.
+    auto blockOf = [](const TrainingExample& x, size_t b) {
+      const auto begin = static_cast<size_t>(x.mask.blockStarts[b]);
+      const auto end = static_cast<size_t>(x.mask.blockStarts[b + 1]);
+      return std::vector<int32_t>(x.tokens.begin() + static_cast<ptrdiff_t>(begin),
+                                  x.tokens.begin() + static_cast<ptrdiff_t>(end));
+    };
+    bool whole = false;
+    for (size_t b = 0; b + 1 < full->mask.blockStarts.size(); ++b) whole |= blockOf(*full, b) == blockOf(*fitted, 0);
+    QVERIFY(whole);
+    QVERIFY(decode(fitted->tokens).find("kind of: answer") != std::string::npos);  // the gold one stays
+    // The question and answer survive whole: they end both sequences.
+    const size_t tail = full->tokens.size() - static_cast<size_t>(full->mask.blockStarts.back());
+    QVERIFY(std::equal(full->tokens.end() - static_cast<ptrdiff_t>(tail), full->tokens.end(),
+                       fitted->tokens.end() - static_cast<ptrdiff_t>(tail)));
+    // Too short even for the gold passage: the last tokens are kept.
+    auto cut = src->example(4, 1, 2, 12);
+    QCOMPARE(cut->tokens.size(), size_t{12});
+    QVERIFY(std::equal(full->tokens.end() - 12, full->tokens.end(), cut->tokens.begin()));
+    QCOMPARE(cut->mask.blockStarts.front(), 0);
+    QVERIFY(cut->mask.validate(12).isOk());
+  }
+
+  void passageExamplesArePackedText() {
+    CorpusExampleOptions opts;
+    opts.data = TrainData::Passages;
+    auto src = open(opts);
+    auto e = src->example(1, 0, 0, 200);
+    QVERIFY2(e.isOk(), e.status().message().c_str());
+    QCOMPARE(e->tokens.size(), size_t{200});
+    QVERIFY(e->mask.isCausal());
+    QVERIFY(std::all_of(e->lossWeights.begin(), e->lossWeights.end(), [](float w) { return w == 1.0f; }));
+    QVERIFY(std::count(e->tokens.begin(), e->tokens.end(), *m_tok->eosId()) >= 2);
+    QVERIFY(decode(e->tokens).find("(noun): the thing numbered") != std::string::npos);
+
+    opts.data = TrainData::Mixed;
+    auto mixed = open(opts);
+    int qa = 0;
+    for (int i = 0; i < 40; ++i) {
+      auto m = mixed->example(1, 0, i, 400);
+      qa += decode(m->tokens).find("Question: ") != std::string::npos;
+    }
+    QVERIFY2(qa > 8 && qa < 32, qPrintable(QString("%1 of 40 QA examples").arg(qa)));
+  }
+
+  void errorsNameTheProblem() {
+    QVERIFY(mentions(parseTrainData("books").status(), {"'books'", "qa", "passages", "mixed"}));
+    QVERIFY(mentions(parseTrainMask("tree").status(), {"'tree'", "causal", "block"}));
+    CorpusExampleOptions dev;
+    dev.split = "dev";
+    auto s = CorpusExampleSource::open(corpus(), *m_tok, dev);
+    QCOMPARE(s.status().code(), StatusCode::NotFound);
+    QVERIFY(mentions(s.status(), {"split 'dev'", "it has: test, train"}));
+    // Passage data needs no QA split; QA data needs no passages until a prompt reads one.
+    dev.data = TrainData::Passages;
+    QVERIFY(CorpusExampleSource::open(corpus(), *m_tok, dev).isOk());
+    auto missing = tokenizerTrainingTexts(fs::path(m_dir.path().toStdString()) / "absent.db");
+    QVERIFY(mentions(missing.status(), {"does not exist", "ragraph corpus build"}));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestTrainingData)
+#include "test_training_data.moc"
