@@ -40,6 +40,17 @@ const std::vector<Command>& commands() {
        "[--log-every 10] [--eval-every N --eval-examples 64] [--resume] [--json]",
        {"resume", "json"}, cmdTrainLm},
       {"demo", "", "[--corpus PATH] [--requests N] [--trace-out FILE]", {}, cmdDemo},
+      {"run", "",
+       "\"QUESTION\" | --qa ID [--context gold|none|retrieved] [--mask causal|block] [--model DIR] "
+       "[--dtype f32|bf16] [--max-tokens N] [--corpus PATH] [--json]",
+       {"json"}, cmdRun},
+      {"eval", "qa",
+       "[--split test] [--context gold|none|retrieved] [--limit N] [--mask causal|block] [--model DIR] "
+       "[--dtype f32|bf16] [--max-tokens N] [--batch N] [--examples N] [--corpus PATH] [--json]",
+       {"json"}, cmdEvalQa},
+      {"bench", "llm",
+       "[--model DIR] [--dtype f32|bf16] [--prompt N] [--prefill N] [--steps N] [--threads N] [--json]",
+       {"json"}, cmdBenchLlm},
   };
   return table;
 }

@@ -1,0 +1,415 @@
+// The generation commands: `ragraph run` (answer one question), `ragraph eval qa` (accuracy
+// on a QA split) and `ragraph bench llm` (the runtime's speed, as JSON).
+//
+// run and eval build prompts with corpus/qa_prompt.h, the same code training uses, and decode
+// greedily through the ModelRunner, all questions of an evaluation batched together.
+//
+// bench llm:
+// Prefill tokens/s (one long prompt), decode tokens/s at batch 1/8/32/64 (every sequence
+// generating, prompts already computed), the share of a batch-32 decode step spent outside the
+// model forward (scheduling, block tables, sampling), and the physical floor: the bytes of
+// weights and KV one batch-1 decode step must read, over this machine's measured read bandwidth.
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <thread>
+
+#include "commands.h"
+#include "corpus/qa_prompt.h"
+#include "core/clock.h"
+#include "core/fs.h"
+#include "core/json_writer.h"
+#include "core/mem_bandwidth.h"
+#include "model/runner.h"
+#include "model_choice.h"
+
+namespace rag::cli {
+
+namespace {
+
+std::vector<int32_t> syntheticPrompt(int64_t n, int64_t vocab, uint64_t seed) {
+  std::vector<int32_t> out;
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (int64_t i = 0; i < n; ++i) {
+    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+    out.push_back(static_cast<int32_t>((x * 0x2545F4914F6CDD1Dull >> 33) % static_cast<uint64_t>(vocab)));
+  }
+  return out;
+}
+
+struct DecodeFigures {
+  double tokensPerSecond = 0;
+  double overheadShare = 0;   // 1 - forward / step, over the timed steps
+  double secondsPerStep = 0;
+};
+
+// Decode `batch` sequences whose prompts are computed first (untimed), then `steps` timed steps.
+Result<DecodeFigures> measureDecode(std::shared_ptr<const model::LlamaModel> m, int64_t vocab, int32_t batch,
+                                    int64_t promptLen, int32_t steps) {
+  model::RunnerParams rp;
+  rp.maxRunning = batch;
+  rp.maxBatchTokens = static_cast<int32_t>(std::max<int64_t>(512, batch * promptLen));  // one prefill step
+  RAG_ASSIGN_OR_RETURN(auto runner, model::ModelRunner::create(m, rp));
+  for (int32_t b = 0; b < batch; ++b) {
+    model::SequenceRequest q;
+    q.prompt = syntheticPrompt(promptLen, vocab, static_cast<uint64_t>(b) + 1);
+    q.sampling.maxTokens = steps + 4;
+    q.sampling.stopTokenIds.clear();
+    RAG_ASSIGN_OR_RETURN(model::SeqId id, runner->add(std::move(q)));
+    (void)id;
+  }
+  // Warm-up: prefill everything and take two decode steps.
+  for (int guard = 0; guard < 10000; ++guard) {
+    model::StepResult r = runner->step();
+    if (r.stats.prefillRows == 0 && r.stats.decodeRows == batch) break;
+  }
+  runner->step();
+  double fwd = 0, total = 0;
+  int64_t tokens = 0;
+  Stopwatch wall;
+  for (int32_t s = 0; s < steps; ++s) {
+    model::StepResult r = runner->step();
+    fwd += r.stats.forwardSeconds;
+    total += r.stats.totalSeconds;
+    tokens += r.stats.decodeRows;
+  }
+  const double secs = wall.elapsedSeconds();
+  return DecodeFigures{static_cast<double>(tokens) / secs, total > 0 ? 1.0 - fwd / total : 0.0, secs / steps};
+}
+
+// ---- run / eval qa ------------------------------------------------------------------------------
+
+struct GenerationSetup {
+  LoadedModel loaded;
+  corpus::QaPromptOptions prompt;
+  bool blockMask = false;
+  int32_t maxTokens = 16;
+};
+
+// Options shared by run and eval: model, context, mask, max tokens, threads.
+Result<GenerationSetup> readGenerationSetup(Args& args, corpus::QaContext defaultContext) {
+  GenerationSetup g;
+  RAG_ASSIGN_OR_RETURN(ModelChoice choice, readModelChoice(args, /*allowSynthetic=*/false));
+  const std::string context = args.getOr("context", std::string(corpus::qaContextName(defaultContext)));
+  if (context == "retrieved")
+    return Status::unavailable("--context retrieved needs the retrieval index, which this build does not have "
+                               "yet; use --context gold or none");
+  RAG_ASSIGN_OR_RETURN(g.prompt.context, corpus::parseQaContext(context));
+  const std::string mask = args.getOr("mask", "causal");
+  if (mask != "causal" && mask != "block")
+    return Status::invalidArgument("--mask must be causal or block, not '" + mask + "'");
+  g.blockMask = mask == "block";
+  RAG_ASSIGN_OR_RETURN(int64_t maxTokens, args.getInt("max-tokens", 16));
+  RAG_ASSIGN_OR_RETURN(int64_t threads, args.getInt("threads", static_cast<int64_t>(std::thread::hardware_concurrency())));
+  if (maxTokens < 1 || maxTokens > 1024) return Status::invalidArgument("--max-tokens must be between 1 and 1024");
+  g.maxTokens = static_cast<int32_t>(maxTokens);
+  model::setComputeThreads(static_cast<int>(std::max<int64_t>(1, threads)));
+  RAG_ASSIGN_OR_RETURN(g.loaded, loadChosenModel(choice));
+  if (!g.loaded.tokenizer)
+    return Status::notFound("the model at " + g.loaded.description +
+                            " has no tokenizer.json next to it; copy the tokenizer it was trained with there");
+  return g;
+}
+
+model::SequenceRequest requestFor(const GenerationSetup& g, const corpus::QaTokens& t) {
+  model::SequenceRequest q;
+  q.prompt.assign(t.tokens.begin(), t.tokens.begin() + t.promptLength);
+  if (g.blockMask) q.mask = model::AttentionMask::blocks(t.blockStarts);
+  q.sampling.maxTokens = g.maxTokens;
+  q.sampling.stop = {"\n"};
+  return q;
+}
+
+// The answer text: what was generated, trimmed.
+std::string trimmed(std::string s) {
+  const auto b = s.find_first_not_of(" \t\n");
+  const auto e = s.find_last_not_of(" \t\n");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+}  // namespace
+
+int cmdRun(Args& args) {
+  const std::string corpusPath = args.getOr("corpus", defaultCorpusPath().string());
+  auto qaId = args.getInt("qa", 0);
+  const bool json = args.flag("json");
+  if (!qaId) return fail(qaId.status());
+  std::string question = args.positionals().empty() ? std::string() : args.positionals()[0];
+  if (args.positionals().size() > 1)
+    return fail(Status::invalidArgument("give the question as one quoted argument"));
+  if (question.empty() && *qaId == 0)
+    return fail(Status::invalidArgument("no question: ragraph run \"What is a dog a kind of?\" or --qa ID"));
+
+  // A corpus question (by id or exact text) can have gold passages; free text cannot.
+  auto reader = corpus::QaPromptReader::open(corpusPath);
+  if (!reader) return fail(reader.status());
+  if (*qaId == 0) {
+    auto st = reader->db().prepare("SELECT id FROM qa WHERE question = ?1 LIMIT 1");
+    if (!st) return fail(st.status());
+    st->bind(1, question);
+    auto row = st->step();
+    if (!row) return fail(row.status());
+    if (*row) *qaId = st->columnInt64(0);
+  }
+  auto setup = readGenerationSetup(args, *qaId ? corpus::QaContext::Gold : corpus::QaContext::None);
+  if (!setup) return fail(setup.status());
+  if (Status s = args.finish(); !s) return fail(s);
+
+  QaItem item;
+  std::vector<Passage> context;
+  if (*qaId) {
+    auto found = reader->item(*qaId);
+    if (!found) return fail(found.status());
+    item = *found;
+    auto ctx = reader->contextPassages(item, setup->prompt);
+    if (!ctx) return fail(ctx.status());
+    context = std::move(*ctx);
+  } else if (setup->prompt.context == corpus::QaContext::Gold) {
+    return fail(Status::invalidArgument("--context gold needs a corpus question (its gold passages); "
+                                        "pass --qa ID, a question from the corpus, or --context none"));
+  } else {
+    item.question = question;
+  }
+  const corpus::QaPrompt prompt = corpus::buildQaPrompt(item, context, setup->prompt);
+  const corpus::QaTokens tokens = corpus::tokenizeQaPrompt(*setup->loaded.tokenizer, prompt);
+
+  auto runner = model::ModelRunner::create(setup->loaded.model, {}, setup->loaded.tokenizer);
+  if (!runner) return fail(runner.status());
+  auto id = (*runner)->add(requestFor(*setup, tokens));
+  if (!id) return fail(id.status());
+  if (!json) std::printf("%s", prompt.text.c_str());
+  std::string answer;
+  model::FinishReason reason = model::FinishReason::None;
+  Stopwatch wall;
+  while ((*runner)->hasWork()) {
+    for (const model::SeqEvent& e : (*runner)->step().events) {
+      answer += e.text;
+      if (!json) std::printf("%s", e.text.c_str()), std::fflush(stdout);
+      if (e.finished) reason = e.reason;
+    }
+  }
+  const bool correct = !item.answers.empty() && corpus::answerMatches(answer, item.answers);
+  if (json) {
+    JsonWriter w(std::cout, true);
+    w.beginObject();
+    w.key("question").value(item.question);
+    if (*qaId) w.key("qa_id").value(*qaId);
+    w.key("context").value(corpus::qaContextName(setup->prompt.context));
+    w.key("passages").beginArray();
+    for (int64_t pid : prompt.passageIds) w.value(pid);
+    w.endArray();
+    w.key("prompt_tokens").value(static_cast<int64_t>(tokens.promptLength));
+    w.key("answer").value(trimmed(answer));
+    w.key("finish_reason").value(model::finishReasonName(reason));
+    if (!item.answers.empty()) {
+      w.key("gold_answers").beginArray();
+      for (const std::string& a : item.answers) w.value(a);
+      w.endArray();
+      w.key("correct").value(correct);
+    }
+    w.key("seconds").value(wall.elapsedSeconds());
+    w.endObject();
+    std::cout << std::endl;
+  } else {
+    std::printf("\n");
+    if (!item.answers.empty())
+      std::fprintf(stderr, "[%s; gold: %s]\n", correct ? "correct" : "wrong", item.answers[0].c_str());
+  }
+  return 0;
+}
+
+int cmdEvalQa(Args& args) {
+  const std::string corpusPath = args.getOr("corpus", defaultCorpusPath().string());
+  const std::string split = args.getOr("split", "test");
+  auto limit = args.getInt("limit", 0);
+  auto batch = args.getInt("batch", 32);
+  auto examples = args.getInt("examples", 0);
+  const bool json = args.flag("json");
+  for (auto* r : {&limit, &batch, &examples})
+    if (!*r) return fail(r->status());
+  if (*limit < 0 || *batch < 1 || *examples < 0)
+    return fail(Status::invalidArgument("--limit and --examples must be >= 0 and --batch >= 1"));
+  auto setup = readGenerationSetup(args, corpus::QaContext::Gold);
+  if (!setup) return fail(setup.status());
+  if (Status s = args.finish(); !s) return fail(s);
+
+  auto reader = corpus::QaPromptReader::open(corpusPath);
+  if (!reader) return fail(reader.status());
+  auto all = reader->splitIds(split);
+  if (!all) return fail(all.status());
+  // --limit N takes N items spread evenly over the split (ids are grouped by type, so every
+  // type is represented in proportion).
+  std::vector<int64_t> ids;
+  const size_t n = *limit > 0 ? std::min<size_t>(static_cast<size_t>(*limit), all->size()) : all->size();
+  for (size_t i = 0; i < n; ++i) ids.push_back((*all)[i * all->size() / n]);
+
+  model::RunnerParams rp;
+  rp.maxRunning = static_cast<int32_t>(*batch);
+  rp.maxQueued = static_cast<int32_t>(ids.size()) + 1;
+  auto runner = model::ModelRunner::create(setup->loaded.model, rp, setup->loaded.tokenizer);
+  if (!runner) return fail(runner.status());
+
+  struct Pending { QaItem item; std::string output; };
+  std::map<model::SeqId, Pending> pending;
+  ProgressPrinter progress(false);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto item = reader->item(ids[i]);
+    if (!item) return fail(item.status());
+    auto ctx = reader->contextPassages(*item, setup->prompt);
+    if (!ctx) return fail(ctx.status());
+    const corpus::QaTokens t = corpus::tokenizeQaPrompt(*setup->loaded.tokenizer,
+                                                        corpus::buildQaPrompt(*item, *ctx, setup->prompt));
+    auto id = (*runner)->add(requestFor(*setup, t));
+    if (!id) return fail(Status(id.status().code(), "QA item " + std::to_string(ids[i]) + ": " + id.status().message()));
+    pending.emplace(*id, Pending{std::move(*item), {}});
+    progress("preparing prompts", i + 1, ids.size());
+  }
+  struct Tally { int64_t items = 0, correct = 0; };
+  std::map<std::string, Tally> byType;
+  Tally overall;
+  int64_t generated = 0, shown = 0;
+  Stopwatch wall;
+  while ((*runner)->hasWork()) {
+    model::StepResult r = (*runner)->step();
+    generated += r.stats.decodeRows;
+    for (const model::SeqEvent& e : r.events) {
+      Pending& p = pending.at(e.id);
+      p.output += e.text;
+      if (!e.finished) continue;
+      const bool ok = corpus::answerMatches(p.output, p.item.answers);
+      Tally& t = byType[p.item.type];
+      ++t.items, ++overall.items;
+      t.correct += ok, overall.correct += ok;
+      if (shown < *examples) {
+        ++shown;
+        std::fprintf(stderr, "\n[%s] %s\n  output: %s\n  gold:   %s\n", ok ? "correct" : "wrong",
+                     p.item.question.c_str(), trimmed(p.output).c_str(), p.item.answers.empty() ? "" : p.item.answers[0].c_str());
+      }
+      pending.erase(e.id);
+      progress("answering", static_cast<uint64_t>(overall.items), ids.size());
+    }
+  }
+  progress.finish();
+  const double secs = wall.elapsedSeconds();
+  auto acc = [](const Tally& t) { return t.items ? static_cast<double>(t.correct) / static_cast<double>(t.items) : 0.0; };
+  if (json) {
+    JsonWriter w(std::cout, true);
+    w.beginObject();
+    w.key("model").value(setup->loaded.description);
+    w.key("split").value(split);
+    w.key("context").value(corpus::qaContextName(setup->prompt.context));
+    w.key("mask").value(setup->blockMask ? "block" : "causal");
+    w.key("items").value(overall.items);
+    w.key("accuracy").value(acc(overall));
+    w.key("by_type").beginObject();
+    for (const auto& [type, t] : byType) {
+      w.key(type).beginObject();
+      w.key("items").value(t.items);
+      w.key("correct").value(t.correct);
+      w.key("accuracy").value(acc(t));
+      w.endObject();
+    }
+    w.endObject();
+    w.key("seconds").value(secs);
+    w.key("decode_tokens_per_s").value(static_cast<double>(generated) / secs);
+    w.endObject();
+    std::cout << std::endl;
+  } else {
+    std::printf("%s split, %s context: accuracy %.4f over %lld items\n", split.c_str(),
+                std::string(corpus::qaContextName(setup->prompt.context)).c_str(), acc(overall),
+                static_cast<long long>(overall.items));
+    for (const auto& [type, t] : byType)
+      std::printf("  %-12s %.4f (%lld/%lld)\n", type.c_str(), acc(t), static_cast<long long>(t.correct),
+                  static_cast<long long>(t.items));
+  }
+  return 0;
+}
+
+int cmdBenchLlm(Args& args) {
+  auto choice = readModelChoice(args, /*allowSynthetic=*/true);
+  if (!choice) return fail(choice.status());
+  auto promptLen = args.getInt("prompt", 128);
+  auto prefillLen = args.getInt("prefill", 512);
+  auto steps = args.getInt("steps", 16);
+  auto threads = args.getInt("threads", static_cast<int64_t>(std::thread::hardware_concurrency()));
+  args.flag("json");  // JSON is the only output; the flag is accepted for symmetry with other benches
+  for (auto* r : {&promptLen, &prefillLen, &steps, &threads})
+    if (!*r) return fail(r->status());
+  if (*promptLen < 1 || *prefillLen < 1 || *steps < 1 || *threads < 1)
+    return fail(Status::invalidArgument("--prompt, --prefill, --steps and --threads must be positive"));
+  if (Status s = args.finish(); !s) return fail(s);
+  model::setComputeThreads(static_cast<int>(*threads));
+
+  auto loaded = loadChosenModel(*choice);
+  if (!loaded) return fail(loaded.status());
+  const model::ModelFacts facts = model::modelFacts(*loaded->model);
+  const int64_t vocab = facts.config.vocabSize;
+  if (*prefillLen + 1 >= facts.config.maxPositionEmbeddings || *promptLen + *steps + 8 >= facts.config.maxPositionEmbeddings)
+    return fail(Status::invalidArgument("--prompt/--prefill exceed the model's context window of " +
+                                        std::to_string(facts.config.maxPositionEmbeddings)));
+
+  // Prefill: one long prompt, computed in one step (best of three).
+  double prefillTps = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    model::RunnerParams rp;
+    rp.maxBatchTokens = static_cast<int32_t>(*prefillLen);
+    auto runner = model::ModelRunner::create(loaded->model, rp);
+    if (!runner) return fail(runner.status());
+    model::SequenceRequest q;
+    q.prompt = syntheticPrompt(*prefillLen, vocab, 99);
+    q.sampling.maxTokens = 0;
+    if (auto id = (*runner)->add(std::move(q)); !id) return fail(id.status());
+    Stopwatch w;
+    while ((*runner)->hasWork()) (*runner)->step();
+    prefillTps = std::max(prefillTps, static_cast<double>(*prefillLen) / w.elapsedSeconds());
+  }
+
+  std::map<int32_t, DecodeFigures> decode;
+  for (int32_t batch : {1, 8, 32, 64}) {
+    std::fprintf(stderr, "decode at batch %d ...\n", batch);
+    auto d = measureDecode(loaded->model, vocab, batch, *promptLen, static_cast<int32_t>(*steps));
+    if (!d) return fail(d.status());
+    decode[batch] = *d;
+  }
+
+  // Physical floor of one batch-1 decode step: every weight but the embedding table is read
+  // (a tied head reads it once as lm_head), plus the KV of the context.
+  const int64_t embedBytes = facts.config.tieWordEmbeddings ? 0 : facts.config.vocabSize * facts.config.hiddenSize * facts.bytesPerElement;
+  const int64_t weightBytesRead = facts.weightBytes - embedBytes;
+  const int64_t ctx = *promptLen + *steps / 2 + 3;
+  const int64_t kvBytes = 2 * facts.config.numHiddenLayers * ctx * facts.config.numKeyValueHeads * facts.config.headDim * facts.bytesPerElement;
+  auto measured = measureReadBandwidth(size_t{512} << 20, static_cast<int>(*threads));
+  if (!measured) return fail(measured.status());
+  const double bandwidth = *measured;
+  const double floorSeconds = static_cast<double>(weightBytesRead + kvBytes) / bandwidth;
+
+  JsonWriter w(std::cout, true);
+  w.beginObject();
+  w.key("model").value(loaded->description);
+  w.key("parameters").value(facts.parameters);
+  w.key("dtype").value(choice->dtype);
+  w.key("threads").value(*threads);
+  w.key("prompt_tokens").value(*promptLen);
+  w.key("prefill_tokens_per_s").value(prefillTps);
+  w.key("decode_tokens_per_s").beginObject();
+  for (const auto& [b, d] : decode) w.key(std::to_string(b)).value(d.tokensPerSecond);
+  w.endObject();
+  w.key("decode_step_ms").beginObject();
+  for (const auto& [b, d] : decode) w.key(std::to_string(b)).value(d.secondsPerStep * 1e3);
+  w.endObject();
+  w.key("b32_over_b1").value(decode[32].tokensPerSecond / decode[1].tokensPerSecond);
+  w.key("overhead_share_b32").value(decode[32].overheadShare);
+  w.key("floor").beginObject();
+  w.key("weight_bytes_per_step").value(weightBytesRead);
+  w.key("kv_bytes_per_step_b1").value(kvBytes);
+  w.key("read_bandwidth_bytes_per_s").value(bandwidth);
+  w.key("seconds_per_token_b1").value(floorSeconds);
+  w.key("tokens_per_s_b1").value(1.0 / floorSeconds);
+  w.endObject();
+  w.key("decode_b1_over_floor").value((1.0 / decode[1].tokensPerSecond) / floorSeconds);
+  w.endObject();
+  std::cout << std::endl;
+  return 0;
+}
+
+}  // namespace rag::cli

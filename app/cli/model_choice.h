@@ -1,0 +1,35 @@
+// Which model a generation command runs: --model DIR (any Hugging Face Llama-family
+// checkpoint: config.json + safetensors, tokenizer.json next to them), else the model shipped
+// in datasets/models/rag-llama. --dtype f32|bf16. Benchmarks may fall back to a randomly
+// initialised model of a fixed shape when no trained one exists (speed does not depend on
+// the weights' values); commands that answer questions may not.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "args.h"
+#include "model/runner.h"
+#include "model/tokenizer.h"
+
+namespace rag::cli {
+
+struct ModelChoice {
+  std::filesystem::path dir;  // empty: synthetic
+  std::string dtype = "f32";
+};
+
+struct LoadedModel {
+  std::shared_ptr<const model::LlamaModel> model;
+  std::shared_ptr<const model::Tokenizer> tokenizer;  // null when the directory has none
+  std::string description;
+};
+
+// The shipped default model directory (may not exist yet).
+std::filesystem::path defaultModelDir();
+
+Result<ModelChoice> readModelChoice(Args& args, bool allowSynthetic);
+Result<LoadedModel> loadChosenModel(const ModelChoice& choice);
+
+}  // namespace rag::cli

@@ -1,0 +1,106 @@
+// `ragraph run`, `ragraph eval qa` and `ragraph bench llm` through the built binary, with a
+// tiny model trained here on a tiny corpus (the answers are wrong; the plumbing is checked).
+#include <QtTest>
+
+#include <filesystem>
+
+#include "../fixtures/workload/tiny_corpus.h"
+#include "cli_run.h"
+#include "core/json.h"
+
+using namespace rag;
+namespace fs = std::filesystem;
+
+class TestCliLlm : public QObject {
+  Q_OBJECT
+  QTemporaryDir m_dir;
+  QString path(const char* name) const { return m_dir.filePath(name); }
+  QString corpus() const { return path("corpus.db"); }
+  QString model() const { return path("lm"); }
+
+private Q_SLOTS:
+  void initTestCase() {
+    QVERIFY(m_dir.isValid());
+    testing::TinyCorpusSpec spec;
+    spec.entities = 30;
+    spec.passages = true;
+    Status s = testing::makeTinyCorpus(corpus().toStdString(), spec);
+    QVERIFY2(s.isOk(), s.message().c_str());
+    CliRun r = runRagraph({"train", "tokenizer", "--corpus", corpus(), "--vocab", "300", "--out", path("tok"), "--quiet"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    r = runRagraph({"train", "lm", "--corpus", corpus(), "--tokenizer", path("tok"), "--out", model(), "--layers", "1",
+                    "--hidden", "32", "--heads", "2", "--steps", "2", "--batch", "2", "--seq-len", "96", "--threads", "1"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+  }
+
+  void evalReportsAccuracyPerType() {
+    CliRun r = runRagraph({"eval", "qa", "--corpus", corpus(), "--model", model(), "--split", "test", "--limit", "12",
+                           "--max-tokens", "4", "--json", "--threads", "1"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    auto doc = parseJson(r.out.toStdString());
+    QVERIFY2(doc.isOk(), qPrintable(r.out));
+    QCOMPARE(*doc->find("items")->asInt64(), int64_t{12});
+    const double acc = doc->find("accuracy")->asDouble();
+    QVERIFY(acc >= 0.0 && acc <= 1.0);
+    QCOMPARE(std::string(doc->find("context")->asString()), std::string("gold"));
+    int64_t perType = 0;
+    for (const auto& [type, v] : doc->find("by_type")->asObject()) perType += *v.find("items")->asInt64();
+    QCOMPARE(perType, int64_t{12});
+    // Block-Attention masks and closed-book prompts go through the same path.
+    r = runRagraph({"eval", "qa", "--corpus", corpus(), "--model", model(), "--limit", "4", "--max-tokens", "2",
+                    "--context", "none", "--mask", "block", "--json"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY(r.out.contains("\"mask\": \"block\""));
+  }
+
+  void runAnswersOneQuestion() {
+    CliRun r = runRagraph({"run", "--qa", "1", "--corpus", corpus(), "--model", model(), "--max-tokens", "3", "--json"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    auto doc = parseJson(r.out.toStdString());
+    QVERIFY2(doc.isOk(), qPrintable(r.out));
+    QVERIFY(doc->find("answer") != nullptr);
+    QVERIFY(doc->find("passages")->size() >= 1);  // gold context by default for a corpus question
+    QVERIFY(doc->find("correct") != nullptr);
+    // Free text has no gold passages: closed-book by default, a clear error when gold is asked.
+    r = runRagraph({"run", "What is nothing?", "--corpus", corpus(), "--model", model(), "--max-tokens", "2", "--json"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY(r.out.contains("\"context\": \"none\""));
+    r = runRagraph({"run", "What is nothing?", "--corpus", corpus(), "--model", model(), "--context", "gold"});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("--context gold needs a corpus question"), qPrintable(r.err));
+  }
+
+  void badInputNamesTheFix() {
+    CliRun r = runRagraph({"eval", "qa", "--corpus", corpus(), "--model", path("nowhere")});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("config.json"), qPrintable(r.err));
+    r = runRagraph({"eval", "qa", "--corpus", corpus(), "--model", model(), "--context", "retrieved"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("retrieval index"), qPrintable(r.err));
+    r = runRagraph({"eval", "qa", "--corpus", corpus(), "--model", model(), "--split", "nosuch"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("nosuch"), qPrintable(r.err));
+    r = runRagraph({"eval", "qa", "--corpus", corpus(), "--model", model(), "--mask", "diagonal"});
+    QCOMPARE(r.code, 2);  // a bad command line
+    QVERIFY(r.err.contains("--mask must be causal or block"));
+    r = runRagraph({"run", "--corpus", corpus(), "--model", model()});
+    QCOMPARE(r.code, 2);
+    QVERIFY(r.err.contains("no question"));
+  }
+
+  void benchPrintsTheFigures() {
+    CliRun r = runRagraph({"bench", "llm", "--model", model(), "--prompt", "8", "--prefill", "16", "--steps", "2",
+                           "--threads", "1", "--json"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    auto doc = parseJson(r.out.toStdString());
+    QVERIFY2(doc.isOk(), qPrintable(r.out));
+    for (const char* b : {"1", "8", "32", "64"}) QVERIFY(doc->find("decode_tokens_per_s")->find(b)->asDouble() > 0);
+    QVERIFY(doc->find("prefill_tokens_per_s")->asDouble() > 0);
+    const double share = doc->find("overhead_share_b32")->asDouble();
+    QVERIFY(share >= 0.0 && share < 1.0);
+    QVERIFY(doc->find("floor")->find("read_bandwidth_bytes_per_s")->asDouble() > 0);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCliLlm)
+#include "test_cli_llm.moc"
