@@ -197,12 +197,21 @@ struct ModelRunner::Impl {
   // Appends the text of the newly generated token to the event; true when a stop string hit.
   bool emitText(Seq& s, SeqEvent& ev) {
     if (!tokenizer) return false;
-    std::span<const int32_t> gen(s.tokens.data() + s.promptLength, static_cast<size_t>(s.generated()));
-    Result<std::string> t = tokenizer->decode(gen, {.skipSpecial = true});
-    if (!t.isOk()) return false;
-    // Byte-level decoding of a prefix is a prefix of the full decoding, so the delta is a suffix.
-    std::string delta = t->size() >= s.decoded.size() ? t->substr(s.decoded.size()) : std::string();
-    s.decoded = std::move(*t);
+    std::string delta;
+    if (tokenizer->kind() == TokenizerKind::ByteLevelBpe) {
+      // Byte-level pieces are plain bytes: the new token's text is exactly what it adds.
+      Result<std::string> t = tokenizer->decode(std::span<const int32_t>(&s.tokens.back(), 1), {.skipSpecial = true});
+      if (!t.isOk()) return false;
+      delta = std::move(*t);
+      s.decoded += delta;
+    } else {
+      // WordPiece joins pieces depending on their neighbours: decode the whole output again.
+      std::span<const int32_t> gen(s.tokens.data() + s.promptLength, static_cast<size_t>(s.generated()));
+      Result<std::string> t = tokenizer->decode(gen, {.skipSpecial = true});
+      if (!t.isOk()) return false;
+      delta = t->size() >= s.decoded.size() ? t->substr(s.decoded.size()) : std::string();
+      s.decoded = std::move(*t);
+    }
     if (!s.stop) {
       s.text += delta;
       ev.text += delta;
@@ -346,18 +355,19 @@ StepResult ModelRunner::Impl::step() {
     (single ? decode : prefill).push_back({&s, s.computed, chunk});
     return true;
   };
-  auto unplan = [&](const Seq& s) {
+  // The planned item of `s` in decode or prefill, if any.
+  auto plannedItem = [&](const Seq& s) -> std::pair<std::vector<Item>*, std::vector<Item>::iterator> {
     for (auto* list : {&decode, &prefill}) {
       auto it = std::find_if(list->begin(), list->end(), [&](const Item& i) { return i.seq == &s; });
-      if (it != list->end()) {
-        budget += it->n;
-        list->erase(it);
-      }
+      if (it != list->end()) return {list, it};
     }
+    return {nullptr, {}};
   };
-  auto planned = [&](const Seq& s) {
-    auto same = [&](const Item& i) { return i.seq == &s; };
-    return std::any_of(decode.begin(), decode.end(), same) || std::any_of(prefill.begin(), prefill.end(), same);
+  auto unplan = [&](const Seq& s) {
+    if (auto [list, it] = plannedItem(s); list) {
+      budget += it->n;
+      list->erase(it);
+    }
   };
   const std::vector<SeqId> order = running;
   for (int pass = 0; pass < 2; ++pass) {  // decode rows, then prefill chunks
@@ -378,7 +388,7 @@ StepResult ModelRunner::Impl::step() {
         ++result.stats.preempted;
         ok = plan(s);
       }
-      if (!ok && running.size() == 1 && !planned(s)) {
+      if (!ok && running.size() == 1 && !plannedItem(s).first) {
         // Alone and still not fitting: the pool cannot hold this sequence any longer.
         finish(s, FinishReason::ContextFull, &result.events, nullptr);
       }
@@ -429,7 +439,6 @@ StepResult ModelRunner::Impl::step() {
     }
   } else {
     std::vector<std::pair<size_t, int64_t>> want;
-    std::vector<size_t> owner;
     for (size_t k = 0; k < items.size(); ++k) {
       auto [first, count] = wantsRows(items[k]);
       for (int64_t r = first; r < first + count; ++r) want.emplace_back(k, r);
@@ -451,7 +460,7 @@ StepResult ModelRunner::Impl::step() {
     SeqEvent ev;
     ev.id = s.id;
     const torch::Tensor& lg = itemLogits[k];
-    if (lg.defined()) {
+    if (lg.defined() && s.allLogits) {  // copied out only when asked: vocab floats per row
       ev.logitRows = lg.size(0);
       ev.logits.assign(lg.data_ptr<float>(), lg.data_ptr<float>() + lg.numel());
     }

@@ -95,8 +95,8 @@ struct SeqEvent {
   std::string text;              // new text safe to show (stop strings held back); needs a tokenizer
   bool finished = false;
   FinishReason reason = FinishReason::None;
-  std::vector<float> logits;     // F32 [logitRows, vocab]: the rows computed this step when
-  int64_t logitRows = 0;         // allLogits, else the row a token was sampled from
+  std::vector<float> logits;     // F32 [logitRows, vocab]: the rows computed this step, only
+  int64_t logitRows = 0;         // for sequences added with allLogits
 };
 
 struct StepStats {
