@@ -105,6 +105,7 @@ struct LmOptions {
   CorpusExampleOptions data;
   std::optional<Tokenizer> tokenizer;
   bool json = false;
+  int64_t showExamples = 0;  // print this many training examples and stop
 };
 
 // The model shape flags, read before the tokenizer is (its size is the vocabulary).
@@ -200,6 +201,7 @@ Result<LmOptions> readLmOptions(Args& args) {
   p.dtype = dtype == "bf16" ? TrainDType::BF16 : TrainDType::F32;
   o.setup.resume = args.flag("resume");
   o.json = args.flag("json");
+  RAG_ASSIGN_OR_RETURN(o.showExamples, atLeast(args, "show-examples", 0, 0));
 
   const std::string data = args.getOr("data", "qa");
   const std::string context = args.getOr("context", "gold");
@@ -209,6 +211,13 @@ Result<LmOptions> readLmOptions(Args& args) {
   RAG_ASSIGN_OR_RETURN(o.data.mask, parseTrainMask(mask));
   RAG_ASSIGN_OR_RETURN(int64_t passages, atLeast(args, "passages", 5, 1));
   o.data.prompt.passages = static_cast<size_t>(passages);
+  RAG_ASSIGN_OR_RETURN(int64_t minPassages, atLeast(args, "min-passages", passages, 1));
+  if (minPassages > passages)
+    return Status::invalidArgument("--min-passages " + std::to_string(minPassages) +
+                                   " is more than --passages " + std::to_string(passages));
+  o.data.minPassages = static_cast<size_t>(minPassages);
+  RAG_ASSIGN_OR_RETURN(int64_t questions, atLeast(args, "questions", 1, 1));
+  o.data.questions = static_cast<size_t>(questions);
   RAG_ASSIGN_OR_RETURN(double promptLoss, args.getDouble("prompt-loss", 0.1));
   if (!(promptLoss >= 0 && promptLoss <= 1))
     return Status::invalidArgument("--prompt-loss must be between 0 and 1");
@@ -232,6 +241,8 @@ Result<LmOptions> readLmOptions(Args& args) {
   RAG_RETURN_IF_ERROR(setModelSpec(shape, o));
   for (auto [k, v] : {std::pair<const char*, std::string>{"data", data}, {"context", context},
                       {"passages", std::to_string(passages)}, {"mask", mask},
+                      {"min-passages", std::to_string(minPassages)},
+                      {"questions", std::to_string(questions)},
                       {"prompt-loss", shortest(promptLoss)},
                       {"tokenizer-vocab", std::to_string(o.tokenizer->vocabSize())}})
     o.setup.runOptions.emplace_back(k, v);
@@ -261,6 +272,28 @@ void printSummaryJson(const TrainResult& r) {
   std::cout << std::endl;
 }
 
+// What the model would train on: the first examples of step 1, with the tokens that carry the
+// full loss weight in [[...]].
+int showExamples(ExampleSource& source, const Tokenizer& tokenizer, const LmOptions& o) {
+  for (int64_t i = 0; i < o.showExamples; ++i) {
+    Result<TrainingExample> e = source.example(o.setup.params.seed, 0, i, o.setup.params.seqLen);
+    if (!e) return fail(e.status());
+    std::string text;
+    bool inAnswer = false;
+    for (size_t t = 0; t < e->tokens.size(); ++t) {
+      const bool answer = t > 0 && e->lossWeights[t] >= 1.0f && o.data.data != TrainData::Passages;
+      if (answer != inAnswer) text += answer ? "[[" : "]]";
+      inAnswer = answer;
+      text += tokenizer.decode(std::span(&e->tokens[t], 1)).valueOr("\uFFFD");
+    }
+    if (inAnswer) text += "]]";
+    std::printf("--- example %lld: %zu tokens, %zu blocks\n%s\n", static_cast<long long>(i + 1),
+                e->tokens.size(), e->mask.kind == MaskKind::Block ? e->mask.blockStarts.size() : size_t{1},
+                text.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cmdTrainLm(Args& args) {
@@ -279,6 +312,8 @@ int cmdTrainLm(Args& args) {
     if (!d) return fail(d.status().withContext("held-out evaluation (--eval-every)"));
     heldOut = std::move(*d);
   }
+
+  if (o.showExamples > 0) return showExamples(**train, tokenizer, o);
 
   restartWithPassiveOpenMp();  // everything is checked: from here on libtorch computes
 

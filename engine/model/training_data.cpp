@@ -1,6 +1,8 @@
 #include "model/training_data.h"
 
 #include <algorithm>
+#include <optional>
+#include <unordered_set>
 
 #include "corpus/corpus_db.h"
 #include "corpus/qa_reader.h"
@@ -35,15 +37,17 @@ std::string_view trainDataName(TrainData d) {
     case TrainData::Qa: return "qa";
     case TrainData::Passages: return "passages";
     case TrainData::Mixed: return "mixed";
+    case TrainData::Recall: return "recall";
   }
   return "qa";
 }
 
 Result<TrainData> parseTrainData(std::string_view name) {
-  for (TrainData d : {TrainData::Qa, TrainData::Passages, TrainData::Mixed})
+  for (TrainData d : {TrainData::Qa, TrainData::Passages, TrainData::Mixed, TrainData::Recall})
     if (name == trainDataName(d)) return d;
   return Status::invalidArgument("unknown training data '" + std::string(name) +
-                                 "'; use qa (QA prompts), passages (plain text) or mixed");
+                                 "'; use qa (QA prompts), passages (plain text), mixed (both) or "
+                                 "recall (synthetic key: value recall)");
 }
 
 Result<MaskKind> parseTrainMask(std::string_view name) {
@@ -60,7 +64,7 @@ Result<std::unique_ptr<CorpusExampleSource>> CorpusExampleSource::open(
     return Status::invalidArgument("training masks are causal or block");
   RAG_ASSIGN_OR_RETURN(corpus::QaPromptReader reader, corpus::QaPromptReader::open(corpus));
   std::vector<int64_t> ids;
-  if (options.data != TrainData::Passages) {
+  if (options.data == TrainData::Qa || options.data == TrainData::Mixed) {
     RAG_ASSIGN_OR_RETURN(ids, reader.splitIds(options.split));
   }
   if (options.data != TrainData::Qa && reader.maxPassageId() == 0)
@@ -77,6 +81,7 @@ Result<TrainingExample> CorpusExampleSource::example(uint64_t seed, int64_t step
   switch (m_options.data) {
     case TrainData::Qa: return qaExample(key, maxTokens);
     case TrainData::Passages: return passageExample(key, maxTokens);
+    case TrainData::Recall: return recallExample(key, maxTokens);
     case TrainData::Mixed: {
       TraceRng rng(deriveSeed(key, 0));
       const bool qa = rng.uniform01() < m_options.qaFraction;
@@ -90,28 +95,135 @@ Result<TrainingExample> CorpusExampleSource::qaExample(uint64_t key, int64_t max
   TraceRng rng(deriveSeed(key, 1));
   const int64_t qaId = m_qaIds[rng.below(m_qaIds.size())];
   const uint64_t salt = rng.below(UINT64_MAX);
-  RAG_ASSIGN_OR_RETURN(rag::QaItem item, m_reader.item(qaId));
-  RAG_ASSIGN_OR_RETURN(std::vector<rag::Passage> context,
-                       m_reader.contextPassages(item, m_options.prompt, salt));
-  corpus::QaTokens t;
-  for (;;) {
-    corpus::QaPrompt prompt = corpus::buildQaPrompt(item, context, m_options.prompt);
-    t = corpus::tokenizeQaPrompt(m_tokenizer, prompt);
-    if (static_cast<int64_t>(t.tokens.size()) <= maxTokens) break;
-    // Too long: drop the last distractor, if any is left.
-    auto distractor = std::find_if(context.rbegin(), context.rend(), [&](const rag::Passage& p) {
-      return std::none_of(item.goldPassages.begin(), item.goldPassages.end(),
-                          [&](const rag::Passage& g) { return g.id == p.id; });
+  std::vector<rag::QaItem> items;
+  RAG_ASSIGN_OR_RETURN(rag::QaItem first, m_reader.item(qaId));
+  items.push_back(std::move(first));
+  for (size_t q = 1; q < m_options.questions; ++q) {
+    RAG_ASSIGN_OR_RETURN(rag::QaItem more, m_reader.item(m_qaIds[rng.below(m_qaIds.size())]));
+    items.push_back(std::move(more));
+  }
+  corpus::QaPromptOptions promptOptions = m_options.prompt;
+  if (m_options.minPassages > 0 && m_options.minPassages < promptOptions.passages)
+    promptOptions.passages = m_options.minPassages +
+        rng.below(promptOptions.passages - m_options.minPassages + 1);
+
+  // One context for every question: the first item with the gold passages of all of them.
+  // A passage is gold while a question still asked needs it.
+  auto isGold = [&](const rag::Passage& p) {
+    return std::any_of(items.begin(), items.end(), [&](const rag::QaItem& item) {
+      return std::any_of(item.goldPassages.begin(), item.goldPassages.end(),
+                         [&](const rag::Passage& g) { return g.id == p.id; });
     });
+  };
+  rag::QaItem all = items.front();
+  all.goldPassages.clear();
+  for (const rag::QaItem& item : items)
+    for (const rag::Passage& g : item.goldPassages)
+      if (std::none_of(all.goldPassages.begin(), all.goldPassages.end(),
+                       [&](const rag::Passage& a) { return a.id == g.id; }))
+        all.goldPassages.push_back(g);
+  RAG_ASSIGN_OR_RETURN(std::vector<rag::Passage> context,
+                       m_reader.contextPassages(all, promptOptions, salt));
+
+  corpus::QaTokens t;
+  std::vector<std::pair<size_t, size_t>> answers;  // [begin, end) of each completion + EOS
+  for (;;) {
+    t = corpus::tokenizeQaPrompt(m_tokenizer, corpus::buildQaPrompt(items.front(), context, promptOptions));
+    answers = {{static_cast<size_t>(t.promptLength), t.tokens.size()}};
+    for (size_t i = 1; i < items.size(); ++i) {
+      const corpus::QaTokens more =
+          corpus::tokenizeQaPrompt(m_tokenizer, corpus::buildQaPrompt(items[i], {}, promptOptions));
+      answers.emplace_back(t.tokens.size() + static_cast<size_t>(more.promptLength),
+                           t.tokens.size() + more.tokens.size());
+      t.tokens.insert(t.tokens.end(), more.tokens.begin(), more.tokens.end());
+    }
+    if (static_cast<int64_t>(t.tokens.size()) <= maxTokens) break;
+    // Too long: drop the last extra question, then the last distractor, while any is left.
+    if (items.size() > 1) {
+      items.pop_back();
+      continue;
+    }
+    auto distractor = std::find_if(context.rbegin(), context.rend(),
+                                   [&](const rag::Passage& p) { return !isGold(p); });
     if (distractor == context.rend()) break;
     context.erase(std::next(distractor).base());
   }
   TrainingExample e;
   e.tokens = std::move(t.tokens);
   e.lossWeights.assign(e.tokens.size(), m_options.promptLossWeight);
-  std::fill(e.lossWeights.begin() + t.promptLength, e.lossWeights.end(), 1.0f);
+  for (auto [begin, end] : answers)
+    std::fill(e.lossWeights.begin() + static_cast<std::ptrdiff_t>(begin),
+              e.lossWeights.begin() + static_cast<std::ptrdiff_t>(end), 1.0f);
   if (m_options.mask == MaskKind::Block) e.mask = AttentionMask::blocks(std::move(t.blockStarts));
   keepTail(e, maxTokens);
+  return e;
+}
+
+Result<rag::Passage> CorpusExampleSource::randomPassage(TraceRng& rng) {
+  const auto maxId = static_cast<uint64_t>(m_reader.maxPassageId());
+  for (int attempts = 0; attempts < 4096; ++attempts) {
+    Result<rag::Passage> p = m_reader.passage(1 + static_cast<int64_t>(rng.below(maxId)));
+    if (p || p.status().code() != StatusCode::NotFound) return p;
+  }
+  return Status::corrupt("corpus " + m_reader.db().path().string() +
+                         " has passage ids with too many gaps to draw from; rebuild it with "
+                         "`ragraph corpus build`");
+}
+
+Result<TrainingExample> CorpusExampleSource::recallExample(uint64_t key, int64_t maxTokens) {
+  TraceRng rng(deriveSeed(key, 3));
+  const EncodeOptions plain{.parseSpecial = false};
+  // A passage title without its part of speech: "southern flounder (noun)" -> "southern flounder".
+  auto name = [&]() -> Result<std::string> {
+    RAG_ASSIGN_OR_RETURN(rag::Passage p, randomPassage(rng));
+    std::string_view title = p.title;
+    if (title.ends_with(")")) {
+      const size_t open = title.rfind(" (");
+      if (open != std::string_view::npos) title = title.substr(0, open);
+    }
+    return std::string(title);
+  };
+  struct Pair {
+    std::vector<int32_t> line, question, answer;
+  };
+  std::vector<Pair> pairs;
+  std::unordered_set<std::string> keys;
+  const std::optional<int32_t> eos = m_tokenizer.eosId();
+  int64_t total = 0;
+  for (int attempts = 0; attempts < 256; ++attempts) {
+    RAG_ASSIGN_OR_RETURN(std::string k, name());
+    RAG_ASSIGN_OR_RETURN(std::string v, name());
+    if (k.empty() || v.empty() || !keys.insert(k).second) continue;
+    Pair p{m_tokenizer.encode(k + ": " + v + ".\n", plain),
+           m_tokenizer.encode("Question: " + k + "?\nAnswer:", plain),
+           m_tokenizer.encode(" " + v, plain)};
+    if (eos) p.answer.push_back(*eos);
+    const auto cost = static_cast<int64_t>(p.line.size() + p.question.size() + p.answer.size());
+    if (total + cost > maxTokens) break;
+    total += cost;
+    pairs.push_back(std::move(p));
+  }
+  if (pairs.empty())
+    return Status::invalidArgument("--seq-len " + std::to_string(maxTokens) +
+                                   " is too short for one recall pair; use at least 64");
+  TrainingExample e;
+  std::vector<int32_t> starts;
+  for (const Pair& p : pairs) {
+    starts.push_back(static_cast<int32_t>(e.tokens.size()));
+    e.tokens.insert(e.tokens.end(), p.line.begin(), p.line.end());
+  }
+  starts.push_back(static_cast<int32_t>(e.tokens.size()));
+  e.lossWeights.assign(e.tokens.size(), m_options.promptLossWeight);
+  std::vector<size_t> order(pairs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  rng.shuffle(order);
+  for (size_t i : order) {
+    e.tokens.insert(e.tokens.end(), pairs[i].question.begin(), pairs[i].question.end());
+    e.tokens.insert(e.tokens.end(), pairs[i].answer.begin(), pairs[i].answer.end());
+    e.lossWeights.resize(e.tokens.size() - pairs[i].answer.size(), m_options.promptLossWeight);
+    e.lossWeights.resize(e.tokens.size(), 1.0f);
+  }
+  if (m_options.mask == MaskKind::Block) e.mask = AttentionMask::blocks(std::move(starts));
   return e;
 }
 
@@ -119,16 +231,9 @@ Result<TrainingExample> CorpusExampleSource::passageExample(uint64_t key, int64_
   TraceRng rng(deriveSeed(key, 2));
   const EncodeOptions plain{.parseSpecial = false};
   TrainingExample e;
-  const auto maxId = static_cast<uint64_t>(m_reader.maxPassageId());
-  for (int attempts = 0; static_cast<int64_t>(e.tokens.size()) < maxTokens; ++attempts) {
-    if (attempts > 64 * maxTokens)
-      return Status::corrupt("corpus " + m_reader.db().path().string() +
-                             " has passage ids with too many gaps to draw from; rebuild it with "
-                             "`ragraph corpus build`");
-    Result<rag::Passage> p = m_reader.passage(1 + static_cast<int64_t>(rng.below(maxId)));
-    if (!p && p.status().code() == StatusCode::NotFound) continue;
-    if (!p) return p.status();
-    std::vector<int32_t> ids = m_tokenizer.encode(p->text, plain);
+  while (static_cast<int64_t>(e.tokens.size()) < maxTokens) {
+    RAG_ASSIGN_OR_RETURN(rag::Passage p, randomPassage(rng));
+    std::vector<int32_t> ids = m_tokenizer.encode(p.text, plain);
     e.tokens.insert(e.tokens.end(), ids.begin(), ids.end());
     if (auto eos = m_tokenizer.eosId()) e.tokens.push_back(*eos);
   }

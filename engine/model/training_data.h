@@ -18,11 +18,15 @@
 #include "corpus/qa_prompt.h"
 #include "model/tokenizer.h"
 #include "model/trainer.h"
+#include "workload/trace_random.h"
 
 namespace rag::model {
 
-enum class TrainData { Qa, Passages, Mixed };
-std::string_view trainDataName(TrainData d);  // "qa" | "passages" | "mixed"
+// Qa: QA prompts. Passages: plain passage text. Mixed: both, by qaFraction. Recall: synthetic
+// associative recall over corpus names ("key: value." lines, then "Question: key?\nAnswer:
+// value" for each), a dense copying signal that makes induction heads form before QA training.
+enum class TrainData { Qa, Passages, Mixed, Recall };
+std::string_view trainDataName(TrainData d);  // "qa" | "passages" | "mixed" | "recall"
 Result<TrainData> parseTrainData(std::string_view name);
 Result<MaskKind> parseTrainMask(std::string_view name);  // "causal" | "block"
 
@@ -36,13 +40,22 @@ struct CorpusExampleOptions {
   // QA: the weight of predicting a prompt token; the answer and EOS tokens weigh 1.
   float promptLossWeight = 0.1f;
   double qaFraction = 0.5;       // Mixed: the share of QA examples
+  // QA: questions asked over one context. The context holds the gold passages of all of them
+  // (plus distractors); each question follows the previous answer and its EOS, so one sequence
+  // carries `questions` answers to learn from.
+  size_t questions = 1;
+  // QA curriculum: the passages of each example are drawn uniformly from [minPassages,
+  // prompt.passages] (never fewer than the gold ones); 0 means always prompt.passages.
+  size_t minPassages = 0;
 };
 
 // QA examples: a random item of the split, its context drawn with a salt from the key (so the
 // distractors and their order vary from draw to draw), tokenized by tokenizeQaPrompt. When the
 // prompt does not fit, distractors are dropped first; a prompt still too long keeps its last
 // maxTokens tokens. Passage examples: random passages, each followed by EOS, packed to
-// maxTokens tokens, every token weighted 1.
+// maxTokens tokens, every token weighted 1. Recall examples: distinct passage titles paired at
+// random, as many pairs as fit, each asked once in shuffled order; answers and EOS weigh 1.
+// With the block mask every "key: value." line is a block and the questions the last one.
 class CorpusExampleSource final : public ExampleSource {
 public:
   // Errors: the corpus's (missing, wrong schema), an empty split (naming those present), a
@@ -63,6 +76,8 @@ private:
         m_options(std::move(options)), m_qaIds(std::move(qaIds)) {}
   Result<TrainingExample> qaExample(uint64_t key, int64_t maxTokens);
   Result<TrainingExample> passageExample(uint64_t key, int64_t maxTokens);
+  Result<TrainingExample> recallExample(uint64_t key, int64_t maxTokens);
+  Result<rag::Passage> randomPassage(workload::TraceRng& rng);
 
   corpus::QaPromptReader m_reader;
   Tokenizer m_tokenizer;

@@ -3,6 +3,7 @@
 #include <QtTest>
 
 #include <filesystem>
+#include <set>
 
 #include "../fixtures/workload/tiny_corpus.h"
 #include "corpus/qa_prompt.h"
@@ -151,8 +152,81 @@ private Q_SLOTS:
     QVERIFY2(qa > 8 && qa < 32, qPrintable(QString("%1 of 40 QA examples").arg(qa)));
   }
 
+  void multiQuestionExamplesAnswerEveryQuestionOverOneContext() {
+    CorpusExampleOptions opts;
+    opts.questions = 3;
+    opts.promptLossWeight = 0.0f;
+    auto src = open(opts);
+    auto e = src->example(4, 2, 1, 1024);
+    QVERIFY2(e.isOk(), e.status().message().c_str());
+    const std::string text = decode(e->tokens);
+    size_t questions = 0;
+    for (size_t at = 0; (at = text.find("Question: ", at)) != std::string::npos; ++at) ++questions;
+    QCOMPARE(questions, size_t{3});
+    // Three answers, each ending in EOS, weigh 1; the context and questions weigh 0.
+    QCOMPARE(std::count(e->tokens.begin(), e->tokens.end(), *m_tok->eosId()), 3);
+    size_t runs = 0;
+    for (size_t i = 0; i < e->tokens.size(); ++i) {
+      if (e->lossWeights[i] == 1.0f && (i == 0 || e->lossWeights[i - 1] == 0.0f)) ++runs;
+      if (e->tokens[i] == *m_tok->eosId()) QCOMPARE(e->lossWeights[i], 1.0f);
+    }
+    QCOMPARE(runs, size_t{3});
+    // Each answer's passage is in the context: one context holds every question's gold passage.
+    const size_t firstQuestion = text.find("Question: ");
+    QVERIFY(firstQuestion > 0);
+    // Too short for three questions: the extra ones go before the first question's passages.
+    auto shortOne = src->example(4, 2, 1, static_cast<int64_t>(e->tokens.size()) - 1);
+    QVERIFY(shortOne.isOk());
+    QVERIFY(std::count(shortOne->tokens.begin(), shortOne->tokens.end(), *m_tok->eosId()) < 3);
+  }
+
+  void minPassagesDrawsContextsOfEverySize() {
+    CorpusExampleOptions opts;
+    opts.minPassages = 1;
+    opts.mask = MaskKind::Block;
+    auto src = open(opts);
+    std::set<size_t> sizes;
+    for (int i = 0; i < 60; ++i) {
+      auto e = src->example(1, 0, i, 1024);
+      QVERIFY(e.isOk());
+      sizes.insert(e->mask.blockStarts.size() - 1);  // passages = blocks before the question
+    }
+    QCOMPARE(sizes, (std::set<size_t>{1, 2, 3, 4, 5}));
+  }
+
+  void recallExamplesAskEveryKeyOfTheirLines() {
+    CorpusExampleOptions opts;
+    opts.data = TrainData::Recall;
+    opts.mask = MaskKind::Block;
+    opts.promptLossWeight = 0.0f;
+    auto src = open(opts);
+    auto e = src->example(1, 3, 0, 256);
+    QVERIFY2(e.isOk(), e.status().message().c_str());
+    QVERIFY(e->tokens.size() <= 256 && e->tokens.size() > 128);
+    QVERIFY(e->mask.validate(static_cast<int64_t>(e->tokens.size())).isOk());
+    const std::string text = decode(e->tokens);
+    // Every question's answer is the value of its key's line.
+    size_t asked = 0;
+    for (size_t at = 0; (at = text.find("Question: ", at)) != std::string::npos; ++at, ++asked) {
+      const size_t keyEnd = text.find("?\nAnswer: ", at);
+      QVERIFY(keyEnd != std::string::npos);
+      const std::string key = text.substr(at + 10, keyEnd - at - 10);
+      const size_t valueStart = keyEnd + 10;
+      const size_t valueEnd = text.find("<|eos|>", valueStart) != std::string::npos
+                                  ? std::min(text.find("<|eos|>", valueStart), text.find("Question: ", valueStart))
+                                  : text.size();
+      const std::string value = text.substr(valueStart, valueEnd - valueStart);
+      QVERIFY2(text.find(key + ": " + value + ".\n") < text.find("Question: "),
+               qPrintable(QString::fromStdString(key + " -> " + value)));
+    }
+    QCOMPARE(e->mask.blockStarts.size(), asked + 1);  // one block per line, then the questions
+    QCOMPARE(std::count(e->tokens.begin(), e->tokens.end(), *m_tok->eosId()),
+             static_cast<std::ptrdiff_t>(asked));
+    QVERIFY(mentions(src->example(1, 3, 0, 8).status(), {"--seq-len 8", "at least 64"}));
+  }
+
   void errorsNameTheProblem() {
-    QVERIFY(mentions(parseTrainData("books").status(), {"'books'", "qa", "passages", "mixed"}));
+    QVERIFY(mentions(parseTrainData("books").status(), {"'books'", "qa", "passages", "mixed", "recall"}));
     QVERIFY(mentions(parseTrainMask("tree").status(), {"'tree'", "causal", "block"}));
     CorpusExampleOptions dev;
     dev.split = "dev";

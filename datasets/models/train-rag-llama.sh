@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The recipe of the shipped RAG model (datasets/models/rag-llama): a 4,096-piece tokenizer,
+# then two phases of `ragraph train lm`, each resumable, and a learning curve of held-out (dev)
+# accuracy taken from the checkpoints while training runs.
+#
+#   datasets/models/train-rag-llama.sh WORKDIR            # run or resume every phase
+#   datasets/models/train-rag-llama.sh WORKDIR --ship     # copy the final model into the repo
+#
+# Phase 1 (recall): synthetic "key: value." lists asked back in shuffled order, answer-only
+#   loss: the dense copying signal that makes induction heads form.
+# Phase 2 (qa): the QA prompts of evaluation, 1..5 passages per context (curriculum by
+#   mixture), three questions per context, answer-only loss, initialised from phase 1.
+# Interrupt with Ctrl-C: the running phase checkpoints (it also does every 100 steps); run the same command
+# again to continue. Steps, threads and the binary can be overridden from the environment.
+set -euo pipefail
+
+work=${1:?usage: $0 WORKDIR [--ship]}
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+ragraph=${RAGRAPH:-$repo/build/bin/ragraph}
+recall_steps=${RECALL_STEPS:-2500}
+qa_steps=${QA_STEPS:-12000}
+curve_every=${CURVE_EVERY:-500}     # steps between learning-curve points
+curve_items=${CURVE_ITEMS:-400}     # dev items per point (spread over the question types)
+shape=(--layers 4 --hidden 128 --heads 4 --kv-heads 4 --ffn 352)
+common=(--batch 16 --dtype bf16 --seed 1 --prompt-loss 0 --checkpoint-every 100 --log-every 50)
+
+if [[ ${2:-} == --ship ]]; then
+  [[ -f $work/qa/model.safetensors ]] || { echo "phase 2 is not finished in $work/qa" >&2; exit 1; }
+  dest=$repo/datasets/models/rag-llama
+  rm -rf "$dest.tmp" && mkdir -p "$dest.tmp"
+  cp "$work"/qa/{config.json,model.safetensors,tokenizer.json} "$dest.tmp"/
+  [[ -f $work/qa/tokenizer_config.json ]] && cp "$work/qa/tokenizer_config.json" "$dest.tmp"/
+  rm -rf "$dest" && mv "$dest.tmp" "$dest"
+  echo "shipped $dest ($(du -sh "$dest" | cut -f1))"
+  exit 0
+fi
+
+mkdir -p "$work"
+[[ -x $ragraph ]] || { echo "no ragraph binary at $ragraph; build first (./run.sh --build-only or ninja -C build)" >&2; exit 1; }
+[[ -f $work/tok/tokenizer.json ]] || "$ragraph" train tokenizer --vocab 4096 --out "$work/tok"
+
+# One phase: skipped when its final model exists, resumed when it has a checkpoint.
+phase() {
+  local out=$1; shift
+  [[ -f $out/model.safetensors ]] && return 0
+  local resume=()
+  [[ -d $out/checkpoint ]] && resume=(--resume)
+  "$ragraph" train lm --out "$out" "$@" "${common[@]}" "${resume[@]}" 2>&1 | tee -a "$out.log"
+}
+
+# Learning curve: every curve_every steps of a phase's checkpoint, dev accuracy with the gold
+# passage among 5 and with none, one JSON line each in $work/curve.jsonl.
+curve() {
+  local last=-1
+  while :; do
+    for p in recall qa; do
+      local state=$work/$p/checkpoint/trainer_state.json
+      [[ -f $state ]] || continue
+      local step; step=$(grep -o '"step": *[0-9]*' "$state" | head -1 | grep -o '[0-9]*$')
+      local key=$p:$((step / curve_every))
+      [[ $key == "$last" || $p == recall && -d $work/qa/checkpoint ]] && continue
+      local snap=$work/curve-snap
+      rm -rf "$snap" && cp -r "$work/$p/checkpoint" "$snap" 2>/dev/null || continue
+      for ctx in gold none; do
+        local acc
+        acc=$("$ragraph" eval qa --split dev --limit "$curve_items" --context "$ctx" --model "$snap" \
+                --json 2>/dev/null | tr -d '\n ' ) || continue
+        echo "{\"phase\":\"$p\",\"step\":$step,\"context\":\"$ctx\",\"eval\":$acc}" >> "$work/curve.jsonl"
+      done
+      last=$key
+    done
+    [[ -f $work/qa/model.safetensors ]] && return 0
+    sleep 60
+  done
+}
+curve &
+curve_pid=$!
+trap 'kill $curve_pid 2>/dev/null || true' EXIT
+
+phase "$work/recall" --tokenizer "$work/tok" "${shape[@]}" --data recall --steps "$recall_steps" \
+  --seq-len 256 --lr 2e-3 --warmup 200
+phase "$work/qa" --init "$work/recall" --data qa --questions 3 --passages 5 --min-passages 1 \
+  --steps "$qa_steps" --seq-len 320 --lr 1e-3 --warmup 200
+wait $curve_pid || true
+echo "done: $work/qa; learning curve in $work/curve.jsonl; ship with $0 $work --ship"
