@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "core/clock.h"
+#include "core/heap.h"
 #include "model/kv_blocks.h"
 #include "model/llama.h"
 #include "model/stop_matcher.h"
@@ -87,6 +88,13 @@ struct ModelRunner::Impl {
   int64_t bs = 16;
   KvBlockAllocator alloc{0};
   std::vector<torch::Tensor> kPool, vPool;  // per layer [numBlocks * bs, kv_heads, head_dim]
+  // Per layer, the q/k/v projections stacked into one matrix and gate/up into another, so a
+  // step reads each layer's weights in two matmuls fewer (built once at create()).
+  struct FusedLayer {
+    torch::Tensor qkv, qkvBias;  // [(nh + 2 nkv) d, hidden]; bias undefined without attention_bias
+    torch::Tensor gateUp, gateUpBias;  // [2 inter, hidden]
+  };
+  std::vector<FusedLayer> fused;
   std::vector<int64_t> eosIds;
   std::map<SeqId, Seq> seqs;
   std::deque<SeqId> waiting;
@@ -295,13 +303,18 @@ torch::Tensor ModelRunner::Impl::forwardItems(std::span<const Item> items, int64
     }
   }
 
+  cos = cos.to(model->dtype());  // once per step, not per layer
+  sin = sin.to(model->dtype());
   torch::Tensor x = w.embed.index_select(0, tokT);  // [n, hidden]
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LlamaLayerWeights& lw = w.layers[l];
+    const FusedLayer& fl = fused[l];
     torch::Tensor h = model->rmsNorm(x, lw.inputNorm);
-    torch::Tensor q = applyRope(F::linear(h, lw.q, lw.qBias).view({n, nh, d}), cos, sin);
-    torch::Tensor k = applyRope(F::linear(h, lw.k, lw.kBias).view({n, nkv, d}), cos, sin);
-    torch::Tensor v = F::linear(h, lw.v, lw.vBias).view({n, nkv, d});
+    torch::Tensor qkv = F::linear(h, fl.qkv, fl.qkvBias).view({n, nh + 2 * nkv, d});
+    torch::Tensor qk = applyRope(qkv.narrow(1, 0, nh + nkv), cos, sin);  // q and k heads at once
+    torch::Tensor q = qk.narrow(1, 0, nh);
+    torch::Tensor k = qk.narrow(1, nh, nkv);
+    torch::Tensor v = qkv.narrow(1, nh + nkv, nkv);
     kPool[l].index_copy_(0, wslotT, k);
     vPool[l].index_copy_(0, wslotT, v);
 
@@ -328,7 +341,10 @@ torch::Tensor ModelRunner::Impl::forwardItems(std::span<const Item> items, int64
     }
     torch::Tensor o = outs.size() == 1 ? outs[0] : torch::cat(outs, 0);
     x = x + F::linear(o, lw.o, lw.oBias);
-    x = x + model->mlp(lw, model->rmsNorm(x, lw.postNorm));
+    torch::Tensor gateUp = F::linear(model->rmsNorm(x, lw.postNorm), fl.gateUp, fl.gateUpBias);
+    const int64_t inter = gateUp.size(1) / 2;
+    x = x + F::linear(torch::silu(gateUp.narrow(1, 0, inter)) * gateUp.narrow(1, inter, inter),
+                      lw.down, lw.downBias);
   }
   if (logitRows.empty()) return {};
   std::vector<int64_t> rows;
@@ -560,6 +576,7 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::shared_ptr<const L
   if (!model) return Status::invalidArgument("ModelRunner needs a model");
   if (params.blockSize <= 0 || params.maxBatchTokens <= 0 || params.maxRunning <= 0 || params.maxQueued <= 0)
     return Status::invalidArgument("runner parameters blockSize, maxBatchTokens, maxRunning and maxQueued must be positive");
+  keepFreedMemoryInHeap();  // a step's tensors reuse the last step's memory (no page faults)
   auto impl = std::make_unique<Impl>();
   impl->model = std::move(model);
   impl->tokenizer = std::move(tokenizer);
@@ -582,6 +599,14 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::shared_ptr<const L
     impl->kPool.push_back(torch::zeros({blocks * params.blockSize, c.numKeyValueHeads, c.headDim}, dtype));
     impl->vPool.push_back(torch::zeros({blocks * params.blockSize, c.numKeyValueHeads, c.headDim}, dtype));
   }
+  auto stack = [](std::initializer_list<torch::Tensor> parts) {
+    for (const torch::Tensor& t : parts)
+      if (!t.defined()) return torch::Tensor();
+    return torch::cat(std::vector<torch::Tensor>(parts), 0).contiguous();
+  };
+  for (const LlamaLayerWeights& lw : impl->model->weights().layers)
+    impl->fused.push_back({stack({lw.q, lw.k, lw.v}), stack({lw.qBias, lw.kBias, lw.vBias}),
+                           stack({lw.gate, lw.up}), stack({lw.gateBias, lw.upBias})});
   impl->eosIds = c.eosTokenIds;
   if (impl->tokenizer && impl->tokenizer->eosId() &&
       std::find(impl->eosIds.begin(), impl->eosIds.end(), *impl->tokenizer->eosId()) == impl->eosIds.end())

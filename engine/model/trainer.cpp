@@ -2,8 +2,6 @@
 
 #include <torch/torch.h>
 
-#include <malloc.h>
-
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +13,7 @@
 
 #include "core/clock.h"
 #include "core/fs.h"
+#include "core/heap.h"
 #include "core/json.h"
 #include "core/json_writer.h"
 #include "model/llama.h"
@@ -431,11 +430,9 @@ Result<TrainResult> Run::run() {
   if (m_p.evalEvery > 0 && !m_heldOut)
     return Status::invalidArgument("evaluation every " + std::to_string(m_p.evalEvery) +
                                    " steps needs held-out examples");
-  // libtorch's CPU allocator is glibc malloc: a step's large tensors (the logits alone are
-  // B x T x vocab floats) would be mmapped and unmapped anew every step, and the page faults
-  // cost 3-4x the step time. Keeping freed memory in the heap makes a step reuse the last one's.
-  ::mallopt(M_MMAP_MAX, 0);
-  ::mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+  // A step's large tensors (the logits alone are B x T x vocab floats) would otherwise be
+  // mmapped anew every step; the page faults cost 3-4x the step time.
+  keepFreedMemoryInHeap();
   torch::set_num_threads(m_p.threads > 0 ? m_p.threads
                                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   std::error_code ec;
