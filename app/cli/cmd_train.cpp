@@ -218,6 +218,10 @@ Result<LmOptions> readLmOptions(Args& args) {
   o.data.minPassages = static_cast<size_t>(minPassages);
   RAG_ASSIGN_OR_RETURN(int64_t questions, atLeast(args, "questions", 1, 1));
   o.data.questions = static_cast<size_t>(questions);
+  RAG_ASSIGN_OR_RETURN(int64_t nameTokens, atLeast(args, "recall-name-tokens", 0, 0));
+  RAG_ASSIGN_OR_RETURN(int64_t recallPairs, atLeast(args, "recall-pairs", 0, 0));
+  o.data.recallNameTokens = static_cast<size_t>(nameTokens);
+  o.data.recallPairs = static_cast<size_t>(recallPairs);
   RAG_ASSIGN_OR_RETURN(double promptLoss, args.getDouble("prompt-loss", 0.1));
   if (!(promptLoss >= 0 && promptLoss <= 1))
     return Status::invalidArgument("--prompt-loss must be between 0 and 1");
@@ -243,6 +247,8 @@ Result<LmOptions> readLmOptions(Args& args) {
                       {"passages", std::to_string(passages)}, {"mask", mask},
                       {"min-passages", std::to_string(minPassages)},
                       {"questions", std::to_string(questions)},
+                      {"recall-name-tokens", std::to_string(nameTokens)},
+                      {"recall-pairs", std::to_string(recallPairs)},
                       {"prompt-loss", shortest(promptLoss)},
                       {"tokenizer-vocab", std::to_string(o.tokenizer->vocabSize())}})
     o.setup.runOptions.emplace_back(k, v);

@@ -6,10 +6,12 @@
 #   datasets/models/train-rag-llama.sh WORKDIR            # run or resume every phase
 #   datasets/models/train-rag-llama.sh WORKDIR --ship     # copy the final model into the repo
 #
-# Phase 1 (recall): synthetic "key: value." lists asked back in shuffled order, answer-only
-#   loss: the dense copying signal that makes induction heads form.
-# Phase 2 (qa): the QA prompts of evaluation, 1..5 passages per context (curriculum by
-#   mixture), three questions per context, answer-only loss, initialised from phase 1.
+# Phase 1 (recall1): synthetic "key: value." lists of 8 single-token names asked back in
+#   shuffled order, answer-only loss, constant learning rate: the densest copying signal, to make
+#   induction heads form.
+# Phase 2 (recall2): the same with names of up to 4 tokens and as many pairs as fit.
+# Phase 3 (qa): the QA prompts of evaluation, 1..5 passages per context (curriculum by
+#   mixture), three questions per context, answer-only loss.
 # Interrupt with Ctrl-C: the running phase checkpoints (it also does every 100 steps); run the same command
 # again to continue. Steps, threads and the binary can be overridden from the environment.
 set -euo pipefail
@@ -18,8 +20,9 @@ work=${1:?usage: $0 WORKDIR [--ship]}
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 ragraph=${RAGRAPH:-$repo/build/bin/ragraph}
-recall_steps=${RECALL_STEPS:-2500}
-qa_steps=${QA_STEPS:-12000}
+recall1_steps=${RECALL1_STEPS:-4000}
+recall2_steps=${RECALL2_STEPS:-3000}
+qa_steps=${QA_STEPS:-8000}
 curve_every=${CURVE_EVERY:-500}     # steps between learning-curve points
 curve_items=${CURVE_ITEMS:-400}     # dev items per point (spread over the question types)
 shape=(--layers 4 --hidden 128 --heads 4 --kv-heads 4 --ffn 352)
@@ -54,12 +57,12 @@ phase() {
 curve() {
   local last=-1
   while :; do
-    for p in recall qa; do
+    for p in recall1 recall2 qa; do
       local state=$work/$p/checkpoint/trainer_state.json
       [[ -f $state ]] || continue
       local step; step=$(grep -o '"step": *[0-9]*' "$state" | head -1 | grep -o '[0-9]*$')
       local key=$p:$((step / curve_every))
-      [[ $key == "$last" || $p == recall && -d $work/qa/checkpoint ]] && continue
+      [[ $key == "$last" || $p != qa && -d $work/qa/checkpoint ]] && continue
       local snap=$work/curve-snap
       rm -rf "$snap" && cp -r "$work/$p/checkpoint" "$snap" 2>/dev/null || continue
       for ctx in gold none; do
@@ -78,9 +81,11 @@ curve &
 curve_pid=$!
 trap 'kill $curve_pid 2>/dev/null || true' EXIT
 
-phase "$work/recall" --tokenizer "$work/tok" "${shape[@]}" --data recall --steps "$recall_steps" \
-  --seq-len 256 --lr 2e-3 --warmup 200
-phase "$work/qa" --init "$work/recall" --data qa --questions 3 --passages 5 --min-passages 1 \
-  --steps "$qa_steps" --seq-len 320 --lr 1e-3 --warmup 200
+phase "$work/recall1" --tokenizer "$work/tok" "${shape[@]}" --data recall --recall-name-tokens 1 \
+  --recall-pairs 8 --steps "$recall1_steps" --seq-len 160 --lr 2e-3 --min-lr 2e-3 --warmup 50
+phase "$work/recall2" --init "$work/recall1" --data recall --recall-name-tokens 4 \
+  --steps "$recall2_steps" --seq-len 256 --lr 2e-3 --min-lr 1e-3 --warmup 50
+phase "$work/qa" --init "$work/recall2" --data qa --questions 3 --passages 5 --min-passages 1 \
+  --steps "$qa_steps" --seq-len 320 --lr 1e-3 --warmup 100
 wait $curve_pid || true
 echo "done: $work/qa; learning curve in $work/curve.jsonl; ship with $0 $work --ship"

@@ -70,8 +70,10 @@ Result<std::unique_ptr<CorpusExampleSource>> CorpusExampleSource::open(
   if (options.data != TrainData::Qa && reader.maxPassageId() == 0)
     return Status::notFound("corpus " + corpus.string() + " has no passages to train on; "
                             "rebuild it with `ragraph corpus build`");
-  return std::unique_ptr<CorpusExampleSource>(
+  std::unique_ptr<CorpusExampleSource> source(
       new CorpusExampleSource(std::move(reader), tokenizer, options, std::move(ids)));
+  if (options.data == TrainData::Recall) RAG_RETURN_IF_ERROR(source->loadRecallNames());
+  return source;
 }
 
 Result<TrainingExample> CorpusExampleSource::example(uint64_t seed, int64_t step, int64_t index,
@@ -170,19 +172,41 @@ Result<rag::Passage> CorpusExampleSource::randomPassage(TraceRng& rng) {
                          "`ragraph corpus build`");
 }
 
-Result<TrainingExample> CorpusExampleSource::recallExample(uint64_t key, int64_t maxTokens) {
-  TraceRng rng(deriveSeed(key, 3));
+// Passage titles without their part of speech ("southern flounder (noun)" -> "southern
+// flounder"), each once, in passage order, keeping those of at most recallNameTokens tokens
+// both at a line start and after a space (where a key and a value stand).
+Status CorpusExampleSource::loadRecallNames() {
   const EncodeOptions plain{.parseSpecial = false};
-  // A passage title without its part of speech: "southern flounder (noun)" -> "southern flounder".
-  auto name = [&]() -> Result<std::string> {
-    RAG_ASSIGN_OR_RETURN(rag::Passage p, randomPassage(rng));
-    std::string_view title = p.title;
+  RAG_ASSIGN_OR_RETURN(sql::Stmt st, m_reader.db().prepare("SELECT title FROM passages ORDER BY id"));
+  std::unordered_set<std::string> seen;
+  const size_t limit = m_options.recallNameTokens;
+  for (;;) {
+    RAG_ASSIGN_OR_RETURN(bool row, st.step());
+    if (!row) break;
+    std::string_view title = st.columnTextView(0);
     if (title.ends_with(")")) {
       const size_t open = title.rfind(" (");
       if (open != std::string_view::npos) title = title.substr(0, open);
     }
-    return std::string(title);
-  };
+    if (title.empty() || title.find('\n') != std::string_view::npos) continue;
+    std::string t(title);
+    if (limit > 0 && (m_tokenizer.encode(t, plain).size() > limit ||
+                      m_tokenizer.encode(" " + t, plain).size() > limit))
+      continue;
+    if (seen.insert(t).second) m_recallNames.push_back(std::move(t));
+  }
+  if (m_recallNames.size() < 2)
+    return Status::notFound("corpus " + m_reader.db().path().string() + " has " +
+                            std::to_string(m_recallNames.size()) + " passage titles of at most " +
+                            std::to_string(limit) + " tokens; recall data needs at least 2 (raise "
+                            "--recall-name-tokens or rebuild the corpus)");
+  return Status::ok();
+}
+
+Result<TrainingExample> CorpusExampleSource::recallExample(uint64_t key, int64_t maxTokens) {
+  TraceRng rng(deriveSeed(key, 3));
+  const EncodeOptions plain{.parseSpecial = false};
+  auto name = [&] { return m_recallNames[rng.below(m_recallNames.size())]; };
   struct Pair {
     std::vector<int32_t> line, question, answer;
   };
@@ -191,9 +215,9 @@ Result<TrainingExample> CorpusExampleSource::recallExample(uint64_t key, int64_t
   const std::optional<int32_t> eos = m_tokenizer.eosId();
   int64_t total = 0;
   for (int attempts = 0; attempts < 256; ++attempts) {
-    RAG_ASSIGN_OR_RETURN(std::string k, name());
-    RAG_ASSIGN_OR_RETURN(std::string v, name());
-    if (k.empty() || v.empty() || !keys.insert(k).second) continue;
+    if (m_options.recallPairs > 0 && pairs.size() >= m_options.recallPairs) break;
+    const std::string k = name(), v = name();
+    if (!keys.insert(k).second) continue;
     Pair p{m_tokenizer.encode(k + ": " + v + ".\n", plain),
            m_tokenizer.encode("Question: " + k + "?\nAnswer:", plain),
            m_tokenizer.encode(" " + v, plain)};

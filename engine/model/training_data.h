@@ -47,6 +47,11 @@ struct CorpusExampleOptions {
   // QA curriculum: the passages of each example are drawn uniformly from [minPassages,
   // prompt.passages] (never fewer than the gold ones); 0 means always prompt.passages.
   size_t minPassages = 0;
+  // Recall difficulty: names of at most this many tokens (0: any; 1 makes single-token keys and
+  // values, the easiest associative recall) and at most this many pairs per example (0: as many
+  // as fit).
+  size_t recallNameTokens = 0;
+  size_t recallPairs = 0;
 };
 
 // QA examples: a random item of the split, its context drawn with a salt from the key (so the
@@ -78,11 +83,13 @@ private:
   Result<TrainingExample> passageExample(uint64_t key, int64_t maxTokens);
   Result<TrainingExample> recallExample(uint64_t key, int64_t maxTokens);
   Result<rag::Passage> randomPassage(workload::TraceRng& rng);
+  Status loadRecallNames();
 
   corpus::QaPromptReader m_reader;
   Tokenizer m_tokenizer;
   CorpusExampleOptions m_options;
   std::vector<int64_t> m_qaIds;
+  std::vector<std::string> m_recallNames;  // distinct passage titles within recallNameTokens
 };
 
 // The texts a tokenizer for this corpus is trained on: every passage, and the questions and
