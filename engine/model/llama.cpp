@@ -6,22 +6,10 @@
 #include <limits>
 
 #include "core/fs.h"
-
 #include "model/safetensors.h"
+#include "model/tensor_io.h"
 
 namespace rag::model {
-
-namespace {
-
-// A safetensors view as a torch tensor of `dtype`: F16/BF16 go through the reader's exact F32
-// conversion, then to the target type.
-Result<torch::Tensor> toTensor(const TensorView& view, torch::ScalarType dtype) {
-  RAG_ASSIGN_OR_RETURN(std::vector<float> f32, toF32(view));
-  torch::Tensor t = torch::from_blob(f32.data(), view.shape, torch::kFloat32).clone();
-  return dtype == torch::kFloat32 ? t : t.to(dtype);
-}
-
-}  // namespace
 
 std::pair<torch::Tensor, torch::Tensor> ropeTables(const torch::Tensor& positions, int64_t headDim,
                                                    double theta) {
@@ -110,7 +98,7 @@ Result<LlamaModel> LlamaModel::load(const std::filesystem::path& dir, torch::Sca
   Status failed;
   forEachWeight(w, cfg, [&](const std::string& name, torch::Tensor& slot) {
     if (!failed.isOk()) return;
-    Result<torch::Tensor> t = toTensor(*st.find(name), dtype);  // present: checkTensors passed
+    Result<torch::Tensor> t = tensorFromView(*st.find(name), dtype);  // present: checkTensors passed
     if (t.isOk()) slot = std::move(*t); else failed = t.status();
   });
   RAG_RETURN_IF_ERROR(failed);
@@ -162,18 +150,12 @@ Status LlamaModel::save(const std::filesystem::path& dir) const {
   std::filesystem::create_directories(dir, ec);
   if (ec) return Status::ioError("cannot create model directory " + dir.string() + ": " + ec.message());
   const bool bf16 = dtype() == torch::kBFloat16;
-  std::vector<torch::Tensor> keep;  // contiguous CPU copies the writer reads from
-  std::vector<TensorToWrite> out;
-  forEachWeight(m_weights, m_config, [&](const std::string& name, const torch::Tensor& t) {
-    torch::Tensor c = t.detach().to(torch::kCPU).contiguous();
-    keep.push_back(c);
-    out.push_back({name, bf16 ? DType::BF16 : DType::F32, c.sizes().vec(),
-                   std::span<const std::byte>(static_cast<const std::byte*>(c.data_ptr()),
-                                              static_cast<size_t>(c.nbytes()))});
-  });
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  forEachWeight(m_weights, m_config,
+                [&](const std::string& name, const torch::Tensor& t) { out.emplace_back(name, t); });
   LlamaConfig cfg = m_config;
   cfg.torchDtype = bf16 ? "bfloat16" : "float32";
-  RAG_RETURN_IF_ERROR(writeSafetensors(dir / "model.safetensors", out));
+  RAG_RETURN_IF_ERROR(saveTensors(dir / "model.safetensors", out));
   return writeFileAtomic(dir / "config.json", llamaConfigJson(cfg));
 }
 

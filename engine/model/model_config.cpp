@@ -350,4 +350,55 @@ std::string llamaConfigJson(const LlamaConfig& c) {
   return os.str();
 }
 
+std::string bertConfigJson(const BertConfig& c) {
+  std::ostringstream os;
+  JsonWriter w(os, /*pretty=*/true);
+  w.beginObject();
+  w.key("architectures").beginArray().value("BertModel").endArray();
+  w.key("model_type").value("bert");
+  w.key("hidden_size").value(c.hiddenSize);
+  w.key("num_hidden_layers").value(c.numHiddenLayers);
+  w.key("num_attention_heads").value(c.numAttentionHeads);
+  w.key("intermediate_size").value(c.intermediateSize);
+  w.key("max_position_embeddings").value(c.maxPositionEmbeddings);
+  w.key("type_vocab_size").value(c.typeVocabSize);
+  w.key("vocab_size").value(c.vocabSize);
+  w.key("pad_token_id").value(c.padTokenId);
+  w.key("layer_norm_eps").value(c.layerNormEps);
+  w.key("hidden_act").value(c.hiddenAct);
+  w.key("position_embedding_type").value("absolute");
+  w.key("torch_dtype").value(c.torchDtype);
+  w.endObject();
+  os << "\n";
+  return os.str();
+}
+
+std::vector<ExpectedTensor> expectedBertTensors(const BertConfig& c, std::string_view prefix) {
+  const int64_t h = c.hiddenSize, ff = c.intermediateSize;
+  const std::string p(prefix);
+  std::vector<ExpectedTensor> out;
+  out.push_back({p + "embeddings.word_embeddings.weight", {c.vocabSize, h}});
+  out.push_back({p + "embeddings.position_embeddings.weight", {c.maxPositionEmbeddings, h}});
+  out.push_back({p + "embeddings.token_type_embeddings.weight", {c.typeVocabSize, h}});
+  out.push_back({p + "embeddings.LayerNorm.weight", {h}});
+  out.push_back({p + "embeddings.LayerNorm.bias", {h}});
+  for (int64_t i = 0; i < c.numHiddenLayers; ++i) {
+    const std::string l = p + "encoder.layer." + std::to_string(i) + ".";
+    for (const char* m : {"attention.self.query", "attention.self.key", "attention.self.value",
+                          "attention.output.dense"}) {
+      out.push_back({l + m + ".weight", {h, h}});
+      out.push_back({l + m + ".bias", {h}});
+    }
+    out.push_back({l + "attention.output.LayerNorm.weight", {h}});
+    out.push_back({l + "attention.output.LayerNorm.bias", {h}});
+    out.push_back({l + "intermediate.dense.weight", {ff, h}});
+    out.push_back({l + "intermediate.dense.bias", {ff}});
+    out.push_back({l + "output.dense.weight", {h, ff}});
+    out.push_back({l + "output.dense.bias", {h}});
+    out.push_back({l + "output.LayerNorm.weight", {h}});
+    out.push_back({l + "output.LayerNorm.bias", {h}});
+  }
+  return out;
+}
+
 }  // namespace rag::model

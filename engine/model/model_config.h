@@ -92,6 +92,9 @@ Result<LlamaConfig> loadLlamaConfig(const std::filesystem::path& path);
 // reads it back to an equal config. rope_scaling is not written (the runtime refuses it).
 std::string llamaConfigJson(const LlamaConfig& config);
 Result<BertConfig> loadBertConfig(const std::filesystem::path& path);
+// config.json text for a BERT encoder (what BertModel::save writes, architecture BertModel);
+// parseBertConfig reads it back to an equal config.
+std::string bertConfigJson(const BertConfig& config);
 
 struct ExpectedTensor {
   std::string name;
@@ -104,6 +107,14 @@ struct ExpectedTensor {
 // {input,post_attention}_layernorm.weight [hidden]; model.norm.weight; lm_head.weight unless
 // tie_word_embeddings.
 std::vector<ExpectedTensor> expectedLlamaTensors(const LlamaConfig& config);
+
+// The tensors of a BERT encoder in HF naming, each name prefixed by `prefix` ("" for BertModel
+// checkpoints, "bert." for BertForMaskedLM): embeddings.{word,position,token_type}_embeddings.
+// weight, embeddings.LayerNorm.{weight,bias}; per layer i: encoder.layer.{i}.attention.self.
+// {query,key,value}.{weight,bias}, attention.output.dense.{weight,bias}, attention.output.
+// LayerNorm.{weight,bias}, intermediate.dense.{weight,bias}, output.dense.{weight,bias},
+// output.LayerNorm.{weight,bias}. A pooler, if present, is not used.
+std::vector<ExpectedTensor> expectedBertTensors(const BertConfig& config, std::string_view prefix = "");
 
 // Checks every expected tensor is present with its shape and a floating dtype (F32, F16,
 // BF16); Corrupt naming the first tensor that is missing, misshapen or of another dtype, and

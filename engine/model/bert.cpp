@@ -1,0 +1,179 @@
+#include "model/bert.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <limits>
+
+#include "core/fs.h"
+#include "model/safetensors.h"
+#include "model/tensor_io.h"
+
+namespace rag::model {
+
+namespace {
+
+namespace F = torch::nn::functional;
+
+// Every weight slot by its HF name, in expectedBertTensors' order: load, init, save and
+// parameters() all walk this one list.
+template <typename W, typename Fn>
+void forEachWeight(W& w, const BertConfig& c, const std::string& prefix, Fn&& fn) {
+  const std::string e = prefix + "embeddings.";
+  fn(e + "word_embeddings.weight", w.word);
+  fn(e + "position_embeddings.weight", w.position);
+  fn(e + "token_type_embeddings.weight", w.tokenType);
+  fn(e + "LayerNorm.weight", w.embedNorm);
+  fn(e + "LayerNorm.bias", w.embedNormBias);
+  for (int64_t i = 0; i < c.numHiddenLayers; ++i) {
+    auto& l = w.layers[static_cast<size_t>(i)];
+    const std::string p = prefix + "encoder.layer." + std::to_string(i) + ".";
+    fn(p + "attention.self.query.weight", l.q);
+    fn(p + "attention.self.query.bias", l.qBias);
+    fn(p + "attention.self.key.weight", l.k);
+    fn(p + "attention.self.key.bias", l.kBias);
+    fn(p + "attention.self.value.weight", l.v);
+    fn(p + "attention.self.value.bias", l.vBias);
+    fn(p + "attention.output.dense.weight", l.attnOut);
+    fn(p + "attention.output.dense.bias", l.attnOutBias);
+    fn(p + "attention.output.LayerNorm.weight", l.attnNorm);
+    fn(p + "attention.output.LayerNorm.bias", l.attnNormBias);
+    fn(p + "intermediate.dense.weight", l.inter);
+    fn(p + "intermediate.dense.bias", l.interBias);
+    fn(p + "output.dense.weight", l.out);
+    fn(p + "output.dense.bias", l.outBias);
+    fn(p + "output.LayerNorm.weight", l.outNorm);
+    fn(p + "output.LayerNorm.bias", l.outNormBias);
+  }
+}
+
+}  // namespace
+
+BertModel::BertModel(BertConfig config, BertWeights weights)
+    : m_config(std::move(config)), m_weights(std::move(weights)) {}
+
+Result<BertModel> BertModel::load(const std::filesystem::path& dir, torch::ScalarType dtype) {
+  if (dtype != torch::kFloat32 && dtype != torch::kBFloat16)
+    return Status::invalidArgument("BERT weights load as F32 or BF16");
+  RAG_ASSIGN_OR_RETURN(BertConfig cfg, loadBertConfig(dir / "config.json"));
+  RAG_ASSIGN_OR_RETURN(SafetensorsWeights st, SafetensorsWeights::open(dir));
+  // BertForMaskedLM and friends store the encoder under "bert.".
+  const std::string prefix = st.find("bert.embeddings.word_embeddings.weight") ? "bert." : "";
+  RAG_RETURN_IF_ERROR(checkTensors(st, expectedBertTensors(cfg, prefix)));
+  BertWeights w;
+  w.layers.resize(static_cast<size_t>(cfg.numHiddenLayers));
+  Status failed;
+  forEachWeight(w, cfg, prefix, [&](const std::string& name, torch::Tensor& slot) {
+    if (!failed.isOk()) return;
+    Result<torch::Tensor> t = tensorFromView(*st.find(name), dtype);  // present: checked above
+    if (t.isOk()) slot = std::move(*t); else failed = t.status();
+  });
+  RAG_RETURN_IF_ERROR(failed);
+  return BertModel(std::move(cfg), std::move(w));
+}
+
+Result<BertModel> BertModel::initRandom(const BertConfig& config, uint64_t seed) {
+  if (config.hiddenSize <= 0 || config.numHiddenLayers <= 0 || config.numAttentionHeads <= 0 ||
+      config.intermediateSize <= 0 || config.vocabSize <= 0 || config.maxPositionEmbeddings <= 0 ||
+      config.typeVocabSize <= 0 || config.hiddenSize % config.numAttentionHeads != 0)
+    return Status::invalidArgument("BERT config needs positive sizes and num_attention_heads "
+                                   "dividing hidden_size");
+  torch::NoGradGuard noGrad;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  BertWeights w;
+  w.layers.resize(static_cast<size_t>(config.numHiddenLayers));
+  const std::vector<ExpectedTensor> expected = expectedBertTensors(config);
+  size_t next = 0;
+  forEachWeight(w, config, "", [&](const std::string& name, torch::Tensor& slot) {
+    const ExpectedTensor& e = expected[next++];  // the same order by construction
+    if (name.ends_with("LayerNorm.weight")) slot = torch::ones(e.shape);
+    else if (name.ends_with(".bias")) slot = torch::zeros(e.shape);
+    else slot = at::normal(0.0, 0.02, e.shape, gen);
+  });
+  return BertModel(config, std::move(w));
+}
+
+Status BertModel::save(const std::filesystem::path& dir) const {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::ioError("cannot create model directory " + dir.string() + ": " + ec.message());
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  forEachWeight(m_weights, m_config, "",
+                [&](const std::string& name, const torch::Tensor& t) { out.emplace_back(name, t); });
+  RAG_RETURN_IF_ERROR(saveTensors(dir / "model.safetensors", out));
+  BertConfig cfg = m_config;
+  cfg.torchDtype = dtype() == torch::kBFloat16 ? "bfloat16" : "float32";
+  return writeFileAtomic(dir / "config.json", bertConfigJson(cfg));
+}
+
+BertModel BertModel::to(torch::ScalarType dtype) const {
+  BertWeights w = m_weights;
+  forEachWeight(w, m_config, "", [&](const std::string&, torch::Tensor& t) { t = t.to(dtype); });
+  return BertModel(m_config, std::move(w));
+}
+
+std::vector<torch::Tensor> BertModel::parameters() const {
+  std::vector<torch::Tensor> out;
+  forEachWeight(m_weights, m_config, "",
+                [&](const std::string&, const torch::Tensor& t) { out.push_back(t); });
+  return out;
+}
+
+torch::Tensor BertModel::layerNorm(const torch::Tensor& x, const torch::Tensor& w,
+                                   const torch::Tensor& b) const {
+  // In F32 whatever the weight type, as HF's mixed-precision inference does.
+  return F::layer_norm(x.to(torch::kFloat32),
+                       F::LayerNormFuncOptions({m_config.hiddenSize})
+                           .weight(w.to(torch::kFloat32))
+                           .bias(b.to(torch::kFloat32))
+                           .eps(m_config.layerNormEps))
+      .to(x.scalar_type());
+}
+
+torch::Tensor BertModel::activation(const torch::Tensor& x) const {
+  const std::string& act = m_config.hiddenAct;
+  if (act == "gelu_new") {  // the tanh approximation
+    const double k = std::sqrt(2.0 / 3.141592653589793);
+    return 0.5 * x * (1.0 + torch::tanh(k * (x + 0.044715 * x.pow(3))));
+  }
+  if (act == "relu") return torch::relu(x);
+  if (act == "silu") return torch::silu(x);
+  return torch::gelu(x);  // exact (erf), HF's "gelu"
+}
+
+torch::Tensor BertModel::encode(const torch::Tensor& tokens, const torch::Tensor& valid) const {
+  const BertConfig& c = m_config;
+  const int64_t b = tokens.size(0), n = tokens.size(1);
+  const int64_t nh = c.numAttentionHeads, d = c.hiddenSize / nh;
+  torch::Tensor positions = torch::arange(n, torch::kLong);
+  torch::Tensor x = F::embedding(tokens, m_weights.word) +
+                    F::embedding(positions, m_weights.position).unsqueeze(0) +
+                    m_weights.tokenType[0];
+  x = layerNorm(x, m_weights.embedNorm, m_weights.embedNormBias);
+  // Padding keys are masked out for every query: [B, 1, 1, T].
+  const float inf = std::numeric_limits<float>::infinity();
+  torch::Tensor mask = torch::zeros({b, 1, 1, n}).masked_fill(valid.logical_not().view({b, 1, 1, n}), -inf);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  for (const BertLayerWeights& l : m_weights.layers) {
+    auto heads = [&](const torch::Tensor& t) { return t.view({b, n, nh, d}).transpose(1, 2); };
+    torch::Tensor q = heads(F::linear(x, l.q, l.qBias));
+    torch::Tensor k = heads(F::linear(x, l.k, l.kBias));
+    torch::Tensor v = heads(F::linear(x, l.v, l.vBias));
+    torch::Tensor scores = torch::matmul(q, k.transpose(-1, -2)).to(torch::kFloat32) * scale + mask;
+    torch::Tensor att = torch::softmax(scores, -1).to(v.scalar_type());
+    torch::Tensor o = torch::matmul(att, v).transpose(1, 2).reshape({b, n, nh * d});
+    x = layerNorm(x + F::linear(o, l.attnOut, l.attnOutBias), l.attnNorm, l.attnNormBias);
+    torch::Tensor h = activation(F::linear(x, l.inter, l.interBias));
+    x = layerNorm(x + F::linear(h, l.out, l.outBias), l.outNorm, l.outNormBias);
+  }
+  return x;
+}
+
+torch::Tensor BertModel::embed(const torch::Tensor& tokens, const torch::Tensor& valid) const {
+  torch::Tensor h = encode(tokens, valid).to(torch::kFloat32);
+  torch::Tensor w = valid.to(torch::kFloat32).unsqueeze(-1);  // [B, T, 1]
+  torch::Tensor mean = (h * w).sum(1) / w.sum(1).clamp_min(1.0);
+  return F::normalize(mean, F::NormalizeFuncOptions().p(2).dim(-1).eps(1e-12));
+}
+
+}  // namespace rag::model
