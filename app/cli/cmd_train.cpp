@@ -1,5 +1,6 @@
-// `ragraph train tokenizer` and `ragraph train lm`: a byte-level BPE tokenizer for the corpus,
-// and a Llama-family model trained on its QA prompts and passages.
+// `ragraph train tokenizer`, `train lm` and `train embedder`: a byte-level BPE tokenizer for
+// the corpus, a Llama-family model trained on its QA prompts and passages, and a BERT encoder
+// trained for dense retrieval on question/title -> passage pairs.
 //
 //   ragraph train tokenizer --vocab 4096 --out runs/small
 //   ragraph train lm --out runs/small --layers 2 --hidden 128 --heads 4 --steps 2000
@@ -15,6 +16,7 @@
 #include <charconv>
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <optional>
 
@@ -172,17 +174,17 @@ Status setModelSpec(const ShapeFlags& f, LmOptions& o) {
   return Status::ok();
 }
 
-Result<LmOptions> readLmOptions(Args& args) {
-  LmOptions o;
-  TrainParams& p = o.setup.params;
-  RAG_ASSIGN_OR_RETURN(o.setup.outDir, requiredOut(args, "the model"));
-  o.corpus = corpusPath(args);
-  std::optional<std::string> tokenizerArg = args.get("tokenizer");
-  RAG_ASSIGN_OR_RETURN(ShapeFlags shape, readShapeFlags(args));
+// The flags every training command shares (schedule, optimizer, cadence, dtype, resume).
+struct TrainDefaults {
+  int64_t seqLen, batch;
+  double lr;
+};
+Status readTrainParams(Args& args, TrainSetup& setup, const TrainDefaults& d) {
+  TrainParams& p = setup.params;
   RAG_ASSIGN_OR_RETURN(p.steps, atLeast(args, "steps", 1000, 1));
-  RAG_ASSIGN_OR_RETURN(p.batch, atLeast(args, "batch", 16, 1));
-  RAG_ASSIGN_OR_RETURN(p.seqLen, atLeast(args, "seq-len", 256, 8));
-  RAG_ASSIGN_OR_RETURN(p.lr, args.getDouble("lr", 1e-3));
+  RAG_ASSIGN_OR_RETURN(p.batch, atLeast(args, "batch", d.batch, 1));
+  RAG_ASSIGN_OR_RETURN(p.seqLen, atLeast(args, "seq-len", d.seqLen, 8));
+  RAG_ASSIGN_OR_RETURN(p.lr, args.getDouble("lr", d.lr));
   RAG_ASSIGN_OR_RETURN(p.minLr, args.getDouble("min-lr", p.lr / 10));
   RAG_ASSIGN_OR_RETURN(p.warmupSteps, atLeast(args, "warmup", std::min<int64_t>(100, p.steps / 10), 0));
   RAG_ASSIGN_OR_RETURN(p.weightDecay, args.getDouble("weight-decay", 0.1));
@@ -199,7 +201,35 @@ Result<LmOptions> readLmOptions(Args& args) {
   if (dtype != "f32" && dtype != "bf16")
     return Status::invalidArgument("--dtype must be f32 or bf16 (got '" + dtype + "')");
   p.dtype = dtype == "bf16" ? TrainDType::BF16 : TrainDType::F32;
-  o.setup.resume = args.flag("resume");
+  setup.resume = args.flag("resume");
+  return Status::ok();
+}
+
+// The tokenizer: --tokenizer, else the --init model's, else the one `train tokenizer --out`
+// left in --out. Sets setup.tokenizerDir (copied next to the model).
+Result<Tokenizer> findTokenizer(const std::optional<std::string>& tokenizerArg,
+                                const std::optional<std::string>& init, TrainSetup& setup) {
+  const fs::path tokDir = tokenizerArg ? fs::path(*tokenizerArg)
+                          : init       ? fs::path(*init)
+                                       : setup.outDir;
+  std::error_code ec;
+  const fs::path tokFile = fs::is_directory(tokDir, ec) ? tokDir / "tokenizer.json" : tokDir;
+  if (!fs::exists(tokFile, ec))
+    return Status::notFound("no tokenizer at " + tokFile.string() + "; make one with `ragraph train "
+                            "tokenizer --out " + tokDir.string() + "` or pass --tokenizer DIR");
+  RAG_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::load(tokFile));
+  setup.tokenizerDir = tokFile.parent_path();
+  return tokenizer;
+}
+
+Result<LmOptions> readLmOptions(Args& args) {
+  LmOptions o;
+  TrainParams& p = o.setup.params;
+  RAG_ASSIGN_OR_RETURN(o.setup.outDir, requiredOut(args, "the model"));
+  o.corpus = corpusPath(args);
+  std::optional<std::string> tokenizerArg = args.get("tokenizer");
+  RAG_ASSIGN_OR_RETURN(ShapeFlags shape, readShapeFlags(args));
+  RAG_RETURN_IF_ERROR(readTrainParams(args, o.setup, {.seqLen = 256, .batch = 16, .lr = 1e-3}));
   o.json = args.flag("json");
   RAG_ASSIGN_OR_RETURN(o.showExamples, atLeast(args, "show-examples", 0, 0));
 
@@ -229,19 +259,8 @@ Result<LmOptions> readLmOptions(Args& args) {
   RAG_RETURN_IF_ERROR(args.finish());
   RAG_RETURN_IF_ERROR(validateTrainParams(p));
 
-  // The tokenizer: --tokenizer, else the --init model's, else the one `train tokenizer --out`
-  // left in --out.
-  const fs::path tokDir = tokenizerArg ? fs::path(*tokenizerArg)
-                          : shape.init ? fs::path(*shape.init)
-                                       : o.setup.outDir;
-  std::error_code ec;
-  const fs::path tokFile = fs::is_directory(tokDir, ec) ? tokDir / "tokenizer.json" : tokDir;
-  if (!fs::exists(tokFile, ec))
-    return Status::notFound("no tokenizer at " + tokFile.string() + "; make one with `ragraph train "
-                            "tokenizer --out " + tokDir.string() + "` or pass --tokenizer DIR");
-  RAG_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::load(tokFile));
+  RAG_ASSIGN_OR_RETURN(Tokenizer tokenizer, findTokenizer(tokenizerArg, shape.init, o.setup));
   o.tokenizer.emplace(std::move(tokenizer));
-  o.setup.tokenizerDir = tokFile.parent_path();
   RAG_RETURN_IF_ERROR(setModelSpec(shape, o));
   for (auto [k, v] : {std::pair<const char*, std::string>{"data", data}, {"context", context},
                       {"passages", std::to_string(passages)}, {"mask", mask},
@@ -300,6 +319,56 @@ int showExamples(ExampleSource& source, const Tokenizer& tokenizer, const LmOpti
   return 0;
 }
 
+// Runs a training with progress on stderr, Ctrl-C as "checkpoint and stop", and the summary
+// on stdout (JSON with --json). Exit 130 when stopped early, as a shell expects after Ctrl-C.
+int runTraining(const TrainSetup& setup, bool json, const std::string& what,
+                const std::function<Result<TrainResult>(const TrainCallbacks&)>& train) {
+  const TrainParams& p = setup.params;
+  TrainCallbacks cb;
+  cb.started = [&](int64_t startStep, int64_t parameters) {
+    if (startStep >= p.steps) {
+      std::fprintf(stderr, "%s already has all %lld steps; writing the final model\n",
+                   setup.outDir.c_str(), static_cast<long long>(p.steps));
+      return;
+    }
+    std::fprintf(stderr, "%s %s (%lld parameters) on %s: steps %lld..%lld x %lld sequences x %lld tokens\n",
+                 startStep > 0 ? "resuming" : "training", setup.outDir.c_str(),
+                 static_cast<long long>(parameters), what.c_str(), static_cast<long long>(startStep + 1),
+                 static_cast<long long>(p.steps), static_cast<long long>(p.batch),
+                 static_cast<long long>(p.seqLen));
+  };
+  cb.progress = [](const TrainProgress& pr) {
+    std::fprintf(stderr, "step %lld/%lld  loss %.4f  lr %.3g  grad %.3g  tok/s %.0f  %.1fs\n",
+                 static_cast<long long>(pr.step), static_cast<long long>(pr.steps), pr.loss, pr.lr,
+                 pr.gradNorm, pr.tokensPerSecond, pr.elapsedSeconds);
+  };
+  cb.evaluated = [](const EvalPoint& e) {
+    std::fprintf(stderr, "eval step %lld  held-out loss %.4f\n", static_cast<long long>(e.step), e.loss);
+  };
+  cb.checkpointed = [](int64_t step, const fs::path& dir) {
+    std::fprintf(stderr, "checkpoint at step %lld in %s\n", static_cast<long long>(step), dir.c_str());
+  };
+  g_stop = false;
+  auto previous = std::signal(SIGINT, onInterrupt);
+  cb.stopRequested = [] { return g_stop.load(); };
+  Result<TrainResult> r = train(cb);
+  std::signal(SIGINT, previous);
+  if (!r) return fail(r.status());
+
+  if (json) printSummaryJson(*r);
+  if (!r->completed) {
+    std::fprintf(stderr, "stopped at step %lld of %lld; continue with the same command and --resume\n",
+                 static_cast<long long>(r->step), static_cast<long long>(p.steps));
+    return 130;
+  }
+  if (!json)
+    std::printf("model written to %s (config.json, model.safetensors, tokenizer.json): %lld "
+                "parameters, %lld steps, final loss %.4f, %.0f tokens/s over %.1f s\n",
+                setup.outDir.c_str(), static_cast<long long>(r->parameters),
+                static_cast<long long>(r->step), r->finalLoss, r->tokensPerSecond, r->seconds);
+  return 0;
+}
+
 }  // namespace
 
 int cmdTrainLm(Args& args) {
@@ -322,54 +391,86 @@ int cmdTrainLm(Args& args) {
   if (o.showExamples > 0) return showExamples(**train, tokenizer, o);
 
   restartWithPassiveOpenMp();  // everything is checked: from here on libtorch computes
+  const std::string what = std::string(trainDataName(o.data.data)) + " data (" +
+                           std::string(corpus::qaContextName(o.data.prompt.context)) + " context, " +
+                           (o.data.mask == MaskKind::Block ? "block" : "causal") + " mask) from " +
+                           o.corpus.string();
+  return runTraining(o.setup, o.json, what, [&](const TrainCallbacks& cb) {
+    return trainLanguageModel(o.setup, **train, heldOut.get(), cb);
+  });
+}
 
-  const TrainParams& p = o.setup.params;
-  TrainCallbacks cb;
-  cb.started = [&](int64_t startStep, int64_t parameters) {
-    if (startStep >= p.steps) {
-      std::fprintf(stderr, "%s already has all %lld steps; writing the final model\n",
-                   o.setup.outDir.c_str(), static_cast<long long>(p.steps));
-      return;
-    }
-    std::fprintf(stderr, "%s %s (%lld parameters) on %s data (%s context, %s mask) from %s: "
-                 "steps %lld..%lld x %lld sequences x %lld tokens\n",
-                 startStep > 0 ? "resuming" : "training", o.setup.outDir.c_str(),
-                 static_cast<long long>(parameters), std::string(trainDataName(o.data.data)).c_str(),
-                 std::string(corpus::qaContextName(o.data.prompt.context)).c_str(),
-                 o.data.mask == MaskKind::Block ? "block" : "causal", o.corpus.c_str(),
-                 static_cast<long long>(startStep + 1), static_cast<long long>(p.steps),
-                 static_cast<long long>(p.batch), static_cast<long long>(p.seqLen));
-  };
-  cb.progress = [](const TrainProgress& pr) {
-    std::fprintf(stderr, "step %lld/%lld  loss %.4f  lr %.3g  grad %.3g  tok/s %.0f  %.1fs\n",
-                 static_cast<long long>(pr.step), static_cast<long long>(pr.steps), pr.loss, pr.lr,
-                 pr.gradNorm, pr.tokensPerSecond, pr.elapsedSeconds);
-  };
-  cb.evaluated = [](const EvalPoint& e) {
-    std::fprintf(stderr, "eval step %lld  held-out loss %.4f\n", static_cast<long long>(e.step), e.loss);
-  };
-  cb.checkpointed = [](int64_t step, const fs::path& dir) {
-    std::fprintf(stderr, "checkpoint at step %lld in %s\n", static_cast<long long>(step), dir.c_str());
-  };
-  g_stop = false;
-  auto previous = std::signal(SIGINT, onInterrupt);
-  cb.stopRequested = [] { return g_stop.load(); };
-  Result<TrainResult> r = trainLanguageModel(o.setup, **train, heldOut.get(), cb);
-  std::signal(SIGINT, previous);
-  if (!r) return fail(r.status());
+int cmdTrainEmbedder(Args& args) {
+  TrainSetup setup;
+  Result<fs::path> out = requiredOut(args, "the embedder");
+  if (!out) return fail(out.status());
+  setup.outDir = *out;
+  const fs::path corpus = corpusPath(args);
+  const std::optional<std::string> tokenizerArg = args.get("tokenizer");
+  const std::optional<std::string> init = args.get("init");
+  const bool shapeGiven = args.get("layers") || args.get("hidden") || args.get("heads") || args.get("ffn");
+  if (init && shapeGiven)
+    return fail(Status::invalidArgument("--init takes the model's shape from its config.json; drop "
+                                        "--layers/--hidden/--heads/--ffn, or drop --init"));
+  Result<int64_t> layers = atLeast(args, "layers", 4, 1);
+  Result<int64_t> hidden = atLeast(args, "hidden", 256, 8);
+  Result<int64_t> heads = atLeast(args, "heads", 4, 1);
+  Result<int64_t> ffn = atLeast(args, "ffn", 4 * hidden.valueOr(256), 1);
+  Result<double> temperature = args.getDouble("temperature", 0.05);
+  Result<double> titles = args.getDouble("title-pairs", 0.3);
+  const bool json = args.flag("json");
+  Status s = readTrainParams(args, setup, {.seqLen = 128, .batch = 64, .lr = 5e-4});
+  for (const Status& st : {layers.status(), hidden.status(), heads.status(), ffn.status(),
+                           temperature.status(), titles.status(), s})
+    if (!st) return fail(st);
+  if (Status f = args.finish(); !f) return fail(f);
+  if (Status v = validateTrainParams(setup.params); !v) return fail(v);
+  if (*hidden % *heads != 0)
+    return fail(Status::invalidArgument("--hidden must be a multiple of --heads (got " +
+                                        std::to_string(*hidden) + " and " + std::to_string(*heads) + ")"));
+  if (!(*titles >= 0 && *titles <= 1))
+    return fail(Status::invalidArgument("--title-pairs must be between 0 and 1"));
+  Result<Tokenizer> tokenizer = findTokenizer(tokenizerArg, init, setup);
+  if (!tokenizer) return fail(tokenizer.status());
 
-  if (o.json) printSummaryJson(*r);
-  if (!r->completed) {
-    std::fprintf(stderr, "stopped at step %lld of %lld; continue with the same command and --resume\n",
-                 static_cast<long long>(r->step), static_cast<long long>(p.steps));
-    return 130;
+  if (init) {
+    setup.model.initFrom = *init;
+    setup.runOptions.emplace_back("init", fs::absolute(*init).string());
+  } else {
+    BertConfig& c = setup.model.encoder;
+    c.architectureName = "BertModel";
+    c.numHiddenLayers = *layers;
+    c.hiddenSize = *hidden;
+    c.numAttentionHeads = *heads;
+    c.intermediateSize = *ffn;
+    c.vocabSize = tokenizer->vocabSize();
+    c.maxPositionEmbeddings = std::max<int64_t>(512, setup.params.seqLen);
+    c.padTokenId = tokenizer->padId().value_or(0);
+    for (auto [k, v] : {std::pair<const char*, int64_t>{"layers", *layers}, {"hidden", *hidden},
+                        {"heads", *heads}, {"ffn", *ffn}})
+      setup.runOptions.emplace_back(k, std::to_string(v));
   }
-  if (!o.json)
-    std::printf("model written to %s (config.json, model.safetensors, tokenizer.json): %lld "
-                "parameters, %lld steps, final loss %.4f, %.0f tokens/s over %.1f s\n",
-                o.setup.outDir.c_str(), static_cast<long long>(r->parameters),
-                static_cast<long long>(r->step), r->finalLoss, r->tokensPerSecond, r->seconds);
-  return 0;
+  setup.runOptions.emplace_back("temperature", shortest(*temperature));
+  setup.runOptions.emplace_back("title-pairs", shortest(*titles));
+  setup.runOptions.emplace_back("tokenizer-vocab", std::to_string(tokenizer->vocabSize()));
+
+  CorpusPairOptions opts;
+  opts.titleFraction = *titles;
+  Result<std::unique_ptr<CorpusPairSource>> train = CorpusPairSource::open(corpus, *tokenizer, opts);
+  if (!train) return fail(train.status());
+  std::unique_ptr<CorpusPairSource> heldOut;
+  if (setup.params.evalEvery > 0) {
+    CorpusPairOptions dev = opts;
+    dev.split = "dev";
+    Result<std::unique_ptr<CorpusPairSource>> d = CorpusPairSource::open(corpus, *tokenizer, dev);
+    if (!d) return fail(d.status().withContext("held-out evaluation (--eval-every)"));
+    heldOut = std::move(*d);
+  }
+  restartWithPassiveOpenMp();  // everything is checked: from here on libtorch computes
+  return runTraining(setup, json, "question/title -> passage pairs from " + corpus.string(),
+                     [&](const TrainCallbacks& cb) {
+                       return trainEmbedder(setup, **train, heldOut.get(), cb, *temperature);
+                     });
 }
 
 }  // namespace rag::cli

@@ -11,6 +11,7 @@ int cmdCorpusStats(Args& args);   // cmd_corpus.cpp
 int cmdTraceMake(Args& args);     // cmd_trace.cpp
 int cmdTrainTokenizer(Args& args);  // cmd_train.cpp
 int cmdTrainLm(Args& args);       // cmd_train.cpp
+int cmdTrainEmbedder(Args& args);  // cmd_train.cpp
 int cmdDemo(Args& args);          // cmd_demo.cpp
 int cmdRun(Args& args);           // cmd_llm.cpp
 int cmdEvalQa(Args& args);        // cmd_llm.cpp

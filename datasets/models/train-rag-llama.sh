@@ -9,7 +9,8 @@
 # Phase 1 (recall1): synthetic "key: value." lists of 8 single-token names asked back in
 #   shuffled order, answer-only loss, constant learning rate: the densest copying signal, to make
 #   induction heads form.
-# Phase 2 (recall2): the same with names of up to 4 tokens and as many pairs as fit.
+# Phase 2 (recall2): the same with names of up to 4 tokens and as many pairs as fit
+#   (RECALL2_STEPS=0 skips it).
 # Phase 3 (qa): the QA prompts of evaluation, 1..5 passages per context (curriculum by
 #   mixture), three questions per context, answer-only loss.
 # Interrupt with Ctrl-C: the running phase checkpoints (it also does every 100 steps); run the same command
@@ -83,9 +84,13 @@ trap 'kill $curve_pid 2>/dev/null || true' EXIT
 
 phase "$work/recall1" --tokenizer "$work/tok" "${shape[@]}" --data recall --recall-name-tokens 1 \
   --recall-pairs 8 --steps "$recall1_steps" --seq-len 160 --lr 2e-3 --min-lr 2e-3 --warmup 50
-phase "$work/recall2" --init "$work/recall1" --data recall --recall-name-tokens 4 \
-  --steps "$recall2_steps" --seq-len 256 --lr 2e-3 --min-lr 1e-3 --warmup 50
-phase "$work/qa" --init "$work/recall2" --data qa --questions 3 --passages 5 --min-passages 1 \
+qa_from=$work/recall1
+if (( recall2_steps > 0 )); then
+  phase "$work/recall2" --init "$work/recall1" --data recall --recall-name-tokens 4 \
+    --steps "$recall2_steps" --seq-len 256 --lr 2e-3 --min-lr 1e-3 --warmup 50
+  qa_from=$work/recall2
+fi
+phase "$work/qa" --init "$qa_from" --data qa --questions 3 --passages 5 --min-passages 1 \
   --steps "$qa_steps" --seq-len 320 --lr 1e-3 --warmup 100
 wait $curve_pid || true
 echo "done: $work/qa; learning curve in $work/curve.jsonl; ship with $0 $work --ship"

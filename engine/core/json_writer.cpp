@@ -1,5 +1,6 @@
 #include "core/json_writer.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -109,9 +110,11 @@ JsonWriter& JsonWriter::value(double v) {
     m_out << "null";
     return *this;
   }
+  // The shortest text that reads back as the same double (a checkpoint's loss history must
+  // survive a resume exactly).
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  m_out << buf;
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  m_out << std::string_view(buf, ec == std::errc() ? static_cast<size_t>(end - buf) : 0);
   return *this;
 }
 

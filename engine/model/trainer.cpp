@@ -16,6 +16,7 @@
 #include "core/heap.h"
 #include "core/json.h"
 #include "core/json_writer.h"
+#include "model/bert.h"
 #include "model/llama.h"
 
 namespace fs = std::filesystem;
@@ -251,14 +252,164 @@ Status copyTokenizer(const fs::path& from, const fs::path& to) {
   return Status::ok();
 }
 
+// ---- What is trained -----------------------------------------------------------------------
+
+// The model a Run trains and the loss it minimises: the language model (next-token loss over
+// ExampleSource sequences) and the embedder (in-batch contrastive loss over PairSource pairs)
+// share the rest of the run: optimizer, schedule, clipping, checkpoints, resume and progress.
+class Objective {
+public:
+  virtual ~Objective() = default;
+  // A new model (random from the spec's config and seed, or the spec's initFrom directory).
+  virtual Status fresh(uint64_t seed) = 0;
+  virtual Status load(const fs::path& dir) = 0;  // a checkpoint's model
+  virtual Status save(const fs::path& dir) const = 0;
+  virtual std::vector<torch::Tensor> parameters() const = 0;
+  // Whether the optimizer decays a parameter (matrices, not norms, biases or embeddings).
+  virtual bool decays(const torch::Tensor& p) const = 0;
+  struct Loss {
+    torch::Tensor sum, weight;  // loss = sum / weight
+    int64_t tokens = 0;         // non-padding tokens the loss saw
+  };
+  // The loss over examples [first, first + count) of `step` (-1: the held-out set), computed
+  // in BF16 from the F32 master weights when bf16 is set.
+  virtual Result<Loss> loss(int64_t step, int64_t first, int64_t count, bool bf16) = 0;
+};
+
+// The model half of an objective: a new, loaded or saved Model (LlamaModel, BertModel) with
+// F32 master weights.
+template <typename Model, typename Config>
+class ModelObjective : public Objective {
+public:
+  ModelObjective(const TrainSetup& setup, const Config& config) : m_setup(setup), m_config(config) {}
+  Status fresh(uint64_t seed) override {
+    Result<Model> m = m_setup.model.initFrom.empty() ? Model::initRandom(m_config, seed)
+                                                     : Model::load(m_setup.model.initFrom);
+    if (!m) return m.status();
+    m_model.emplace(std::move(*m));
+    return Status::ok();
+  }
+  Status load(const fs::path& dir) override {
+    RAG_ASSIGN_OR_RETURN(Model m, Model::load(dir));
+    m_model.emplace(std::move(m));
+    return Status::ok();
+  }
+  Status save(const fs::path& dir) const override { return m_model->save(dir); }
+  std::vector<torch::Tensor> parameters() const override { return m_model->parameters(); }
+
+protected:
+  const TrainSetup& m_setup;
+  const Config& m_config;
+  std::optional<Model> m_model;
+};
+
+class LanguageModelObjective final : public ModelObjective<LlamaModel, LlamaConfig> {
+public:
+  LanguageModelObjective(const TrainSetup& setup, ExampleSource& train, ExampleSource* heldOut)
+      : ModelObjective(setup, setup.model.config), m_train(train), m_heldOut(heldOut) {}
+
+  bool decays(const torch::Tensor& p) const override {
+    return p.dim() >= 2 && !p.is_same(m_model->weights().embed);  // often tied to lm_head
+  }
+  Result<Loss> loss(int64_t step, int64_t first, int64_t count, bool bf16) override {
+    const TrainParams& p = m_setup.params;
+    ExampleSource& source = step < 0 ? *m_heldOut : m_train;
+    RAG_ASSIGN_OR_RETURN(Batch batch, drawBatch(source, p.seed, step, first, count, p.seqLen,
+                                                m_model->config().vocabSize));
+    const LlamaModel work = bf16 ? m_model->to(torch::kBFloat16) : *m_model;
+    auto [sum, weight] = weightedLoss(work, batch);
+    return Loss{sum, weight, batch.realTokens};
+  }
+
+private:
+  ExampleSource& m_train;
+  ExampleSource* m_heldOut;
+};
+
+class EmbedderObjective final : public ModelObjective<BertModel, BertConfig> {
+public:
+  EmbedderObjective(const TrainSetup& setup, PairSource& train, PairSource* heldOut, double temperature)
+      : ModelObjective(setup, setup.model.encoder), m_train(train), m_heldOut(heldOut),
+        m_temperature(temperature) {}
+
+  bool decays(const torch::Tensor& p) const override {
+    const BertWeights& w = m_model->weights();
+    return p.dim() >= 2 && !p.is_same(w.word) && !p.is_same(w.position) && !p.is_same(w.tokenType);
+  }
+  Result<Loss> loss(int64_t step, int64_t first, int64_t count, bool bf16) override {
+    const TrainParams& p = m_setup.params;
+    PairSource& source = step < 0 ? *m_heldOut : m_train;
+    std::vector<TrainingPair> pairs;
+    Loss out;
+    const int64_t vocab = m_model->config().vocabSize;
+    const int64_t maxLen = std::min(p.seqLen, m_model->config().maxPositionEmbeddings);
+    for (int64_t i = first; i < first + count; ++i) {
+      RAG_ASSIGN_OR_RETURN(TrainingPair pair, source.pair(p.seed, step, i, maxLen));
+      const std::string where = "training pair " + std::to_string(i) + " of step " + std::to_string(step);
+      for (const std::vector<int32_t>* text : {&pair.query, &pair.passage}) {
+        if (text->empty() || static_cast<int64_t>(text->size()) > maxLen)
+          return Status::invalidArgument(where + " has a text of " + std::to_string(text->size()) +
+                                         " tokens; it must have 1 to " + std::to_string(maxLen) +
+                                         " (--seq-len, max_position_embeddings)");
+        for (int32_t t : *text)
+          if (t < 0 || t >= vocab)
+            return Status::invalidArgument(where + " holds token id " + std::to_string(t) +
+                                           ", outside the model's vocabulary of " + std::to_string(vocab));
+        out.tokens += static_cast<int64_t>(text->size());
+      }
+      pairs.push_back(std::move(pair));
+    }
+    const BertModel work = bf16 ? m_model->to(torch::kBFloat16) : *m_model;
+    auto embed = [&](auto text) {
+      int64_t len = 0;
+      for (const TrainingPair& pr : pairs) len = std::max<int64_t>(len, static_cast<int64_t>(text(pr).size()));
+      const auto b = static_cast<int64_t>(pairs.size());
+      std::vector<int64_t> ids(static_cast<size_t>(b * len), 0);
+      std::vector<uint8_t> valid(static_cast<size_t>(b * len), 0);
+      for (int64_t r = 0; r < b; ++r) {
+        const std::vector<int32_t>& t = text(pairs[static_cast<size_t>(r)]);
+        for (size_t j = 0; j < t.size(); ++j) {
+          ids[static_cast<size_t>(r * len) + j] = t[j];
+          valid[static_cast<size_t>(r * len) + j] = 1;
+        }
+      }
+      return work.embed(torch::tensor(ids, torch::kLong).view({b, len}),
+                        torch::from_blob(valid.data(), {b, len}, torch::kUInt8).to(torch::kBool));
+    };
+    torch::Tensor q = embed([](const TrainingPair& pr) -> const std::vector<int32_t>& { return pr.query; });
+    torch::Tensor d = embed([](const TrainingPair& pr) -> const std::vector<int32_t>& { return pr.passage; });
+    torch::Tensor logits = torch::matmul(q, d.t()) / m_temperature;  // F32 [B, B]
+    // Another pair's copy of the positive passage is no negative.
+    const auto b = static_cast<int64_t>(pairs.size());
+    std::vector<uint8_t> same(static_cast<size_t>(b * b), 0);
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t j = 0; j < b; ++j)
+        same[static_cast<size_t>(i * b + j)] =
+            i != j && pairs[static_cast<size_t>(i)].passageId != 0 &&
+            pairs[static_cast<size_t>(i)].passageId == pairs[static_cast<size_t>(j)].passageId;
+    logits = logits.masked_fill(torch::from_blob(same.data(), {b, b}, torch::kUInt8).to(torch::kBool),
+                                -std::numeric_limits<float>::infinity());
+    out.sum = torch::nn::functional::cross_entropy(
+        logits, torch::arange(b, torch::kLong),
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    out.weight = torch::tensor(static_cast<double>(b), torch::kFloat32);
+    return out;
+  }
+
+private:
+  PairSource& m_train;
+  PairSource* m_heldOut;
+  double m_temperature;
+};
+
 // ---- The run -----------------------------------------------------------------------------------
 
 class Run {
 public:
-  Run(const TrainSetup& setup, ExampleSource& train, ExampleSource* heldOut,
+  Run(const TrainSetup& setup, Objective& objective, bool hasHeldOut,
       const TrainCallbacks& callbacks)
-      : m_setup(setup), m_p(setup.params), m_train(train), m_heldOut(heldOut), m_cb(callbacks),
-        m_checkpointDir(setup.outDir / "checkpoint") {}
+      : m_setup(setup), m_p(setup.params), m_objective(objective), m_hasHeldOut(hasHeldOut),
+        m_cb(callbacks), m_checkpointDir(setup.outDir / "checkpoint") {}
 
   Result<TrainResult> run();
 
@@ -271,12 +422,11 @@ private:
 
   const TrainSetup& m_setup;
   const TrainParams& m_p;
-  ExampleSource& m_train;
-  ExampleSource* m_heldOut;
+  Objective& m_objective;
+  bool m_hasHeldOut;
   const TrainCallbacks& m_cb;
   const fs::path m_checkpointDir;
 
-  std::optional<LlamaModel> m_model;  // F32 master weights
   std::vector<torch::Tensor> m_params;
   std::unique_ptr<torch::optim::AdamW> m_opt;
   TrainerState m_state;
@@ -298,13 +448,7 @@ Status Run::prepare() {
       return Status::alreadyExists(m_setup.outDir.string() + " already holds a checkpoint of an "
                                    "earlier run (" + found.string() + "); pass --resume to "
                                    "continue it, or choose another --out");
-    if (m_setup.model.initFrom.empty()) {
-      RAG_ASSIGN_OR_RETURN(LlamaModel m, LlamaModel::initRandom(m_setup.model.config, m_p.seed));
-      m_model.emplace(std::move(m));
-    } else {
-      RAG_ASSIGN_OR_RETURN(LlamaModel m, LlamaModel::load(m_setup.model.initFrom));
-      m_model.emplace(std::move(m));
-    }
+    RAG_RETURN_IF_ERROR(m_objective.fresh(m_p.seed));
     m_state.options = runSignature(m_setup);
     return buildOptimizer();
   }
@@ -316,9 +460,7 @@ Status Run::prepare() {
   if (m_state.step > m_p.steps || static_cast<int64_t>(m_state.lossHistory.size()) != m_state.step)
     return Status::corrupt("checkpoint state in " + found.string() + " is inconsistent (step " +
                            std::to_string(m_state.step) + "); delete the checkpoint and train again");
-  Result<LlamaModel> m = LlamaModel::load(found);
-  if (!m) return m.status().withContext("loading the checkpoint model");
-  m_model.emplace(std::move(*m));
+  RAG_RETURN_IF_ERROR(m_objective.load(found).withContext("loading the checkpoint model"));
   RAG_RETURN_IF_ERROR(buildOptimizer());
   try {
     torch::load(*m_opt, (found / kOptimizerFile).string());
@@ -332,13 +474,11 @@ Status Run::prepare() {
 }
 
 Status Run::buildOptimizer() {
-  m_params = m_model->parameters();
+  m_params = m_objective.parameters();
   std::vector<torch::Tensor> decay, noDecay;
   for (torch::Tensor& p : m_params) {
     p.requires_grad_(true);
-    // Matrices decay; norms, biases and the embedding (often tied to lm_head) do not.
-    const bool isEmbedding = p.is_same(m_model->weights().embed);
-    (p.dim() >= 2 && !isEmbedding ? decay : noDecay).push_back(p);
+    (m_objective.decays(p) ? decay : noDecay).push_back(p);
   }
   m_result.parameters = 0;
   for (const torch::Tensor& p : m_params) m_result.parameters += p.numel();
@@ -357,16 +497,13 @@ Status Run::step(int64_t step) {
   const double lr = learningRate(m_p, step);
   for (auto& group : m_opt->param_groups())
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-  RAG_ASSIGN_OR_RETURN(Batch batch, drawBatch(m_train, m_p.seed, step, 0, m_p.batch, m_p.seqLen,
-                                               m_model->config().vocabSize));
   m_opt->zero_grad();
-  const LlamaModel work = m_p.dtype == TrainDType::BF16 ? m_model->to(torch::kBFloat16) : *m_model;
-  auto [sum, weight] = weightedLoss(work, batch);
-  const double w = weight.item<double>();
+  RAG_ASSIGN_OR_RETURN(Objective::Loss l, m_objective.loss(step, 0, m_p.batch, m_p.dtype == TrainDType::BF16));
+  const double w = l.weight.item<double>();
   if (!(w > 0))
     return Status::invalidArgument("no token of step " + std::to_string(step) +
                                    "'s batch has a loss weight; the training data gives nothing to learn");
-  torch::Tensor loss = sum / weight;
+  torch::Tensor loss = l.sum / l.weight;
   const double lossValue = loss.item<double>();
   if (!std::isfinite(lossValue))
     return Status::internal("the loss stopped being finite at step " + std::to_string(step + 1) +
@@ -384,24 +521,21 @@ Status Run::step(int64_t step) {
   const double seconds = watch.elapsedSeconds();
   m_windowLoss += lossValue;
   ++m_windowSteps;
-  m_windowTokens += batch.realTokens;
+  m_windowTokens += l.tokens;
   m_windowSeconds += seconds;
-  m_result.tokens += batch.realTokens;
+  m_result.tokens += l.tokens;
   m_result.seconds += seconds;
   return Status::ok();
 }
 
 Result<double> Run::evaluate() {
   torch::NoGradGuard noGrad;
-  const LlamaModel work = m_p.dtype == TrainDType::BF16 ? m_model->to(torch::kBFloat16) : *m_model;
   double sum = 0, weight = 0;
   for (int64_t first = 0; first < m_p.evalExamples; first += m_p.batch) {
     const int64_t count = std::min(m_p.batch, m_p.evalExamples - first);
-    RAG_ASSIGN_OR_RETURN(Batch batch, drawBatch(*m_heldOut, m_p.seed, -1, first, count, m_p.seqLen,
-                                                m_model->config().vocabSize));
-    auto [s, w] = weightedLoss(work, batch);
-    sum += s.item<double>();
-    weight += w.item<double>();
+    RAG_ASSIGN_OR_RETURN(Objective::Loss l, m_objective.loss(-1, first, count, m_p.dtype == TrainDType::BF16));
+    sum += l.sum.item<double>();
+    weight += l.weight.item<double>();
   }
   if (!(weight > 0))
     return Status::invalidArgument("no held-out token has a loss weight; nothing to evaluate");
@@ -410,7 +544,7 @@ Result<double> Run::evaluate() {
 
 Status Run::writeCheckpoint() {
   RAG_ASSIGN_OR_RETURN(fs::path staging, stageDirectory(m_checkpointDir));
-  RAG_RETURN_IF_ERROR(m_model->save(staging));
+  RAG_RETURN_IF_ERROR(m_objective.save(staging));
   try {
     torch::save(*m_opt, (staging / kOptimizerFile).string());
   } catch (const c10::Error& e) {
@@ -427,7 +561,7 @@ Status Run::writeCheckpoint() {
 
 Result<TrainResult> Run::run() {
   RAG_RETURN_IF_ERROR(validateTrainParams(m_p));
-  if (m_p.evalEvery > 0 && !m_heldOut)
+  if (m_p.evalEvery > 0 && !m_hasHeldOut)
     return Status::invalidArgument("evaluation every " + std::to_string(m_p.evalEvery) +
                                    " steps needs held-out examples");
   // A step's large tensors (the logits alone are B x T x vocab floats) would otherwise be
@@ -476,7 +610,7 @@ Result<TrainResult> Run::run() {
   if (!stopped) {
     // The final checkpoint first: if writing the model fails, a resume only writes it again.
     if (m_lastCheckpoint != m_state.step) RAG_RETURN_IF_ERROR(writeCheckpoint());
-    RAG_RETURN_IF_ERROR(m_model->save(m_setup.outDir));
+    RAG_RETURN_IF_ERROR(m_objective.save(m_setup.outDir));
     RAG_RETURN_IF_ERROR(copyTokenizer(m_setup.tokenizerDir, m_setup.outDir));
     m_result.completed = true;
   }
@@ -531,16 +665,34 @@ double learningRate(const TrainParams& p, int64_t step) {
   return p.minLr + (p.lr - p.minLr) * 0.5 * (1.0 + std::cos(std::numbers::pi * f));
 }
 
-Result<TrainResult> trainLanguageModel(const TrainSetup& setup, ExampleSource& train,
-                                       ExampleSource* heldOut, const TrainCallbacks& callbacks) {
+namespace {
+
+Result<TrainResult> runGuarded(const TrainSetup& setup, Objective& objective, bool hasHeldOut,
+                               const TrainCallbacks& callbacks) {
   try {
-    Run run(setup, train, heldOut, callbacks);
+    Run run(setup, objective, hasHeldOut, callbacks);
     return run.run();
   } catch (const c10::Error& e) {
     return Status::internal(std::string("libtorch failed while training: ") + e.what_without_backtrace());
   } catch (const std::exception& e) {
     return Status::internal(std::string("training failed: ") + e.what());
   }
+}
+
+}  // namespace
+
+Result<TrainResult> trainLanguageModel(const TrainSetup& setup, ExampleSource& train,
+                                       ExampleSource* heldOut, const TrainCallbacks& callbacks) {
+  LanguageModelObjective objective(setup, train, heldOut);
+  return runGuarded(setup, objective, heldOut != nullptr, callbacks);
+}
+
+Result<TrainResult> trainEmbedder(const TrainSetup& setup, PairSource& train, PairSource* heldOut,
+                                  const TrainCallbacks& callbacks, double temperature) {
+  if (!(temperature > 0) || !std::isfinite(temperature))
+    return Status::invalidArgument("--temperature must be a number > 0 (got " + exact(temperature) + ")");
+  EmbedderObjective objective(setup, train, heldOut, temperature);
+  return runGuarded(setup, objective, heldOut != nullptr, callbacks);
 }
 
 }  // namespace rag::model

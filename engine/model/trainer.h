@@ -92,10 +92,26 @@ public:
                                           int64_t maxTokens) = 0;
 };
 
+// One query -> passage pair for embedder training.
+struct TrainingPair {
+  std::vector<int32_t> query, passage;  // token ids, 1..maxTokens each
+  // The passage's identity: pairs of a batch sharing it are not each other's negatives.
+  int64_t passageId = 0;
+};
+
+// Where embedder pairs come from; the same contract as ExampleSource (a pure function of the
+// key; step -1 for held-out pairs).
+class PairSource {
+public:
+  virtual ~PairSource() = default;
+  virtual Result<TrainingPair> pair(uint64_t seed, int64_t step, int64_t index, int64_t maxTokens) = 0;
+};
+
 // The model to start from when not resuming.
 struct ModelSpec {
   std::filesystem::path initFrom;  // an HF model directory; empty: initRandom(config, params.seed)
-  LlamaConfig config;              // used when initFrom is empty
+  LlamaConfig config;              // trainLanguageModel: used when initFrom is empty
+  BertConfig encoder;              // trainEmbedder: used when initFrom is empty
 };
 
 struct TrainSetup {
@@ -158,5 +174,13 @@ struct TrainResult {
 // being finite (naming the step; lower the learning rate).
 Result<TrainResult> trainLanguageModel(const TrainSetup& setup, ExampleSource& train,
                                        ExampleSource* heldOut, const TrainCallbacks& callbacks);
+
+// Trains a BERT encoder (model/bert.h) for dense retrieval with the in-batch contrastive loss:
+// each query's positive is its passage, every other passage of the batch a negative (but not
+// one with the same passageId); loss = cross-entropy of query . passage / temperature over the
+// batch's passages (embeddings mean-pooled and L2-normalised). params.seqLen bounds each text.
+// Everything else (schedule, checkpoints, resume, callbacks, errors) as trainLanguageModel.
+Result<TrainResult> trainEmbedder(const TrainSetup& setup, PairSource& train, PairSource* heldOut,
+                                  const TrainCallbacks& callbacks, double temperature = 0.05);
 
 }  // namespace rag::model

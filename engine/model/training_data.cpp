@@ -183,11 +183,7 @@ Status CorpusExampleSource::loadRecallNames() {
   for (;;) {
     RAG_ASSIGN_OR_RETURN(bool row, st.step());
     if (!row) break;
-    std::string_view title = st.columnTextView(0);
-    if (title.ends_with(")")) {
-      const size_t open = title.rfind(" (");
-      if (open != std::string_view::npos) title = title.substr(0, open);
-    }
+    std::string_view title = plainTitle(st.columnTextView(0));
     if (title.empty() || title.find('\n') != std::string_view::npos) continue;
     std::string t(title);
     if (limit > 0 && (m_tokenizer.encode(t, plain).size() > limit ||
@@ -264,6 +260,72 @@ Result<TrainingExample> CorpusExampleSource::passageExample(uint64_t key, int64_
   e.tokens.resize(static_cast<size_t>(maxTokens));
   e.lossWeights.assign(e.tokens.size(), 1.0f);
   return e;
+}
+
+std::string_view plainTitle(std::string_view title) {
+  if (title.ends_with(")")) {
+    const size_t open = title.rfind(" (");
+    if (open != std::string_view::npos) title = title.substr(0, open);
+  }
+  return title;
+}
+
+std::string_view embeddingText(const rag::Passage& passage) { return passage.text; }
+
+Result<std::unique_ptr<CorpusPairSource>> CorpusPairSource::open(const std::filesystem::path& corpus,
+                                                                 const Tokenizer& tokenizer,
+                                                                 const CorpusPairOptions& options) {
+  if (!(options.titleFraction >= 0 && options.titleFraction <= 1))
+    return Status::invalidArgument("the share of title pairs must be between 0 and 1");
+  RAG_ASSIGN_OR_RETURN(corpus::QaPromptReader reader, corpus::QaPromptReader::open(corpus));
+  std::vector<int64_t> ids;
+  if (options.titleFraction < 1) {
+    RAG_ASSIGN_OR_RETURN(ids, reader.splitIds(options.split));
+  }
+  if (reader.maxPassageId() == 0)
+    return Status::notFound("corpus " + corpus.string() + " has no passages to train on; "
+                            "rebuild it with `ragraph corpus build`");
+  return std::unique_ptr<CorpusPairSource>(
+      new CorpusPairSource(std::move(reader), tokenizer, options, std::move(ids)));
+}
+
+Result<TrainingPair> CorpusPairSource::pair(uint64_t seed, int64_t step, int64_t index,
+                                            int64_t maxTokens) {
+  TraceRng rng(deriveSeed(deriveSeed(deriveSeed(seed, static_cast<uint64_t>(step)),
+                                     static_cast<uint64_t>(index)), 4));
+  const EncodeOptions plain{.parseSpecial = false};
+  auto cut = [&](std::string_view text) {
+    std::vector<int32_t> ids = m_tokenizer.encode(text, plain);
+    if (static_cast<int64_t>(ids.size()) > maxTokens) ids.resize(static_cast<size_t>(maxTokens));
+    return ids;
+  };
+  rag::Passage passage;
+  std::string query;
+  if (m_qaIds.empty() || rng.uniform01() < m_options.titleFraction) {
+    // Titles of every passage (a random one), so passages no question asks about are seen too.
+    const auto maxId = static_cast<uint64_t>(m_reader.maxPassageId());
+    for (int attempts = 0;; ++attempts) {
+      Result<rag::Passage> p = m_reader.passage(1 + static_cast<int64_t>(rng.below(maxId)));
+      if (p) {
+        passage = std::move(*p);
+        break;
+      }
+      if (p.status().code() != StatusCode::NotFound || attempts > 4096) return p.status();
+    }
+    query = std::string(plainTitle(passage.title));
+  } else {
+    RAG_ASSIGN_OR_RETURN(rag::QaItem item, m_reader.item(m_qaIds[rng.below(m_qaIds.size())]));
+    if (item.goldPassages.empty())
+      return Status::corrupt("QA item " + std::to_string(item.id) + " has no gold passage; "
+                             "rebuild the corpus with `ragraph corpus build`");
+    query = item.question;
+    passage = std::move(item.goldPassages.front());
+  }
+  TrainingPair out{cut(query), cut(embeddingText(passage)), passage.id};
+  if (out.query.empty() || out.passage.empty())
+    return Status::corrupt("passage " + std::to_string(passage.id) + " has an empty title or text; "
+                           "rebuild the corpus with `ragraph corpus build`");
+  return out;
 }
 
 Result<std::vector<std::string>> tokenizerTrainingTexts(const std::filesystem::path& corpus,

@@ -92,6 +92,41 @@ private:
   std::vector<std::string> m_recallNames;  // distinct passage titles within recallNameTokens
 };
 
+struct CorpusPairOptions {
+  std::string split = "train";  // the QA split whose questions are queries
+  // The share of pairs whose query is a passage's title (the rest: a question and its first
+  // gold passage, the passage the question's topic entity names).
+  double titleFraction = 0.3;
+};
+
+// Embedder training pairs (trainer.h PairSource) from a corpus: query -> passage text as the
+// index embeds it (embeddingText), each cut to maxTokens tokens.
+class CorpusPairSource final : public PairSource {
+public:
+  // Errors as CorpusExampleSource::open (missing corpus, wrong schema, empty split).
+  static Result<std::unique_ptr<CorpusPairSource>> open(const std::filesystem::path& corpus,
+                                                        const Tokenizer& tokenizer,
+                                                        const CorpusPairOptions& options);
+  Result<TrainingPair> pair(uint64_t seed, int64_t step, int64_t index, int64_t maxTokens) override;
+
+private:
+  CorpusPairSource(corpus::QaPromptReader reader, Tokenizer tokenizer, CorpusPairOptions options,
+                   std::vector<int64_t> qaIds)
+      : m_reader(std::move(reader)), m_tokenizer(std::move(tokenizer)),
+        m_options(std::move(options)), m_qaIds(std::move(qaIds)) {}
+  corpus::QaPromptReader m_reader;
+  Tokenizer m_tokenizer;
+  CorpusPairOptions m_options;
+  std::vector<int64_t> m_qaIds;
+};
+
+// What the retrieval index embeds for a passage, and what embedder training pairs queries
+// with: the passage text as stored.
+std::string_view embeddingText(const rag::Passage& passage);
+
+// A passage title without its part of speech: "southern flounder (noun)" -> "southern flounder".
+std::string_view plainTitle(std::string_view title);
+
 // The texts a tokenizer for this corpus is trained on: every passage, and the questions and
 // answers of `split`. Errors as CorpusExampleSource::open.
 Result<std::vector<std::string>> tokenizerTrainingTexts(const std::filesystem::path& corpus,

@@ -225,6 +225,38 @@ private Q_SLOTS:
     QVERIFY(mentions(src->example(1, 3, 0, 8).status(), {"--seq-len 8", "at least 64"}));
   }
 
+  void embedderPairsJoinQueriesToTheirPassages() {
+    CorpusPairOptions titles;
+    titles.titleFraction = 1.0;
+    auto t = CorpusPairSource::open(corpus(), *m_tok, titles);
+    QVERIFY2(t.isOk(), t.status().message().c_str());
+    auto p = (*t)->pair(1, 2, 3, 200);
+    QVERIFY2(p.isOk(), p.status().message().c_str());
+    QVERIFY(p->passageId > 0);
+    auto reader = corpus::QaPromptReader::open(corpus());
+    const rag::Passage passage = *reader->passage(p->passageId);
+    QCOMPARE(decode(p->query), std::string(plainTitle(passage.title)));
+    QCOMPARE(decode(p->passage), std::string(embeddingText(passage)));
+    QCOMPARE((*t)->pair(1, 2, 3, 200)->passage, p->passage);  // a pure function of the key
+    QCOMPARE((*t)->pair(1, 2, 3, 5)->passage.size(), size_t{5});  // cut to maxTokens
+
+    CorpusPairOptions questions;
+    questions.titleFraction = 0.0;
+    auto q = CorpusPairSource::open(corpus(), *m_tok, questions);
+    for (int i = 0; i < 10; ++i) {
+      auto qp = (*q)->pair(1, 0, i, 200);
+      QVERIFY(qp.isOk());
+      const std::string question = decode(qp->query);
+      auto item = reader->db().queryInt64("SELECT count(*) FROM qa WHERE split = 'train' AND question = '" +
+                                          question + "' AND json_extract(gold_passages, '$[0]') = " +
+                                          std::to_string(qp->passageId));
+      QVERIFY2(item.isOk() && *item >= 1, question.c_str());
+    }
+    CorpusPairOptions bad;
+    bad.titleFraction = 1.5;
+    QVERIFY(mentions(CorpusPairSource::open(corpus(), *m_tok, bad).status(), {"between 0 and 1"}));
+  }
+
   void errorsNameTheProblem() {
     QVERIFY(mentions(parseTrainData("books").status(), {"'books'", "qa", "passages", "mixed", "recall"}));
     QVERIFY(mentions(parseTrainMask("tree").status(), {"'tree'", "causal", "block"}));
