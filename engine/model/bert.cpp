@@ -145,6 +145,8 @@ torch::Tensor BertModel::encode(const torch::Tensor& tokens, const torch::Tensor
   const BertConfig& c = m_config;
   const int64_t b = tokens.size(0), n = tokens.size(1);
   const int64_t nh = c.numAttentionHeads, d = c.hiddenSize / nh;
+  TORCH_CHECK(n <= c.maxPositionEmbeddings, "a sequence of ", n, " tokens is longer than the encoder's ",
+              c.maxPositionEmbeddings, " positions; cut it first");
   torch::Tensor positions = torch::arange(n, torch::kLong);
   torch::Tensor x = F::embedding(tokens, m_weights.word) +
                     F::embedding(positions, m_weights.position).unsqueeze(0) +

@@ -1,0 +1,51 @@
+// Text -> unit vector, for dense retrieval: a BERT encoder (model/bert.h) and its tokenizer
+// loaded from one Hugging Face directory, batched, with a fingerprint that names exactly which
+// weights made a vector (the index refuses vectors of another embedder).
+//
+//   RAG_ASSIGN_OR_RETURN(auto e, TextEmbedder::load("datasets/models/rag-embedder"));
+//   RAG_ASSIGN_OR_RETURN(std::vector<float> v, e->embed(texts));   // texts.size() x e->dim()
+//
+// This header is torch-free (pimpl): the index and the CLI compile without libtorch. Not
+// thread-safe; libtorch's own threads do the work (set them with setComputeThreads).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rag/status.h"
+
+namespace rag::model {
+
+class TextEmbedder {
+public:
+  // dir holds config.json (a BERT architecture), model.safetensors and tokenizer.json. dtype
+  // "f32" or "bf16". Texts are cut to maxTokens tokens (at most the model's positions).
+  static Result<std::unique_ptr<TextEmbedder>> load(const std::filesystem::path& dir,
+                                                    std::string_view dtype = "f32",
+                                                    int64_t maxTokens = 128);
+  ~TextEmbedder();
+
+  int64_t dim() const;
+  int64_t maxTokens() const;
+  // "<directory name>-<16 hex digits>": FNV-1a over config.json, model.safetensors and
+  // tokenizer.json, so any change of weights or tokenizer changes it.
+  const std::string& fingerprint() const;
+
+  // One unit vector per text, row-major [texts.size() x dim()], in the order given. Batches of
+  // `batch` texts of similar length (sorted internally), so padding costs little; the result
+  // does not depend on the batching. InvalidArgument naming the first empty text.
+  Result<std::vector<float>> embed(std::span<const std::string> texts, int64_t batch = 32) const;
+
+  struct Impl;
+
+private:
+  explicit TextEmbedder(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> m_impl;
+};
+
+}  // namespace rag::model
