@@ -96,31 +96,40 @@ void markEmptySlots(SearchResults& r) {
     if (r.ids[i] < 0) r.similarities[i] = kEmptySim;
 }
 
-// Least squares t = a + b·size with a, b >= 0.
-ClusterCostModel fitCostModel(const std::vector<double>& sizes, const std::vector<double>& secs) {
+// One timed batch of scans: `visits` (query, cluster) pairs covering `vectors` vectors.
+struct CostSample {
+  double visits = 0;
+  double vectors = 0;
+  double seconds = 0;
+};
+
+// Least squares seconds = a·visits + b·vectors with a, b >= 0 (the two-variable NNLS: solve
+// the normal equations; if a coefficient comes out negative, drop it and refit the other).
+ClusterCostModel fitCostModel(const std::vector<CostSample>& samples) {
   ClusterCostModel m;
-  const size_t n = sizes.size();
-  m.samples = static_cast<int32_t>(n);
-  if (n == 0) return m;
-  double mx = 0, my = 0;
-  for (size_t i = 0; i < n; ++i) mx += sizes[i], my += secs[i];
-  mx /= static_cast<double>(n), my /= static_cast<double>(n);
-  double sxx = 0, sxy = 0;
-  for (size_t i = 0; i < n; ++i) {
-    sxx += (sizes[i] - mx) * (sizes[i] - mx);
-    sxy += (sizes[i] - mx) * (secs[i] - my);
+  m.samples = static_cast<int32_t>(samples.size());
+  double uu = 0, uv = 0, vv = 0, ut = 0, vt = 0;
+  for (const CostSample& s : samples) {
+    uu += s.visits * s.visits, uv += s.visits * s.vectors, vv += s.vectors * s.vectors;
+    ut += s.visits * s.seconds, vt += s.vectors * s.seconds;
   }
-  m.b = sxx > 0 ? sxy / sxx : 0.0;
-  m.a = my - m.b * mx;
-  if (m.b < 0) {  // no size dependence measurable: a constant cost
-    m.b = 0;
-    m.a = my;
+  const double det = uu * vv - uv * uv;
+  if (det > 1e-12 * uu * vv) {
+    m.a = (ut * vv - vt * uv) / det;
+    m.b = (vt * uu - ut * uv) / det;
+  } else {
+    m.a = m.b = -1;  // collinear samples: fall through to a one-variable fit
   }
-  if (m.a < 0) {  // refit through the origin
-    double xx = 0, xy = 0;
-    for (size_t i = 0; i < n; ++i) xx += sizes[i] * sizes[i], xy += sizes[i] * secs[i];
-    m.a = 0;
-    m.b = xx > 0 ? std::max(0.0, xy / xx) : 0.0;
+  if (m.a < 0 || m.b < 0) {
+    const double bOnly = vv > 0 ? vt / vv : 0;  // a = 0
+    const double aOnly = uu > 0 ? ut / uu : 0;  // b = 0
+    double errB = 0, errA = 0;
+    for (const CostSample& s : samples) {
+      errB += (s.seconds - bOnly * s.vectors) * (s.seconds - bOnly * s.vectors);
+      errA += (s.seconds - aOnly * s.visits) * (s.seconds - aOnly * s.visits);
+    }
+    if (errB <= errA) m.a = 0, m.b = std::max(0.0, bOnly);
+    else m.a = std::max(0.0, aOnly), m.b = 0;
   }
   return m;
 }
@@ -200,9 +209,12 @@ Result<std::unique_ptr<IvfIndex::Impl>> IvfIndex::Impl::wrap(
   return impl;
 }
 
-// Times FAISS scanning single clusters for single queries, exactly as a step does (the step
-// view, a carried heap), on up to 48 non-empty clusters spread over the range of list sizes,
-// and fits a + b·size. Each cluster's time is the median of 6 calls after a warm-up.
+// Times FAISS scanning clusters the way a step does (the step view, carried heaps, several
+// queries in one search_preassigned call, each visiting clusters no other query in the call
+// visits, so most reads are cold), and fits seconds = a·visits + b·vectors over the calls. The
+// clusters are split by size into four bands and each call draws from one band, so that the
+// calls differ in vectors per visit and a and b can be told apart. Every call runs twice, in
+// two passes over all calls, and keeps its faster time (a preempted run only ever adds time).
 ClusterCostModel IvfIndex::Impl::calibrate() const {
   std::vector<int64_t> clusters;
   for (int64_t c = 0; c < nlist(); ++c)
@@ -210,42 +222,69 @@ ClusterCostModel IvfIndex::Impl::calibrate() const {
   if (clusters.empty()) return {};
   std::stable_sort(clusters.begin(), clusters.end(),
                    [&](int64_t x, int64_t y) { return listSize(x) < listSize(y); });
-  const size_t samples = std::min<size_t>(48, clusters.size());
-  std::vector<int64_t> chosen(samples);
-  for (size_t s = 0; s < samples; ++s)
-    chosen[s] = clusters[samples == 1 ? 0 : s * (clusters.size() - 1) / (samples - 1)];
 
+  constexpr int kBands = 4, kCallsPerBand = 8, kQueries = 8, kProbes = 8, kPasses = 2;
   constexpr int32_t k = 10;
-  constexpr int kReps = 7;
+  struct Call {
+    std::vector<float> queries;   // F32 [kQueries, dim]
+    std::vector<FaissId> keys;    // I64 [kQueries, probes]
+    std::vector<float> coarse;    // F32 [kQueries, probes]
+    int64_t probes = 0;
+    CostSample sample;
+  };
+  std::vector<Call> calls;
+  uint64_t rng = 0x9E3779B97F4A7C15ull;
+  auto next = [&rng](uint64_t bound) {
+    rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
+    return (rng * 0x2545F4914F6CDD1Dull >> 11) % bound;
+  };
+  const size_t bandWidth = (clusters.size() + kBands - 1) / kBands;
+  for (int band = 0; band < kBands; ++band) {
+    const size_t lo = std::min(clusters.size(), band * bandWidth);
+    const size_t hi = std::min(clusters.size(), lo + bandWidth);
+    if (lo >= hi) continue;
+    for (int c = 0; c < kCallsPerBand; ++c) {
+      Call call;
+      call.probes = std::min<int64_t>(kProbes, static_cast<int64_t>(hi - lo));
+      for (int q = 0; q < kQueries; ++q) {
+        // Another random cluster's centroid: a plausible query.
+        const float* query = centroid(clusters[next(clusters.size())]);
+        call.queries.insert(call.queries.end(), query, query + dim());
+        const size_t start = next(hi - lo);  // distinct clusters within one query
+        for (int64_t j = 0; j < call.probes; ++j) {
+          const int64_t key = clusters[lo + (start + static_cast<size_t>(j)) % (hi - lo)];
+          call.keys.push_back(key);
+          call.coarse.push_back(faiss::fvec_inner_product(query, centroid(key), dim()));
+          call.sample.visits += 1;
+          call.sample.vectors += static_cast<double>(listSize(key));
+        }
+      }
+      call.sample.seconds = std::numeric_limits<double>::infinity();
+      calls.push_back(std::move(call));
+    }
+  }
+
   faiss::SearchParametersIVF params;
-  params.nprobe = 1;
-  std::vector<float> sims(k);
-  std::vector<int64_t> ids(k);
-  std::vector<double> sizes, secs;
-  std::vector<double> reps;
+  std::vector<float> sims(kQueries * k);
+  std::vector<int64_t> ids(kQueries * k);
   try {
-    for (size_t s = 0; s < samples; ++s) {
-      const FaissId key = chosen[s];
-      // Another cluster's centroid: a plausible query that is not this list's own centre.
-      const float* query = centroid(chosen[(s + 1) % samples]);
-      const float coarse = faiss::fvec_inner_product(query, centroid(key), dim());
-      reps.clear();
-      for (int r = 0; r < kReps; ++r) {
+    for (int pass = 0; pass < kPasses; ++pass)
+      for (Call& call : calls) {
         std::fill(sims.begin(), sims.end(), kEmptySim);
         std::fill(ids.begin(), ids.end(), -1);
+        params.nprobe = static_cast<size_t>(call.probes);
         Stopwatch w;
-        stepView->search_preassigned(1, query, k, &key, &coarse, sims.data(), ids.data(), false,
-                                     &params, nullptr);
-        if (r > 0) reps.push_back(w.elapsedSeconds());
+        stepView->search_preassigned(kQueries, call.queries.data(), k, call.keys.data(),
+                                     call.coarse.data(), sims.data(), ids.data(), false, &params,
+                                     nullptr);
+        call.sample.seconds = std::min(call.sample.seconds, w.elapsedSeconds());
       }
-      std::nth_element(reps.begin(), reps.begin() + reps.size() / 2, reps.end());
-      sizes.push_back(static_cast<double>(listSize(key)));
-      secs.push_back(reps[reps.size() / 2]);
-    }
   } catch (const std::exception&) {
     return {};  // an uncalibrated model (a = b = 0): steps then take one cluster per task
   }
-  return fitCostModel(sizes, secs);
+  std::vector<CostSample> samples;
+  for (const Call& call : calls) samples.push_back(call.sample);
+  return fitCostModel(samples);
 }
 
 void IvfIndex::Impl::initTask(SearchTask& t, const float* query, int32_t k) const {
@@ -533,11 +572,23 @@ Result<std::vector<SearchTask>> IvfIndex::makeTasks(std::span<const float> queri
   const int64_t p = std::min(nprobe, nlist());
   std::vector<FaissId> assign(static_cast<size_t>(n * p));
   std::vector<float> coarse(static_cast<size_t>(n * p));
-  try {
-    m_impl->quantizer->search(n, queries.data(), p, coarse.data(), assign.data());
-  } catch (const std::exception& e) {
-    return faissFailure("coarse quantization", e);
+  // Sliced over the threads exactly as IndexIVF::search slices its queries: the same BLAS calls
+  // on the same row blocks, so the cluster lists match FAISS's bit for bit, and the cost
+  // matches too (one big BLAS call from here made OpenBLAS's and OpenMP's threads collide).
+  const int64_t slices = std::min<int64_t>(std::max(1, omp_get_max_threads()), n);
+  std::vector<Status> failures(static_cast<size_t>(slices));
+#pragma omp parallel for if (slices > 1)
+  for (int64_t s = 0; s < slices; ++s) {
+    const int64_t i0 = n * s / slices, i1 = n * (s + 1) / slices;
+    if (i1 <= i0) continue;
+    try {
+      m_impl->quantizer->search(i1 - i0, queries.data() + i0 * d, p, coarse.data() + i0 * p,
+                                assign.data() + i0 * p);
+    } catch (const std::exception& e) {
+      failures[static_cast<size_t>(s)] = faissFailure("coarse quantization", e);
+    }
   }
+  for (const Status& f : failures) RAG_RETURN_IF_ERROR(f);
   std::vector<SearchTask> tasks(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     SearchTask& t = tasks[static_cast<size_t>(i)];

@@ -55,11 +55,13 @@ struct SearchResults {
   std::vector<SearchHit> row(int64_t i) const;
 };
 
-// Estimated single-thread seconds to scan one cluster for one query: a + b · list_size.
+// Estimated single-thread seconds for one query to scan one cluster inside a batched step:
+// a + b · list_size. Fitted from timed search_preassigned calls shaped like steps (several
+// queries, each on its own clusters), so a is the per-visit cost, not a per-call overhead.
 struct ClusterCostModel {
-  double a = 0.0;  // seconds per cluster visit (set-up, heap bookkeeping)
+  double a = 0.0;  // seconds per cluster visit (list set-up, heap bookkeeping)
   double b = 0.0;  // seconds per vector in the cluster
-  int32_t samples = 0;  // clusters timed for the fit (0: not calibrated)
+  int32_t samples = 0;  // timed calls behind the fit (0: not calibrated)
 
   double seconds(int64_t listSize) const { return a + b * static_cast<double>(listSize); }
 };
