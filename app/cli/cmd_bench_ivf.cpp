@@ -22,6 +22,7 @@
 #include "commands.h"
 #include "core/clock.h"
 #include "core/json_writer.h"
+#include "core/vector_math.h"
 #include "retrieval/ivf_index.h"
 
 namespace rag::cli {
@@ -32,49 +33,36 @@ using retrieval::IvfIndex;
 using retrieval::SearchHit;
 using retrieval::SearchTask;
 
+// `count` unit vectors, each a random row of `bases` (size rows * d) plus Gaussian noise of
+// standard deviation `noise` per component, renormalised.
+std::vector<float> noisyUnitVectors(const std::vector<float>& bases, int64_t d, int64_t count,
+                                    float noise, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> g;
+  std::uniform_int_distribution<int64_t> pick(0, static_cast<int64_t>(bases.size()) / d - 1);
+  std::vector<float> out(static_cast<size_t>(count * d));
+  for (int64_t i = 0; i < count; ++i) {
+    const float* base = bases.data() + pick(rng) * d;
+    for (int64_t j = 0; j < d; ++j) out[static_cast<size_t>(i * d + j)] = base[j] + noise * g(rng);
+  }
+  l2NormalizeRows(out.data(), static_cast<size_t>(count), static_cast<size_t>(d));
+  return out;
+}
+
 // n unit vectors of dimension d around `topics` Gaussian centres.
 std::vector<float> syntheticVectors(int64_t n, int64_t d, int64_t topics, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> g;
   std::vector<float> centres(static_cast<size_t>(topics * d));
   for (float& c : centres) c = g(rng);
-  std::uniform_int_distribution<int64_t> pick(0, topics - 1);
-  std::vector<float> x(static_cast<size_t>(n * d));
-  for (int64_t i = 0; i < n; ++i) {
-    const float* c = centres.data() + pick(rng) * d;
-    float* v = x.data() + i * d;
-    double norm = 0;
-    for (int64_t j = 0; j < d; ++j) {
-      v[j] = c[j] + 0.6f * g(rng);
-      norm += static_cast<double>(v[j]) * v[j];
-    }
-    const float inv = static_cast<float>(1.0 / std::sqrt(norm));
-    for (int64_t j = 0; j < d; ++j) v[j] *= inv;
-  }
-  return x;
+  return noisyUnitVectors(centres, d, n, 0.6f, seed + 1);
 }
 
-// Queries: random corpus vectors nudged off their place (a paraphrase of a passage), renormed.
+// Queries: random corpus vectors nudged off their place (a paraphrase of a passage).
 std::vector<float> syntheticQueries(const std::vector<float>& corpus, int64_t d, int64_t q,
                                     uint64_t seed) {
-  std::mt19937_64 rng(seed ^ 0x51ed2701);
-  std::normal_distribution<float> g;
-  const int64_t n = static_cast<int64_t>(corpus.size()) / d;
-  std::uniform_int_distribution<int64_t> pick(0, n - 1);
-  const float noise = 0.3f / std::sqrt(static_cast<float>(d));
-  std::vector<float> out(static_cast<size_t>(q * d));
-  for (int64_t i = 0; i < q; ++i) {
-    const float* src = corpus.data() + pick(rng) * d;
-    float* v = out.data() + i * d;
-    double norm = 0;
-    for (int64_t j = 0; j < d; ++j) {
-      v[j] = src[j] + noise * g(rng);
-      norm += static_cast<double>(v[j]) * v[j];
-    }
-    const float inv = static_cast<float>(1.0 / std::sqrt(norm));
-    for (int64_t j = 0; j < d; ++j) v[j] *= inv;
-  }
-  return out;
+  return noisyUnitVectors(corpus, d, q, 0.3f / std::sqrt(static_cast<float>(d)),
+                          seed ^ 0x51ed2701);
 }
 
 double median(std::vector<double> v) {

@@ -134,6 +134,11 @@ ClusterCostModel fitCostModel(const std::vector<CostSample>& samples) {
   return m;
 }
 
+struct Slice {  // the tasks one FAISS call searches in a step
+  std::vector<SearchTask*> tasks;
+  std::vector<size_t> rows;  // their positions in the step's list of unfinished tasks
+};
+
 }  // namespace
 
 // ---- SearchResults / SearchTask ------------------------------------------------------------
@@ -179,6 +184,7 @@ struct IvfIndex::Impl {
                                             const std::string& source);
   ClusterCostModel calibrate() const;
   void initTask(SearchTask& t, const float* query, int32_t k) const;
+  Status runSlice(const Slice& s, const std::vector<int32_t>& take) const;
 };
 
 Result<std::unique_ptr<IvfIndex::Impl>> IvfIndex::Impl::wrap(
@@ -488,6 +494,143 @@ Result<IvfIndex> IvfIndex::load(const fs::path& path, std::string_view expectedF
   return IvfIndex(std::move(impl));
 }
 
+// ---- step planning -------------------------------------------------------------------------
+
+namespace {
+
+// Clusters per task for one step, and each task's estimated cost.
+struct StepPlan {
+  std::vector<int32_t> take;  // next clusters of live[i] to search
+  std::vector<double> cost;   // their estimated single-thread seconds
+  double estimatedSeconds = 0;
+};
+
+// One cluster per task per round, in each task's order, while the estimated wall time (the
+// costliest task, or the total over the threads) stays within the budget; every task gets one.
+template <typename ClusterCost>
+StepPlan planStep(const std::vector<SearchTask*>& live, double budget, int threads,
+                  ClusterCost clusterCost) {
+  const size_t nt = live.size();
+  StepPlan plan;
+  plan.take.assign(nt, 1);
+  plan.cost.assign(nt, 0.0);
+  double total = 0, costliest = 0;
+  auto estimate = [&](double tot, double top) { return std::max(top, tot / threads); };
+  auto nextCost = [&](size_t i) {
+    const SearchTask& t = *live[i];
+    return clusterCost(t.clusters()[t.cursor() + static_cast<size_t>(plan.take[i]) - 1]);
+  };
+  std::vector<size_t> open;
+  for (size_t i = 0; i < nt; ++i) {
+    plan.cost[i] = nextCost(i);
+    total += plan.cost[i];
+    costliest = std::max(costliest, plan.cost[i]);
+    if (live[i]->clustersLeft() > 1) open.push_back(i);
+  }
+  while (!open.empty()) {
+    size_t kept = 0;
+    for (size_t i : open) {
+      ++plan.take[i];
+      const double c = nextCost(i);
+      if (!std::isinf(budget) &&
+          estimate(total + c, std::max(costliest, plan.cost[i] + c)) > budget) {
+        --plan.take[i];  // does not fit; estimates only grow, so this task is full
+        continue;
+      }
+      plan.cost[i] += c;
+      total += c;
+      costliest = std::max(costliest, plan.cost[i]);
+      if (live[i]->clustersLeft() > static_cast<size_t>(plan.take[i])) open[kept++] = i;
+    }
+    open.resize(kept);
+  }
+  plan.estimatedSeconds = estimate(total, costliest);
+  return plan;
+}
+
+// Tasks with the same k, cut into at most `threads` runs of about equal estimated cost (equal
+// task counts when the model is uncalibrated): one search_preassigned call each.
+std::vector<Slice> cutSlices(const std::vector<SearchTask*>& live,
+                                                 const std::vector<double>& cost, int threads) {
+  const size_t nt = live.size();
+  std::vector<size_t> order(nt);
+  for (size_t i = 0; i < nt; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return live[x]->k() < live[y]->k(); });
+  std::vector<Slice> slices;
+  for (size_t g = 0; g < nt;) {
+    size_t ge = g;
+    double groupCost = 0;
+    while (ge < nt && live[order[ge]]->k() == live[order[g]]->k()) groupCost += cost[order[ge++]];
+    const bool byCount = !(groupCost > 0);
+    const double groupWeight = byCount ? static_cast<double>(ge - g) : groupCost;
+    const size_t parts = std::min<size_t>(static_cast<size_t>(threads), ge - g);
+    Slice slice;
+    double acc = 0;
+    size_t cut = 1;
+    for (size_t j = g; j < ge; ++j) {
+      slice.tasks.push_back(live[order[j]]);
+      slice.rows.push_back(order[j]);
+      acc += byCount ? 1.0 : cost[order[j]];
+      const double mark = groupWeight * static_cast<double>(cut) / static_cast<double>(parts);
+      if (j + 1 == ge || (cut < parts && acc >= mark)) {
+        slices.push_back(std::move(slice));
+        slice = {};
+        ++cut;
+      }
+    }
+    g = ge;
+  }
+  return slices;
+}
+
+}  // namespace
+
+// One search_preassigned call over a slice's tasks, each on its next take[row] clusters (shorter
+// rows padded with -1, which FAISS skips), continuing from and writing back their heaps.
+Status IvfIndex::Impl::runSlice(const Slice& s, const std::vector<int32_t>& take) const {
+  const size_t n = s.tasks.size();
+  const size_t d = static_cast<size_t>(dim());
+  const size_t k = static_cast<size_t>(s.tasks.front()->k());
+  size_t width = 0;
+  for (size_t row : s.rows) width = std::max(width, static_cast<size_t>(take[row]));
+  std::vector<float> x(n * d);                  // F32 [n, dim]
+  std::vector<FaissId> keys(n * width, -1);     // I64 [n, width]
+  std::vector<float> coarse(n * width, 0.0f);   // F32 [n, width]
+  std::vector<float> sims(n * k);               // F32 [n, k]
+  std::vector<int64_t> ids(n * k);              // I64 [n, k]
+  for (size_t r = 0; r < n; ++r) {
+    const SearchTask& t = *s.tasks[r];
+    std::copy(t.m_query.begin(), t.m_query.end(), x.begin() + static_cast<std::ptrdiff_t>(r * d));
+    for (size_t j = 0; j < static_cast<size_t>(take[s.rows[r]]); ++j) {
+      keys[r * width + j] = t.m_clusters[t.m_cursor + j];
+      coarse[r * width + j] = t.m_centroidSims[t.m_cursor + j];
+    }
+    std::copy(t.m_heapSims.begin(), t.m_heapSims.end(), sims.begin() + static_cast<std::ptrdiff_t>(r * k));
+    std::copy(t.m_heapIds.begin(), t.m_heapIds.end(), ids.begin() + static_cast<std::ptrdiff_t>(r * k));
+  }
+  faiss::SearchParametersIVF params;
+  params.nprobe = width;
+  try {
+    stepView->search_preassigned(static_cast<FaissId>(n), x.data(), static_cast<FaissId>(k),
+                                 keys.data(), coarse.data(), sims.data(), ids.data(), false,
+                                 &params, nullptr);
+  } catch (const std::exception& e) {
+    return faissFailure("a search step", e);
+  }
+  for (size_t r = 0; r < n; ++r) {
+    SearchTask& t = *s.tasks[r];
+    std::copy_n(sims.begin() + static_cast<std::ptrdiff_t>(r * k), k, t.m_heapSims.begin());
+    std::copy_n(ids.begin() + static_cast<std::ptrdiff_t>(r * k), k, t.m_heapIds.begin());
+    for (int32_t j = 0; j < take[s.rows[r]]; ++j) {
+      const int64_t c = t.m_clusters[t.m_cursor++];
+      t.m_vectorsScanned += listSize(c);
+      accessCounts[c].fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  return Status::ok();
+}
+
 int64_t IvfIndex::dim() const { return m_impl->dim(); }
 int64_t IvfIndex::nlist() const { return m_impl->nlist(); }
 int64_t IvfIndex::size() const { return m_impl->index->ntotal; }
@@ -622,8 +765,7 @@ Result<StepStats> IvfIndex::step(std::span<SearchTask* const> tasks, double budg
                                      std::to_string(d) + "; make tasks with this index's makeTask");
     live.push_back(t);
   }
-  StepStats stats;
-  if (live.empty()) return stats;
+  if (live.empty()) return StepStats{};
   {
     std::vector<SearchTask*> sorted = live;
     std::sort(sorted.begin(), sorted.end());
@@ -639,136 +781,34 @@ Result<StepStats> IvfIndex::step(std::span<SearchTask* const> tasks, double budg
                                        std::to_string(nlist() - 1) +
                                        "; the task was made by another index");
 
-  // ---- plan: one cluster per task per round while the estimate fits the budget ------------
-  const size_t nt = live.size();
   const int threads = std::max(1, omp_get_max_threads());
   const ClusterCostModel& model = m_impl->cost;
-  std::vector<int32_t> take(nt, 0);
-  std::vector<double> taskCost(nt, 0.0);
-  double total = 0, costliest = 0;
-  auto estimate = [&](double tot, double top) { return std::max(top, tot / threads); };
-  auto nextCost = [&](size_t i) {
-    const SearchTask& t = *live[i];
-    return model.seconds(m_impl->listSize(t.m_clusters[t.m_cursor + static_cast<size_t>(take[i])]));
-  };
-  std::vector<size_t> open;
-  for (size_t i = 0; i < nt; ++i) {  // every task moves at least one cluster
-    const double c = nextCost(i);
-    take[i] = 1;
-    taskCost[i] = c;
-    total += c;
-    costliest = std::max(costliest, c);
-    if (live[i]->clustersLeft() > 1) open.push_back(i);
-  }
-  while (!open.empty()) {
-    size_t kept = 0;
-    for (size_t i : open) {
-      const double c = nextCost(i);
-      if (!std::isinf(budgetSeconds) &&
-          estimate(total + c, std::max(costliest, taskCost[i] + c)) > budgetSeconds)
-        continue;  // its next cluster does not fit; estimates only grow, so it is done here
-      ++take[i];
-      taskCost[i] += c;
-      total += c;
-      costliest = std::max(costliest, taskCost[i]);
-      if (live[i]->clustersLeft() > static_cast<size_t>(take[i])) open[kept++] = i;
-    }
-    open.resize(kept);
-  }
-  stats.estimatedSeconds = estimate(total, costliest);
+  const StepPlan plan = planStep(live, budgetSeconds, threads, [&](int64_t cluster) {
+    return model.seconds(m_impl->listSize(cluster));
+  });
+  const std::vector<Slice> slices = cutSlices(live, plan.cost, threads);
 
-  // ---- slices: tasks grouped by k, each group cut into cost-balanced runs -----------------
-  std::vector<size_t> order(nt);
-  for (size_t i = 0; i < nt; ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t x, size_t y) { return live[x]->k() < live[y]->k(); });
-  struct Slice { size_t begin, end; };  // range in `order`
-  std::vector<Slice> slices;
-  for (size_t g = 0; g < nt;) {
-    size_t ge = g;
-    double groupCost = 0;
-    while (ge < nt && live[order[ge]]->k() == live[order[g]]->k()) groupCost += taskCost[order[ge++]];
-    // Cut where the running cost crosses each multiple of groupCost / parts (task counts when
-    // the cost model is not calibrated).
-    const bool byCount = !(groupCost > 0);
-    const double groupWeight = byCount ? static_cast<double>(ge - g) : groupCost;
-    const size_t parts = std::min<size_t>(static_cast<size_t>(threads), ge - g);
-    double acc = 0;
-    size_t start = g, cut = 1;
-    for (size_t j = g; j < ge; ++j) {
-      acc += byCount ? 1.0 : taskCost[order[j]];
-      const double mark = groupWeight * static_cast<double>(cut) / static_cast<double>(parts);
-      if (j + 1 == ge || (cut < parts && acc >= mark)) {
-        slices.push_back({start, j + 1});
-        start = j + 1;
-        ++cut;
-      }
-    }
-    g = ge;
-  }
-
-  // ---- run: each slice is one search_preassigned call; slices in parallel -----------------
-  const int64_t nlistN = nlist();
-  auto runSlice = [&](const Slice& s) -> Status {
-    const size_t n = s.end - s.begin;
-    const int32_t k = live[order[s.begin]]->k();
-    int32_t width = 0;
-    for (size_t j = s.begin; j < s.end; ++j) width = std::max(width, take[order[j]]);
-    std::vector<float> x(n * static_cast<size_t>(d));
-    std::vector<FaissId> keys(n * static_cast<size_t>(width), -1);  // -1: FAISS skips the slot
-    std::vector<float> coarse(n * static_cast<size_t>(width), 0.0f);
-    std::vector<float> sims(n * static_cast<size_t>(k));
-    std::vector<int64_t> ids(n * static_cast<size_t>(k));
-    for (size_t r = 0; r < n; ++r) {
-      const SearchTask& t = *live[order[s.begin + r]];
-      std::copy(t.m_query.begin(), t.m_query.end(), x.begin() + static_cast<std::ptrdiff_t>(r * d));
-      for (int32_t j = 0; j < take[order[s.begin + r]]; ++j) {
-        keys[r * width + j] = t.m_clusters[t.m_cursor + j];
-        coarse[r * width + j] = t.m_centroidSims[t.m_cursor + j];
-      }
-      std::copy(t.m_heapSims.begin(), t.m_heapSims.end(), sims.begin() + static_cast<std::ptrdiff_t>(r * k));
-      std::copy(t.m_heapIds.begin(), t.m_heapIds.end(), ids.begin() + static_cast<std::ptrdiff_t>(r * k));
-    }
-    faiss::SearchParametersIVF params;
-    params.nprobe = static_cast<size_t>(width);
-    try {
-      m_impl->stepView->search_preassigned(static_cast<FaissId>(n), x.data(), k, keys.data(),
-                                           coarse.data(), sims.data(), ids.data(), false, &params,
-                                           nullptr);
-    } catch (const std::exception& e) {
-      return faissFailure("a search step", e);
-    }
-    for (size_t r = 0; r < n; ++r) {
-      SearchTask& t = *live[order[s.begin + r]];
-      std::copy_n(sims.begin() + static_cast<std::ptrdiff_t>(r * k), k, t.m_heapSims.begin());
-      std::copy_n(ids.begin() + static_cast<std::ptrdiff_t>(r * k), k, t.m_heapIds.begin());
-      for (int32_t j = 0; j < take[order[s.begin + r]]; ++j) {
-        const int64_t c = t.m_clusters[t.m_cursor++];
-        t.m_vectorsScanned += m_impl->listSize(c);
-        if (c < nlistN) m_impl->accessCounts[c].fetch_add(1, std::memory_order_relaxed);
-      }
-    }
-    return Status::ok();
-  };
-
-  const int64_t nslices = static_cast<int64_t>(slices.size());
   std::vector<Status> results(slices.size());
+  const int64_t nslices = static_cast<int64_t>(slices.size());
   Stopwatch w;
   if (nslices == 1) {
-    results[0] = runSlice(slices[0]);
+    results[0] = m_impl->runSlice(slices[0], plan.take);
   } else {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(std::min<int64_t>(threads, nslices))
-    for (int64_t s = 0; s < nslices; ++s) results[static_cast<size_t>(s)] = runSlice(slices[static_cast<size_t>(s)]);
+    for (int64_t s = 0; s < nslices; ++s)
+      results[static_cast<size_t>(s)] = m_impl->runSlice(slices[static_cast<size_t>(s)], plan.take);
   }
+  StepStats stats;
   stats.seconds = w.elapsedSeconds();
   for (const Status& r : results)
     if (!r) return r.withContext("step (tasks in other slices did advance)");
-  stats.tasksAdvanced = static_cast<int32_t>(nt);
-  for (size_t i = 0; i < nt; ++i) {
-    stats.clustersSearched += take[i];
+  stats.estimatedSeconds = plan.estimatedSeconds;
+  stats.tasksAdvanced = static_cast<int32_t>(live.size());
+  for (size_t i = 0; i < live.size(); ++i) {
     const SearchTask& t = *live[i];
-    for (size_t j = t.m_cursor - static_cast<size_t>(take[i]); j < t.m_cursor; ++j)
-      stats.vectorsScanned += m_impl->listSize(t.m_clusters[j]);
+    stats.clustersSearched += plan.take[i];
+    for (size_t j = t.cursor() - static_cast<size_t>(plan.take[i]); j < t.cursor(); ++j)
+      stats.vectorsScanned += m_impl->listSize(t.clusters()[j]);
   }
   return stats;
 }

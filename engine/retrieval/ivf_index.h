@@ -10,8 +10,8 @@
 //
 //   RAG_ASSIGN_OR_RETURN(IvfIndex index, IvfIndex::load(path, embedder.fingerprint()));
 //   RAG_ASSIGN_OR_RETURN(std::vector<SearchTask> tasks, index.makeTasks(queries, /*k=*/5, /*nprobe=*/64));
-//   std::vector<SearchTask*> live = pointersTo(tasks);
-//   while (!allDone(live)) {
+//   std::vector<SearchTask*> live = ...;  // &tasks[i], and other requests' tasks
+//   while (any task in live is not done()) {
 //     RAG_ASSIGN_OR_RETURN(StepStats s, index.step(live, /*budgetSeconds=*/0.002));
 //     ... tasks[i].topK() is the best of the clusters searched so far ...
 //   }
@@ -21,8 +21,10 @@
 // gives exactly what IndexIVF::search returns for the same clusters.
 //
 // Threads: step(), search() and makeTask*() are const and may run concurrently from several
-// threads, as long as no task is in two calls at once. FAISS parallelises a step over its tasks
-// with OpenMP (omp_get_max_threads() threads). FAISS headers stay in ivf_index.cpp.
+// threads, as long as no task is in two calls at once (calibrateCostModel and setCostModel may
+// not overlap them). A step cuts its tasks into cost-balanced slices, one FAISS call each, run in
+// parallel on OpenMP's threads (omp_get_max_threads(), the pool FAISS itself uses), as
+// IndexIVF::search does with its queries. FAISS headers stay in ivf_index.cpp.
 #pragma once
 
 #include <cstdint>
@@ -143,7 +145,8 @@ public:
   // query). Ids must be distinct and in [0, nlist).
   Result<SearchTask> makeTask(std::span<const float> query, int32_t k,
                               std::span<const int64_t> clusters) const;
-  // One task per row of `queries` (size n * dim), with one batched coarse-quantizer call.
+  // One task per row of `queries` (size n * dim); the coarse quantizer runs over the queries
+  // in thread slices, as in IndexIVF::search, so the cluster lists are the ones it would use.
   Result<std::vector<SearchTask>> makeTasks(std::span<const float> queries, int32_t k,
                                             int64_t nprobe) const;
 
