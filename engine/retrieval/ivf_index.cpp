@@ -67,6 +67,7 @@ uLong crcOf(uLong crc, const void* data, size_t bytes) {
 struct ChecksummingWriter : faiss::IOWriter {
   explicit ChecksummingWriter(std::FILE* f) : file(f) { name = "ivf index"; }
   size_t operator()(const void* ptr, size_t size, size_t nitems) override {
+    if (size == 0 || nitems == 0) return nitems;  // FAISS writes empty vectors with null data
     const size_t written = std::fwrite(ptr, size, nitems, file);
     crc = crcOf(crc, ptr, written * size);
     bytes += written * size;
