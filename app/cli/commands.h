@@ -16,5 +16,6 @@ int cmdDemo(Args& args);          // cmd_demo.cpp
 int cmdRun(Args& args);           // cmd_llm.cpp
 int cmdEvalQa(Args& args);        // cmd_llm.cpp
 int cmdBenchLlm(Args& args);      // cmd_llm.cpp
+int cmdBenchIvf(Args& args);      // cmd_bench_ivf.cpp
 
 }  // namespace rag::cli

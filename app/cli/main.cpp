@@ -61,6 +61,10 @@ const std::vector<Command>& commands() {
       {"bench", "llm",
        "[--model DIR] [--dtype f32|bf16] [--prompt N] [--prefill N] [--steps N] [--threads N] [--json]",
        {"json"}, cmdBenchLlm},
+      {"bench", "ivf",
+       "[--vectors 131072] [--dim 128] [--nlist N] [--nprobe 32] [--queries 1024] [--k 10] "
+       "[--repeats 7] [--budget-ms 5] [--seed 1] [--json]",
+       {"json"}, cmdBenchIvf},
   };
   return table;
 }

@@ -1,0 +1,882 @@
+#include "retrieval/ivf_index.h"
+
+#include <faiss/IndexFlat.h>
+#include <faiss/IndexIVFFlat.h>
+#include <faiss/impl/FaissException.h>
+#include <faiss/impl/io.h>
+#include <faiss/index_io.h>
+#include <faiss/utils/Heap.h>
+#include <faiss/utils/distances.h>
+#include <omp.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <type_traits>
+
+#include "core/clock.h"
+#include "core/fs.h"
+
+namespace fs = std::filesystem;
+
+namespace rag::retrieval {
+
+namespace {
+
+using FaissId = faiss::Index::idx_t;
+static_assert(std::is_same_v<FaissId, int64_t>, "FAISS ids are passed as int64_t");
+using IpHeap = faiss::CMin<float, int64_t>;  // FAISS's result heap for inner product
+
+constexpr float kEmptySim = -std::numeric_limits<float>::infinity();
+
+// File layout: header | FAISS write_index payload | trailer. The trailer's length and CRC-32 let
+// load() reject a truncated or damaged file before FAISS parses a byte of it.
+constexpr char kMagic[8] = {'R', 'A', 'G', 'I', 'V', 'F', '0', '1'};
+constexpr char kTrailerMagic[8] = {'R', 'A', 'G', 'I', 'V', 'F', 'E', 'N'};
+constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kMaxFingerprintBytes = 4096;
+constexpr size_t kTrailerBytes = 8 + 4 + 8;  // payload bytes, CRC-32, magic
+
+const char* const kRebuildHint = "rebuild it with `ragraph index build`";
+
+Status faissFailure(std::string_view what, const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e))
+    return Status::internal(std::string(what) + " ran out of memory; use fewer vectors or a "
+                                                "machine with more memory");
+  return Status::internal(std::string(what) + " failed inside FAISS: " + e.what());
+}
+
+uLong crcOf(uLong crc, const void* data, size_t bytes) {
+  const auto* p = static_cast<const Bytef*>(data);
+  while (bytes > 0) {
+    const uInt chunk = static_cast<uInt>(std::min<size_t>(bytes, 1u << 30));
+    crc = crc32(crc, p, chunk);
+    p += chunk;
+    bytes -= chunk;
+  }
+  return crc;
+}
+
+// Streams FAISS's serialisation to a FILE while summing its length and CRC-32.
+struct ChecksummingWriter : faiss::IOWriter {
+  explicit ChecksummingWriter(std::FILE* f) : file(f) { name = "ivf index"; }
+  size_t operator()(const void* ptr, size_t size, size_t nitems) override {
+    if (size == 0 || nitems == 0) return nitems;  // FAISS writes empty vectors with null data
+    const size_t written = std::fwrite(ptr, size, nitems, file);
+    crc = crcOf(crc, ptr, written * size);
+    bytes += written * size;
+    return written;
+  }
+  std::FILE* file;
+  uLong crc = crc32(0L, Z_NULL, 0);
+  uint64_t bytes = 0;
+};
+
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
+
+template <typename T>
+bool writePod(std::FILE* f, const T& v) {
+  return std::fwrite(&v, sizeof v, 1, f) == 1;
+}
+template <typename T>
+bool readPod(std::FILE* f, T& v) {
+  return std::fread(&v, sizeof v, 1, f) == 1;
+}
+
+void markEmptySlots(SearchResults& r) {
+  for (size_t i = 0; i < r.ids.size(); ++i)
+    if (r.ids[i] < 0) r.similarities[i] = kEmptySim;
+}
+
+// One timed batch of scans: `visits` (query, cluster) pairs covering `vectors` vectors.
+struct CostSample {
+  double visits = 0;
+  double vectors = 0;
+  double seconds = 0;
+};
+
+// Least squares seconds = a·visits + b·vectors with a, b >= 0 (the two-variable NNLS: solve
+// the normal equations; if a coefficient comes out negative, drop it and refit the other).
+ClusterCostModel fitCostModel(const std::vector<CostSample>& samples) {
+  ClusterCostModel m;
+  m.samples = static_cast<int32_t>(samples.size());
+  double uu = 0, uv = 0, vv = 0, ut = 0, vt = 0;
+  for (const CostSample& s : samples) {
+    uu += s.visits * s.visits, uv += s.visits * s.vectors, vv += s.vectors * s.vectors;
+    ut += s.visits * s.seconds, vt += s.vectors * s.seconds;
+  }
+  const double det = uu * vv - uv * uv;
+  if (det > 1e-12 * uu * vv) {
+    m.a = (ut * vv - vt * uv) / det;
+    m.b = (vt * uu - ut * uv) / det;
+  } else {
+    m.a = m.b = -1;  // collinear samples: fall through to a one-variable fit
+  }
+  if (m.a < 0 || m.b < 0) {
+    const double bOnly = vv > 0 ? vt / vv : 0;  // a = 0
+    const double aOnly = uu > 0 ? ut / uu : 0;  // b = 0
+    double errB = 0, errA = 0;
+    for (const CostSample& s : samples) {
+      errB += (s.seconds - bOnly * s.vectors) * (s.seconds - bOnly * s.vectors);
+      errA += (s.seconds - aOnly * s.visits) * (s.seconds - aOnly * s.visits);
+    }
+    if (errB <= errA) m.a = 0, m.b = std::max(0.0, bOnly);
+    else m.a = std::max(0.0, aOnly), m.b = 0;
+  }
+  return m;
+}
+
+struct Slice {  // the tasks one FAISS call searches in a step
+  std::vector<SearchTask*> tasks;
+  std::vector<size_t> rows;  // their positions in the step's list of unfinished tasks
+};
+
+}  // namespace
+
+// ---- SearchResults / SearchTask ------------------------------------------------------------
+
+std::vector<SearchHit> SearchResults::row(int64_t i) const {
+  std::vector<SearchHit> out;
+  if (i < 0 || i >= n) return out;
+  const size_t base = static_cast<size_t>(i) * static_cast<size_t>(k);
+  for (size_t j = 0; j < static_cast<size_t>(k); ++j)
+    if (ids[base + j] >= 0) out.push_back({ids[base + j], similarities[base + j]});
+  return out;
+}
+
+std::vector<SearchHit> SearchTask::topK() const {
+  std::vector<float> sims = m_heapSims;
+  std::vector<int64_t> ids = m_heapIds;
+  const size_t filled = faiss::heap_reorder<IpHeap>(sims.size(), sims.data(), ids.data());
+  std::vector<SearchHit> out(filled);
+  for (size_t i = 0; i < filled; ++i) out[i] = {ids[i], sims[i]};
+  return out;
+}
+
+// ---- IvfIndex ------------------------------------------------------------------------------
+
+struct IvfIndex::Impl {
+  std::unique_ptr<faiss::IndexIVFFlat> index;  // owns the quantizer and the inverted lists
+  // The same quantizer and lists with PARALLEL_MODE_NO_HEAP_INIT, so search_preassigned
+  // continues from the heaps it is given; kept apart so that search() stays FAISS's own.
+  std::unique_ptr<faiss::IndexIVFFlat> stepView;
+  const faiss::IndexFlat* quantizer = nullptr;
+  std::unique_ptr<std::atomic<uint64_t>[]> accessCounts;  // [nlist]
+  ClusterCostModel cost;
+
+  int64_t dim() const { return index->d; }
+  int64_t nlist() const { return static_cast<int64_t>(index->nlist); }
+  int64_t listSize(int64_t c) const {
+    return static_cast<int64_t>(index->invlists->list_size(static_cast<size_t>(c)));
+  }
+  const float* centroid(int64_t c) const { return quantizer->get_xb() + c * dim(); }
+
+  // Wraps a trained, filled IndexIVFFlat; Corrupt when it is not the kind this class serves.
+  static Result<std::unique_ptr<Impl>> wrap(std::unique_ptr<faiss::IndexIVFFlat> index,
+                                            const std::string& source);
+  ClusterCostModel calibrate() const;
+  void initTask(SearchTask& t, const float* query, int32_t k) const;
+  Status runSlice(const Slice& s, const std::vector<int32_t>& take) const;
+};
+
+Result<std::unique_ptr<IvfIndex::Impl>> IvfIndex::Impl::wrap(
+    std::unique_ptr<faiss::IndexIVFFlat> index, const std::string& source) {
+  const auto* quantizer = dynamic_cast<const faiss::IndexFlat*>(index->quantizer);
+  if (index->metric_type != faiss::METRIC_INNER_PRODUCT || !quantizer ||
+      quantizer->metric_type != faiss::METRIC_INNER_PRODUCT || !index->is_trained ||
+      quantizer->ntotal != static_cast<FaissId>(index->nlist))
+    return Status::corrupt(source + " is not a trained inner-product IVF-Flat index; " +
+                           kRebuildHint);
+  auto impl = std::make_unique<IvfIndex::Impl>();
+  try {
+    auto view = std::make_unique<faiss::IndexIVFFlat>(index->quantizer, index->d, index->nlist,
+                                                      faiss::METRIC_INNER_PRODUCT);
+    view->replace_invlists(index->invlists, /*own=*/false);
+    view->own_fields = false;
+    view->ntotal = index->ntotal;
+    // Mode 0 runs one call's queries serially (verified for 1.7.3); step() runs its slices in
+    // parallel itself, as IndexIVF::search does.
+    view->parallel_mode = view->PARALLEL_MODE_NO_HEAP_INIT;
+    impl->stepView = std::move(view);
+  } catch (const std::exception& e) {
+    return faissFailure("preparing the step-wise view of " + source, e);
+  }
+  impl->quantizer = quantizer;
+  impl->accessCounts.reset(new std::atomic<uint64_t>[index->nlist]());
+  impl->index = std::move(index);
+  return impl;
+}
+
+// Times FAISS scanning clusters the way a step does (the step view, carried heaps, several
+// queries in one search_preassigned call, each visiting clusters no other query in the call
+// visits, so most reads are cold), and fits seconds = a·visits + b·vectors over the calls. The
+// clusters are split by size into four bands and each call draws from one band, so that the
+// calls differ in vectors per visit and a and b can be told apart. Every call runs twice, in
+// two passes over all calls, and keeps its faster time (a preempted run only ever adds time).
+ClusterCostModel IvfIndex::Impl::calibrate() const {
+  std::vector<int64_t> clusters;
+  for (int64_t c = 0; c < nlist(); ++c)
+    if (listSize(c) > 0) clusters.push_back(c);
+  if (clusters.empty()) return {};
+  std::stable_sort(clusters.begin(), clusters.end(),
+                   [&](int64_t x, int64_t y) { return listSize(x) < listSize(y); });
+
+  constexpr int kBands = 4, kCallsPerBand = 8, kQueries = 8, kProbes = 8, kPasses = 2;
+  constexpr int32_t k = 10;
+  struct Call {
+    std::vector<float> queries;   // F32 [kQueries, dim]
+    std::vector<FaissId> keys;    // I64 [kQueries, probes]
+    std::vector<float> coarse;    // F32 [kQueries, probes]
+    int64_t probes = 0;
+    CostSample sample;
+  };
+  std::vector<Call> calls;
+  uint64_t rng = 0x9E3779B97F4A7C15ull;
+  auto next = [&rng](uint64_t bound) {
+    rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
+    return (rng * 0x2545F4914F6CDD1Dull >> 11) % bound;
+  };
+  const size_t bandWidth = (clusters.size() + kBands - 1) / kBands;
+  for (int band = 0; band < kBands; ++band) {
+    const size_t lo = std::min(clusters.size(), band * bandWidth);
+    const size_t hi = std::min(clusters.size(), lo + bandWidth);
+    if (lo >= hi) continue;
+    for (int c = 0; c < kCallsPerBand; ++c) {
+      Call call;
+      call.probes = std::min<int64_t>(kProbes, static_cast<int64_t>(hi - lo));
+      for (int q = 0; q < kQueries; ++q) {
+        // Another random cluster's centroid: a plausible query.
+        const float* query = centroid(clusters[next(clusters.size())]);
+        call.queries.insert(call.queries.end(), query, query + dim());
+        const size_t start = next(hi - lo);  // distinct clusters within one query
+        for (int64_t j = 0; j < call.probes; ++j) {
+          const int64_t key = clusters[lo + (start + static_cast<size_t>(j)) % (hi - lo)];
+          call.keys.push_back(key);
+          call.coarse.push_back(faiss::fvec_inner_product(query, centroid(key), dim()));
+          call.sample.visits += 1;
+          call.sample.vectors += static_cast<double>(listSize(key));
+        }
+      }
+      call.sample.seconds = std::numeric_limits<double>::infinity();
+      calls.push_back(std::move(call));
+    }
+  }
+
+  faiss::SearchParametersIVF params;
+  std::vector<float> sims(kQueries * k);
+  std::vector<int64_t> ids(kQueries * k);
+  try {
+    for (int pass = 0; pass < kPasses; ++pass)
+      for (Call& call : calls) {
+        std::fill(sims.begin(), sims.end(), kEmptySim);
+        std::fill(ids.begin(), ids.end(), -1);
+        params.nprobe = static_cast<size_t>(call.probes);
+        Stopwatch w;
+        stepView->search_preassigned(kQueries, call.queries.data(), k, call.keys.data(),
+                                     call.coarse.data(), sims.data(), ids.data(), false, &params,
+                                     nullptr);
+        call.sample.seconds = std::min(call.sample.seconds, w.elapsedSeconds());
+      }
+  } catch (const std::exception&) {
+    return {};  // an uncalibrated model (a = b = 0): steps then take one cluster per task
+  }
+  std::vector<CostSample> samples;
+  for (const Call& call : calls) samples.push_back(call.sample);
+  return fitCostModel(samples);
+}
+
+void IvfIndex::Impl::initTask(SearchTask& t, const float* query, int32_t k) const {
+  t.m_query.assign(query, query + dim());
+  t.m_heapSims.assign(static_cast<size_t>(k), kEmptySim);
+  t.m_heapIds.assign(static_cast<size_t>(k), -1);
+  t.m_cursor = 0;
+  t.m_vectorsScanned = 0;
+}
+
+IvfIndex::IvfIndex(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+IvfIndex::IvfIndex(IvfIndex&&) noexcept = default;
+IvfIndex& IvfIndex::operator=(IvfIndex&&) noexcept = default;
+IvfIndex::~IvfIndex() = default;
+
+int64_t IvfIndex::defaultNlist(int64_t n) {
+  if (n < 39) return 1;
+  const double target = 4.0 * std::sqrt(static_cast<double>(n));
+  int64_t lo = 1;
+  while (static_cast<double>(lo * 2) <= target) lo *= 2;
+  int64_t p = (target - static_cast<double>(lo) <= static_cast<double>(2 * lo) - target) ? lo : 2 * lo;
+  while (p > 1 && p * 39 > n) p /= 2;  // FAISS wants >= 39 training vectors per centroid
+  return p;
+}
+
+Result<IvfIndex> IvfIndex::build(std::span<const float> vectors, int64_t dim, int64_t nlist,
+                                 uint64_t seed, const ProgressFn& progress) {
+  if (dim <= 0)
+    return Status::invalidArgument("vector dimension must be positive (got " +
+                                   std::to_string(dim) + "); pass the embedder's output size");
+  if (vectors.empty())
+    return Status::invalidArgument("no vectors to index; embed the passages first");
+  if (vectors.size() % static_cast<size_t>(dim) != 0)
+    return Status::invalidArgument(
+        std::to_string(vectors.size()) + " floats are not a whole number of " +
+        std::to_string(dim) + "-dimensional vectors; check that dim matches the embedder's "
+        "output size");
+  const int64_t n = static_cast<int64_t>(vectors.size()) / dim;
+  if (nlist <= 0)
+    return Status::invalidArgument("nlist must be at least 1 (got " + std::to_string(nlist) +
+                                   "); use IvfIndex::defaultNlist(" + std::to_string(n) +
+                                   ") = " + std::to_string(defaultNlist(n)));
+  if (nlist > n)
+    return Status::invalidArgument(
+        "nlist " + std::to_string(nlist) + " exceeds the " + std::to_string(n) +
+        " vectors to index (every cluster needs vectors); use at most " + std::to_string(n) +
+        ", e.g. defaultNlist = " + std::to_string(defaultNlist(n)));
+  for (size_t i = 0; i < vectors.size(); ++i)
+    if (!std::isfinite(vectors[i]))
+      return Status::invalidArgument(
+          "vector " + std::to_string(i / static_cast<size_t>(dim)) +
+          " has a NaN or infinite component; fix the embedder's output before indexing");
+
+  auto report = [&](std::string_view phase, uint64_t done, uint64_t total) {
+    if (progress) progress(phase, done, total);
+  };
+  std::unique_ptr<faiss::IndexIVFFlat> ivf;
+  try {
+    auto quantizer = std::make_unique<faiss::IndexFlatIP>(dim);
+    ivf = std::make_unique<faiss::IndexIVFFlat>(quantizer.get(), dim, static_cast<size_t>(nlist),
+                                                faiss::METRIC_INNER_PRODUCT);
+    quantizer.release();
+    ivf->own_fields = true;
+    ivf->cp.seed = static_cast<int>((seed ^ (seed >> 32)) & 0x7fffffff);
+    ivf->cp.spherical = true;  // unit-norm centroids for unit-norm vectors
+    report("k-means (coarse quantizer)", 0, 1);
+    ivf->train(n, vectors.data());
+    report("k-means (coarse quantizer)", 1, 1);
+    constexpr int64_t kChunk = 16384;
+    for (int64_t i = 0; i < n; i += kChunk) {
+      const int64_t m = std::min(kChunk, n - i);
+      ivf->add(m, vectors.data() + i * dim);
+      report("adding vectors", static_cast<uint64_t>(i + m), static_cast<uint64_t>(n));
+    }
+  } catch (const std::exception& e) {
+    return faissFailure("building the IVF index", e);
+  }
+  RAG_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Impl::wrap(std::move(ivf), "the new index"));
+  report("calibrating the cluster cost model", 0, 1);
+  impl->cost = impl->calibrate();
+  report("calibrating the cluster cost model", 1, 1);
+  return IvfIndex(std::move(impl));
+}
+
+Status IvfIndex::save(const fs::path& path, std::string_view fingerprint) const {
+  if (fingerprint.empty() || fingerprint.size() > kMaxFingerprintBytes)
+    return Status::invalidArgument(
+        "the embedder fingerprint must be 1 to " + std::to_string(kMaxFingerprintBytes) +
+        " bytes (got " + std::to_string(fingerprint.size()) +
+        "); pass the fingerprint of the embedder that made the vectors");
+  RAG_ASSIGN_OR_RETURN(StagedOutput staged, stageOutput(path));
+  auto failed = [&](std::string why) {
+    discardStagedOutput(staged);
+    return Status::ioError("cannot write the index to " + staged.temp.string() + ": " + why);
+  };
+  {
+    FilePtr f(std::fopen(staged.temp.c_str(), "wb"));
+    if (!f) return failed(std::strerror(errno));
+    const uint32_t fpBytes = static_cast<uint32_t>(fingerprint.size());
+    bool ok = std::fwrite(kMagic, 1, sizeof kMagic, f.get()) == sizeof kMagic &&
+              writePod(f.get(), kFormatVersion) && writePod(f.get(), fpBytes) &&
+              std::fwrite(fingerprint.data(), 1, fpBytes, f.get()) == fpBytes;
+    if (!ok) return failed(std::strerror(errno));
+    ChecksummingWriter writer(f.get());
+    try {
+      faiss::write_index(m_impl->index.get(), &writer);
+    } catch (const std::exception& e) {
+      return failed(std::string("FAISS: ") + e.what() + " (disk full?)");
+    }
+    const uint32_t crc = static_cast<uint32_t>(writer.crc);
+    ok = writePod(f.get(), writer.bytes) && writePod(f.get(), crc) &&
+         std::fwrite(kTrailerMagic, 1, sizeof kTrailerMagic, f.get()) == sizeof kTrailerMagic &&
+         std::fflush(f.get()) == 0 && !std::ferror(f.get());
+    if (!ok) return failed(std::string(std::strerror(errno)) + " (disk full?)");
+    if (std::fclose(f.release()) != 0) return failed(std::strerror(errno));
+  }
+  Status s = commitStagedOutput(staged);
+  if (!s) discardStagedOutput(staged);
+  return s;
+}
+
+Result<IvfIndex> IvfIndex::load(const fs::path& path, std::string_view expectedFingerprint) {
+  const std::string where = path.string();
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    return Status::notFound("index file " + where + " does not exist; build it with "
+                            "`ragraph index build`");
+  const uint64_t fileBytes = fs::file_size(path, ec);
+  if (ec) return Status::ioError("cannot read " + where + ": " + ec.message());
+  FilePtr f(std::fopen(path.c_str(), "rb"));
+  if (!f) return Status::ioError("cannot open " + where + ": " + std::strerror(errno));
+
+  auto corrupt = [&](const std::string& why) {
+    return Status::corrupt("index file " + where + " is damaged (" + why + "); " + kRebuildHint);
+  };
+  char magic[8];
+  uint32_t version = 0, fpBytes = 0;
+  if (std::fread(magic, 1, sizeof magic, f.get()) != sizeof magic ||
+      std::memcmp(magic, kMagic, sizeof magic) != 0)
+    return Status::corrupt(where + " is not a RAGraph IVF index file; " + kRebuildHint);
+  if (!readPod(f.get(), version) || !readPod(f.get(), fpBytes)) return corrupt("truncated header");
+  if (version != kFormatVersion)
+    return Status::schemaMismatch(where + " has index format " + std::to_string(version) +
+                                  ", this build reads format " + std::to_string(kFormatVersion) +
+                                  "; " + kRebuildHint);
+  if (fpBytes > kMaxFingerprintBytes) return corrupt("bad fingerprint length");
+  std::string fingerprint(fpBytes, '\0');
+  if (std::fread(fingerprint.data(), 1, fpBytes, f.get()) != fpBytes)
+    return corrupt("truncated header");
+  if (fingerprint != expectedFingerprint)
+    return Status::schemaMismatch("index " + where + " was built from the embeddings of '" +
+                                  fingerprint + "', not of the current embedder '" +
+                                  std::string(expectedFingerprint) + "'; " + kRebuildHint);
+
+  const uint64_t headerBytes = sizeof kMagic + 8 + fpBytes;
+  if (fileBytes < headerBytes + kTrailerBytes) return corrupt("truncated");
+  uint64_t payloadBytes = 0;
+  uint32_t storedCrc = 0;
+  char endMagic[8];
+  if (std::fseek(f.get(), static_cast<long>(fileBytes - kTrailerBytes), SEEK_SET) != 0 ||
+      !readPod(f.get(), payloadBytes) || !readPod(f.get(), storedCrc) ||
+      std::fread(endMagic, 1, sizeof endMagic, f.get()) != sizeof endMagic ||
+      std::memcmp(endMagic, kTrailerMagic, sizeof endMagic) != 0 ||
+      payloadBytes != fileBytes - headerBytes - kTrailerBytes)
+    return corrupt("truncated or missing its end marker");
+
+  // Checksum first, so FAISS never parses damaged sizes.
+  if (std::fseek(f.get(), static_cast<long>(headerBytes), SEEK_SET) != 0)
+    return Status::ioError("cannot seek in " + where);
+  {
+    std::vector<char> buf(size_t{1} << 20);
+    uLong crc = crc32(0L, Z_NULL, 0);
+    uint64_t left = payloadBytes;
+    while (left > 0) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
+      if (std::fread(buf.data(), 1, want, f.get()) != want)
+        return Status::ioError("cannot read " + where + ": " + std::strerror(errno));
+      crc = crcOf(crc, buf.data(), want);
+      left -= want;
+    }
+    if (static_cast<uint32_t>(crc) != storedCrc) return corrupt("checksum mismatch");
+  }
+
+  if (std::fseek(f.get(), static_cast<long>(headerBytes), SEEK_SET) != 0)
+    return Status::ioError("cannot seek in " + where);
+  std::unique_ptr<faiss::Index> raw;
+  try {
+    faiss::FileIOReader reader(f.get());
+    raw.reset(faiss::read_index(&reader));
+  } catch (const std::exception& e) {
+    return corrupt(std::string("FAISS cannot parse it: ") + e.what());
+  }
+  if (static_cast<uint64_t>(std::ftell(f.get())) != headerBytes + payloadBytes)
+    return corrupt("the FAISS payload does not end where the trailer says");
+  auto* ivf = dynamic_cast<faiss::IndexIVFFlat*>(raw.get());
+  if (!ivf) return corrupt("it holds a FAISS index of another type");
+  raw.release();
+  RAG_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl,
+                       Impl::wrap(std::unique_ptr<faiss::IndexIVFFlat>(ivf), where));
+  impl->cost = impl->calibrate();
+  return IvfIndex(std::move(impl));
+}
+
+// ---- step planning -------------------------------------------------------------------------
+
+namespace {
+
+// Clusters per task for one step, and each task's estimated cost.
+struct StepPlan {
+  std::vector<int32_t> take;  // next clusters of live[i] to search
+  std::vector<double> cost;   // their estimated single-thread seconds
+  double estimatedSeconds = 0;
+};
+
+// One cluster per task per round, in each task's order, while the estimated wall time (the
+// costliest task, or the total over the threads) stays within the budget; every task gets one.
+template <typename ClusterCost>
+StepPlan planStep(const std::vector<SearchTask*>& live, double budget, int threads,
+                  ClusterCost clusterCost) {
+  const size_t nt = live.size();
+  StepPlan plan;
+  plan.take.assign(nt, 1);
+  plan.cost.assign(nt, 0.0);
+  double total = 0, costliest = 0;
+  auto estimate = [&](double tot, double top) { return std::max(top, tot / threads); };
+  auto nextCost = [&](size_t i) {
+    const SearchTask& t = *live[i];
+    return clusterCost(t.clusters()[t.cursor() + static_cast<size_t>(plan.take[i]) - 1]);
+  };
+  std::vector<size_t> open;
+  for (size_t i = 0; i < nt; ++i) {
+    plan.cost[i] = nextCost(i);
+    total += plan.cost[i];
+    costliest = std::max(costliest, plan.cost[i]);
+    if (live[i]->clustersLeft() > 1) open.push_back(i);
+  }
+  while (!open.empty()) {
+    size_t kept = 0;
+    for (size_t i : open) {
+      ++plan.take[i];
+      const double c = nextCost(i);
+      if (!std::isinf(budget) &&
+          estimate(total + c, std::max(costliest, plan.cost[i] + c)) > budget) {
+        --plan.take[i];  // does not fit; estimates only grow, so this task is full
+        continue;
+      }
+      plan.cost[i] += c;
+      total += c;
+      costliest = std::max(costliest, plan.cost[i]);
+      if (live[i]->clustersLeft() > static_cast<size_t>(plan.take[i])) open[kept++] = i;
+    }
+    open.resize(kept);
+  }
+  plan.estimatedSeconds = estimate(total, costliest);
+  return plan;
+}
+
+// Tasks with the same k, cut into at most `threads` runs of about equal estimated cost (equal
+// task counts when the model is uncalibrated): one search_preassigned call each.
+std::vector<Slice> cutSlices(const std::vector<SearchTask*>& live,
+                                                 const std::vector<double>& cost, int threads) {
+  const size_t nt = live.size();
+  std::vector<size_t> order(nt);
+  for (size_t i = 0; i < nt; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return live[x]->k() < live[y]->k(); });
+  std::vector<Slice> slices;
+  for (size_t g = 0; g < nt;) {
+    size_t ge = g;
+    double groupCost = 0;
+    while (ge < nt && live[order[ge]]->k() == live[order[g]]->k()) groupCost += cost[order[ge++]];
+    const bool byCount = !(groupCost > 0);
+    const double groupWeight = byCount ? static_cast<double>(ge - g) : groupCost;
+    const size_t parts = std::min<size_t>(static_cast<size_t>(threads), ge - g);
+    Slice slice;
+    double acc = 0;
+    size_t cut = 1;
+    for (size_t j = g; j < ge; ++j) {
+      slice.tasks.push_back(live[order[j]]);
+      slice.rows.push_back(order[j]);
+      acc += byCount ? 1.0 : cost[order[j]];
+      const double mark = groupWeight * static_cast<double>(cut) / static_cast<double>(parts);
+      if (j + 1 == ge || (cut < parts && acc >= mark)) {
+        slices.push_back(std::move(slice));
+        slice = {};
+        ++cut;
+      }
+    }
+    g = ge;
+  }
+  return slices;
+}
+
+}  // namespace
+
+// One search_preassigned call over a slice's tasks, each on its next take[row] clusters (shorter
+// rows padded with -1, which FAISS skips), continuing from and writing back their heaps.
+Status IvfIndex::Impl::runSlice(const Slice& s, const std::vector<int32_t>& take) const {
+  const size_t n = s.tasks.size();
+  const size_t d = static_cast<size_t>(dim());
+  const size_t k = static_cast<size_t>(s.tasks.front()->k());
+  size_t width = 0;
+  for (size_t row : s.rows) width = std::max(width, static_cast<size_t>(take[row]));
+  std::vector<float> x(n * d);                  // F32 [n, dim]
+  std::vector<FaissId> keys(n * width, -1);     // I64 [n, width]
+  std::vector<float> coarse(n * width, 0.0f);   // F32 [n, width]
+  std::vector<float> sims(n * k);               // F32 [n, k]
+  std::vector<int64_t> ids(n * k);              // I64 [n, k]
+  for (size_t r = 0; r < n; ++r) {
+    const SearchTask& t = *s.tasks[r];
+    std::copy(t.m_query.begin(), t.m_query.end(), x.begin() + static_cast<std::ptrdiff_t>(r * d));
+    for (size_t j = 0; j < static_cast<size_t>(take[s.rows[r]]); ++j) {
+      keys[r * width + j] = t.m_clusters[t.m_cursor + j];
+      coarse[r * width + j] = t.m_centroidSims[t.m_cursor + j];
+    }
+    std::copy(t.m_heapSims.begin(), t.m_heapSims.end(), sims.begin() + static_cast<std::ptrdiff_t>(r * k));
+    std::copy(t.m_heapIds.begin(), t.m_heapIds.end(), ids.begin() + static_cast<std::ptrdiff_t>(r * k));
+  }
+  faiss::SearchParametersIVF params;
+  params.nprobe = width;
+  try {
+    stepView->search_preassigned(static_cast<FaissId>(n), x.data(), static_cast<FaissId>(k),
+                                 keys.data(), coarse.data(), sims.data(), ids.data(), false,
+                                 &params, nullptr);
+  } catch (const std::exception& e) {
+    return faissFailure("a search step", e);
+  }
+  for (size_t r = 0; r < n; ++r) {
+    SearchTask& t = *s.tasks[r];
+    std::copy_n(sims.begin() + static_cast<std::ptrdiff_t>(r * k), k, t.m_heapSims.begin());
+    std::copy_n(ids.begin() + static_cast<std::ptrdiff_t>(r * k), k, t.m_heapIds.begin());
+    for (int32_t j = 0; j < take[s.rows[r]]; ++j) {
+      const int64_t c = t.m_clusters[t.m_cursor++];
+      t.m_vectorsScanned += listSize(c);
+      accessCounts[c].fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  return Status::ok();
+}
+
+int64_t IvfIndex::dim() const { return m_impl->dim(); }
+int64_t IvfIndex::nlist() const { return m_impl->nlist(); }
+int64_t IvfIndex::size() const { return m_impl->index->ntotal; }
+int64_t IvfIndex::listSize(int64_t cluster) const {
+  return cluster >= 0 && cluster < nlist() ? m_impl->listSize(cluster) : 0;
+}
+std::vector<int64_t> IvfIndex::listSizes() const {
+  std::vector<int64_t> out(static_cast<size_t>(nlist()));
+  for (int64_t c = 0; c < nlist(); ++c) out[static_cast<size_t>(c)] = m_impl->listSize(c);
+  return out;
+}
+
+const ClusterCostModel& IvfIndex::costModel() const { return m_impl->cost; }
+ClusterCostModel IvfIndex::calibrateCostModel() { return m_impl->cost = m_impl->calibrate(); }
+void IvfIndex::setCostModel(const ClusterCostModel& model) { m_impl->cost = model; }
+
+Status IvfIndex::checkQueries(std::span<const float> queries, int32_t k, const char* what) const {
+  const int64_t d = dim();
+  if (queries.empty())
+    return Status::invalidArgument(std::string(what) + ": no query vector given; embed the "
+                                                       "query text first");
+  if (queries.size() % static_cast<size_t>(d) != 0)
+    return Status::invalidArgument(std::string(what) + ": a query of " +
+                                   std::to_string(queries.size()) + " floats does not fit this "
+                                   "index of " + std::to_string(d) + "-dimensional vectors; "
+                                   "embed queries with the embedder that built the index");
+  if (k <= 0)
+    return Status::invalidArgument(std::string(what) + ": k must be at least 1 (got " +
+                                   std::to_string(k) + "); ask for one result or more");
+  for (float v : queries)
+    if (!std::isfinite(v))
+      return Status::invalidArgument(std::string(what) + ": a query has a NaN or infinite "
+                                                         "component; check the embedder's output");
+  return Status::ok();
+}
+
+Result<SearchTask> IvfIndex::makeTask(std::span<const float> query, int32_t k,
+                                      int64_t nprobe) const {
+  RAG_RETURN_IF_ERROR(checkQueries(query, k, "makeTask"));
+  if (static_cast<int64_t>(query.size()) != dim())
+    return Status::invalidArgument("makeTask: takes one query of " + std::to_string(dim()) +
+                                   " floats (got " + std::to_string(query.size()) +
+                                   "); use makeTasks for several");
+  RAG_ASSIGN_OR_RETURN(std::vector<SearchTask> tasks, makeTasks(query, k, nprobe));
+  return std::move(tasks.front());
+}
+
+Result<SearchTask> IvfIndex::makeTask(std::span<const float> query, int32_t k,
+                                      std::span<const int64_t> clusters) const {
+  RAG_RETURN_IF_ERROR(checkQueries(query, k, "makeTask"));
+  if (static_cast<int64_t>(query.size()) != dim())
+    return Status::invalidArgument("makeTask: takes one query of " + std::to_string(dim()) +
+                                   " floats (got " + std::to_string(query.size()) + ")");
+  std::vector<char> seen(static_cast<size_t>(nlist()), 0);
+  for (int64_t c : clusters) {
+    if (c < 0 || c >= nlist())
+      return Status::invalidArgument("makeTask: cluster " + std::to_string(c) +
+                                     " is outside this index's clusters 0.." +
+                                     std::to_string(nlist() - 1));
+    if (seen[static_cast<size_t>(c)]++)
+      return Status::invalidArgument("makeTask: cluster " + std::to_string(c) +
+                                     " is listed twice; each cluster may be visited once");
+  }
+  SearchTask t;
+  m_impl->initTask(t, query.data(), k);
+  t.m_clusters.assign(clusters.begin(), clusters.end());
+  t.m_centroidSims.resize(clusters.size());
+  for (size_t i = 0; i < clusters.size(); ++i)
+    t.m_centroidSims[i] =
+        faiss::fvec_inner_product(query.data(), m_impl->centroid(clusters[i]), dim());
+  return t;
+}
+
+Result<std::vector<SearchTask>> IvfIndex::makeTasks(std::span<const float> queries, int32_t k,
+                                                    int64_t nprobe) const {
+  RAG_RETURN_IF_ERROR(checkQueries(queries, k, "makeTasks"));
+  if (nprobe <= 0)
+    return Status::invalidArgument("nprobe must be at least 1 (got " + std::to_string(nprobe) +
+                                   "); it is the number of clusters a query visits");
+  const int64_t d = dim();
+  const int64_t n = static_cast<int64_t>(queries.size()) / d;
+  const int64_t p = std::min(nprobe, nlist());
+  std::vector<FaissId> assign(static_cast<size_t>(n * p));
+  std::vector<float> coarse(static_cast<size_t>(n * p));
+  // Sliced over the threads exactly as IndexIVF::search slices its queries: the same BLAS calls
+  // on the same row blocks, so the cluster lists match FAISS's bit for bit, and the cost
+  // matches too (one big BLAS call from here made OpenBLAS's and OpenMP's threads collide).
+  const int64_t slices = std::min<int64_t>(std::max(1, omp_get_max_threads()), n);
+  std::vector<Status> failures(static_cast<size_t>(slices));
+#pragma omp parallel for if (slices > 1)
+  for (int64_t s = 0; s < slices; ++s) {
+    const int64_t i0 = n * s / slices, i1 = n * (s + 1) / slices;
+    if (i1 <= i0) continue;
+    try {
+      m_impl->quantizer->search(i1 - i0, queries.data() + i0 * d, p, coarse.data() + i0 * p,
+                                assign.data() + i0 * p);
+    } catch (const std::exception& e) {
+      failures[static_cast<size_t>(s)] = faissFailure("coarse quantization", e);
+    }
+  }
+  for (const Status& f : failures) RAG_RETURN_IF_ERROR(f);
+  std::vector<SearchTask> tasks(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    SearchTask& t = tasks[static_cast<size_t>(i)];
+    m_impl->initTask(t, queries.data() + i * d, k);
+    t.m_clusters.reserve(static_cast<size_t>(p));
+    t.m_centroidSims.reserve(static_cast<size_t>(p));
+    for (int64_t j = i * p; j < (i + 1) * p; ++j) {
+      if (assign[static_cast<size_t>(j)] < 0) continue;  // fewer centroids than nprobe
+      t.m_clusters.push_back(assign[static_cast<size_t>(j)]);
+      t.m_centroidSims.push_back(coarse[static_cast<size_t>(j)]);
+    }
+  }
+  return tasks;
+}
+
+Result<StepStats> IvfIndex::step(std::span<SearchTask* const> tasks, double budgetSeconds) const {
+  if (std::isnan(budgetSeconds) || budgetSeconds < 0)
+    return Status::invalidArgument("step budget must be >= 0 seconds (got " +
+                                   std::to_string(budgetSeconds) +
+                                   "); 0 advances every task by one cluster, +infinity finishes "
+                                   "them all");
+  const int64_t d = dim();
+  std::vector<SearchTask*> live;
+  live.reserve(tasks.size());
+  for (SearchTask* t : tasks) {
+    if (!t) return Status::invalidArgument("step: a task pointer is null");
+    if (t->done()) continue;
+    if (t->dim() != d || t->k() <= 0)
+      return Status::invalidArgument("step: a task for " + std::to_string(t->dim()) +
+                                     "-dimensional queries was given to an index of dimension " +
+                                     std::to_string(d) + "; make tasks with this index's makeTask");
+    live.push_back(t);
+  }
+  if (live.empty()) return StepStats{};
+  {
+    std::vector<SearchTask*> sorted = live;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      return Status::invalidArgument("step: the same task is listed twice; list each task once");
+  }
+  for (SearchTask* t : live)
+    for (size_t j = t->m_cursor; j < t->m_clusters.size(); ++j)
+      if (t->m_clusters[j] < 0 || t->m_clusters[j] >= nlist())
+        return Status::invalidArgument("step: a task's cluster " +
+                                       std::to_string(t->m_clusters[j]) +
+                                       " is outside this index's clusters 0.." +
+                                       std::to_string(nlist() - 1) +
+                                       "; the task was made by another index");
+
+  const int threads = std::max(1, omp_get_max_threads());
+  const ClusterCostModel& model = m_impl->cost;
+  const StepPlan plan = planStep(live, budgetSeconds, threads, [&](int64_t cluster) {
+    return model.seconds(m_impl->listSize(cluster));
+  });
+  const std::vector<Slice> slices = cutSlices(live, plan.cost, threads);
+
+  std::vector<Status> results(slices.size());
+  const int64_t nslices = static_cast<int64_t>(slices.size());
+  Stopwatch w;
+  if (nslices == 1) {
+    results[0] = m_impl->runSlice(slices[0], plan.take);
+  } else {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(std::min<int64_t>(threads, nslices))
+    for (int64_t s = 0; s < nslices; ++s)
+      results[static_cast<size_t>(s)] = m_impl->runSlice(slices[static_cast<size_t>(s)], plan.take);
+  }
+  StepStats stats;
+  stats.seconds = w.elapsedSeconds();
+  for (const Status& r : results)
+    if (!r) return r.withContext("step (tasks in other slices did advance)");
+  stats.estimatedSeconds = plan.estimatedSeconds;
+  stats.tasksAdvanced = static_cast<int32_t>(live.size());
+  for (size_t i = 0; i < live.size(); ++i) {
+    const SearchTask& t = *live[i];
+    stats.clustersSearched += plan.take[i];
+    for (size_t j = t.cursor() - static_cast<size_t>(plan.take[i]); j < t.cursor(); ++j)
+      stats.vectorsScanned += m_impl->listSize(t.clusters()[j]);
+  }
+  return stats;
+}
+
+Result<SearchResults> IvfIndex::search(std::span<const float> queries, int32_t k,
+                                       int64_t nprobe) const {
+  RAG_RETURN_IF_ERROR(checkQueries(queries, k, "search"));
+  if (nprobe <= 0)
+    return Status::invalidArgument("nprobe must be at least 1 (got " + std::to_string(nprobe) +
+                                   "); it is the number of clusters a query visits");
+  SearchResults r;
+  r.n = static_cast<int64_t>(queries.size()) / dim();
+  r.k = k;
+  r.similarities.resize(static_cast<size_t>(r.n) * static_cast<size_t>(k));
+  r.ids.resize(r.similarities.size());
+  faiss::SearchParametersIVF params;
+  params.nprobe = static_cast<size_t>(std::min(nprobe, nlist()));
+  try {
+    m_impl->index->search(r.n, queries.data(), k, r.similarities.data(), r.ids.data(), &params);
+  } catch (const std::exception& e) {
+    return faissFailure("IVF search", e);
+  }
+  markEmptySlots(r);
+  return r;
+}
+
+std::vector<uint64_t> IvfIndex::clusterAccessCounts() const {
+  std::vector<uint64_t> out(static_cast<size_t>(nlist()));
+  for (size_t c = 0; c < out.size(); ++c)
+    out[c] = m_impl->accessCounts[c].load(std::memory_order_relaxed);
+  return out;
+}
+
+void IvfIndex::resetClusterAccessCounts() {
+  for (int64_t c = 0; c < nlist(); ++c) m_impl->accessCounts[c].store(0, std::memory_order_relaxed);
+}
+
+Result<SearchResults> searchFlat(std::span<const float> vectors, int64_t dim,
+                                 std::span<const float> queries, int32_t k) {
+  if (dim <= 0)
+    return Status::invalidArgument("searchFlat: dimension must be positive (got " +
+                                   std::to_string(dim) + ")");
+  if (vectors.empty() || vectors.size() % static_cast<size_t>(dim) != 0)
+    return Status::invalidArgument("searchFlat: " + std::to_string(vectors.size()) +
+                                   " floats are not a non-empty set of " + std::to_string(dim) +
+                                   "-dimensional vectors");
+  if (queries.empty() || queries.size() % static_cast<size_t>(dim) != 0)
+    return Status::invalidArgument("searchFlat: a query of " + std::to_string(queries.size()) +
+                                   " floats does not fit " + std::to_string(dim) +
+                                   "-dimensional vectors; embed queries with the same embedder");
+  if (k <= 0)
+    return Status::invalidArgument("searchFlat: k must be at least 1 (got " + std::to_string(k) +
+                                   "); ask for one result or more");
+  SearchResults r;
+  r.n = static_cast<int64_t>(queries.size()) / dim;
+  r.k = k;
+  r.similarities.resize(static_cast<size_t>(r.n) * static_cast<size_t>(k));
+  r.ids.resize(r.similarities.size());
+  try {
+    faiss::knn_inner_product(queries.data(), vectors.data(), static_cast<size_t>(dim),
+                             static_cast<size_t>(r.n), vectors.size() / static_cast<size_t>(dim),
+                             static_cast<size_t>(k), r.similarities.data(), r.ids.data());
+  } catch (const std::exception& e) {
+    return faissFailure("exact search", e);
+  }
+  markEmptySlots(r);
+  return r;
+}
+
+}  // namespace rag::retrieval
