@@ -6,6 +6,7 @@
 
 #include "corpus/corpus_db.h"
 #include "corpus/qa_reader.h"
+#include "retrieval/passage_index.h"
 #include "workload/trace_random.h"
 
 namespace rag::model {
@@ -270,8 +271,6 @@ std::string_view plainTitle(std::string_view title) {
   return title;
 }
 
-std::string_view embeddingText(const rag::Passage& passage) { return passage.text; }
-
 Result<std::unique_ptr<CorpusPairSource>> CorpusPairSource::open(const std::filesystem::path& corpus,
                                                                  const Tokenizer& tokenizer,
                                                                  const CorpusPairOptions& options) {
@@ -321,7 +320,7 @@ Result<TrainingPair> CorpusPairSource::pair(uint64_t seed, int64_t step, int64_t
     query = item.question;
     passage = std::move(item.goldPassages.front());
   }
-  TrainingPair out{cut(query), cut(embeddingText(passage)), passage.id};
+  TrainingPair out{cut(query), cut(retrieval::embeddingText(passage)), passage.id};
   if (out.query.empty() || out.passage.empty())
     return Status::corrupt("passage " + std::to_string(passage.id) + " has an empty title or text; "
                            "rebuild the corpus with `ragraph corpus build`");

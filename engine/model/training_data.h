@@ -120,10 +120,6 @@ private:
   std::vector<int64_t> m_qaIds;
 };
 
-// What the retrieval index embeds for a passage, and what embedder training pairs queries
-// with: the passage text as stored.
-std::string_view embeddingText(const rag::Passage& passage);
-
 // A passage title without its part of speech: "southern flounder (noun)" -> "southern flounder".
 std::string_view plainTitle(std::string_view title);
 

@@ -1,0 +1,133 @@
+// The passage index (retrieval/passage_index.h) around a stand-in embedder: one vector per
+// passage in id order, a resumable embedding pass, an IVF index over the same vectors, and
+// files that refuse another embedder.
+#include <QtTest>
+
+#include <cmath>
+#include <filesystem>
+
+#include "../fixtures/workload/tiny_corpus.h"
+#include "retrieval/passage_index.h"
+#include "status_checks.h"
+
+using namespace rag;
+using namespace rag::retrieval;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int64_t kDim = 8;
+
+// A deterministic unit vector per text (a stand-in for a trained encoder).
+std::vector<float> hashVector(const std::string& text) {
+  std::vector<float> v(kDim);
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  double norm = 0;
+  for (int64_t i = 0; i < kDim; ++i) {
+    h = h * 6364136223846793005ull + 1442695040888963407ull;
+    v[static_cast<size_t>(i)] = static_cast<float>(static_cast<double>(h >> 11) / 9007199254740992.0 - 0.5);
+    norm += v[static_cast<size_t>(i)] * v[static_cast<size_t>(i)];
+  }
+  for (float& x : v) x = static_cast<float>(x / std::sqrt(norm));
+  return v;
+}
+
+struct CountingEmbedder {
+  int64_t texts = 0, calls = 0;
+  int64_t failAfterCalls = -1;  // fail this call (0-based); -1: never
+  Result<std::vector<float>> operator()(std::span<const std::string> batch) {
+    if (calls++ == failAfterCalls) return Status::ioError("embedder crashed");
+    std::vector<float> out;
+    for (const std::string& t : batch) {
+      std::vector<float> v = hashVector(t);
+      out.insert(out.end(), v.begin(), v.end());
+    }
+    texts += static_cast<int64_t>(batch.size());
+    return out;
+  }
+};
+
+}  // namespace
+
+class TestPassageIndex : public QObject {
+  Q_OBJECT
+  QTemporaryDir m_dir;
+  fs::path corpus() const { return fs::path(m_dir.path().toStdString()) / "corpus.db"; }
+
+  PassageIndexParams params(const char* base) const {
+    PassageIndexParams p;
+    p.corpus = corpus();
+    p.base = fs::path(m_dir.path().toStdString()) / base;
+    p.fingerprint = "hash-embedder-1";
+    p.dim = kDim;
+    p.batch = 16;
+    p.nlist = 4;
+    return p;
+  }
+
+private Q_SLOTS:
+  void initTestCase() {
+    testing::TinyCorpusSpec spec;
+    spec.entities = 100;
+    spec.passages = true;
+    QVERIFY(testing::makeTinyCorpus(corpus(), spec).isOk());
+  }
+
+  void buildsVectorsInIdOrderAndAnIndexOverThem() {
+    CountingEmbedder e;
+    auto built = buildPassageIndex(params("a"), std::ref(e));
+    QVERIFY2(built.isOk(), built.status().message().c_str());
+    QCOMPARE(built->passages, int64_t{100});
+    QCOMPARE(built->resumedFrom, int64_t{0});
+    QCOMPARE(e.texts, int64_t{100});
+    auto idx = PassageIndex::load(params("a").base, "hash-embedder-1");
+    QVERIFY2(idx.isOk(), idx.status().message().c_str());
+    QCOMPARE(idx->size(), int64_t{100});
+    // Passage 37's own vector finds passage 37 first, exactly and through all clusters.
+    std::vector<float> q = hashVector(testing::tinyPassage(37));
+    auto exact = idx->searchExact(q, 3);
+    QVERIFY(exact.isOk());
+    QCOMPARE(exact->at(0).at(0), int64_t{37});
+    auto ivf = idx->searchIvf(q, 3, 4);
+    QVERIFY(ivf.isOk());
+    QCOMPARE(ivf->at(0), exact->at(0));
+    // A second build finds the finished vectors and embeds nothing.
+    CountingEmbedder again;
+    QVERIFY(buildPassageIndex(params("a"), std::ref(again)).isOk());
+    QCOMPARE(again.texts, int64_t{0});
+  }
+
+  void anInterruptedEmbeddingResumesAfterItsLastWholeBatch() {
+    CountingEmbedder crash;
+    crash.failAfterCalls = 3;  // batches 0..2 (48 passages) are written, then it fails
+    auto first = buildPassageIndex(params("b"), std::ref(crash));
+    QVERIFY(mentions(first.status(), {"embedder crashed"}));
+    QVERIFY(!fs::exists(fs::path(params("b").base) += ".vectors"));
+    CountingEmbedder rest;
+    auto second = buildPassageIndex(params("b"), std::ref(rest));
+    QVERIFY2(second.isOk(), second.status().message().c_str());
+    QCOMPARE(second->resumedFrom, int64_t{48});
+    QCOMPARE(rest.texts, int64_t{52});
+    // The result equals an uninterrupted build.
+    auto a = PassageIndex::load(params("a").base, "hash-embedder-1");
+    auto b = PassageIndex::load(params("b").base, "hash-embedder-1");
+    QVERIFY(a.isOk() && b.isOk());
+    QVERIFY(std::equal(a->vectors().begin(), a->vectors().end(), b->vectors().begin(), b->vectors().end()));
+  }
+
+  void otherEmbeddersAndBadInputAreRefused() {
+    QCOMPARE(PassageIndex::load(params("a").base, "another-embedder").status().code(), StatusCode::SchemaMismatch);
+    QVERIFY(mentions(PassageIndex::load(params("absent").base, "x").status(), {"ragraph index build"}));
+    auto wrongSize = [](std::span<const std::string> batch) -> Result<std::vector<float>> {
+      return std::vector<float>(batch.size() * 3, 0.0f);
+    };
+    QVERIFY(mentions(buildPassageIndex(params("c"), wrongSize).status(), {"dimension 8"}));
+    PassageIndexParams noCorpus = params("d");
+    noCorpus.corpus = fs::path(m_dir.path().toStdString()) / "absent.db";
+    QVERIFY(!buildPassageIndex(noCorpus, CountingEmbedder{}).isOk());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestPassageIndex)
+#include "test_passage_index.moc"
