@@ -158,4 +158,12 @@ int fail(const Status& s) {
   return s.code() == StatusCode::InvalidArgument ? 2 : 1;
 }
 
+std::vector<int64_t> spreadEvenly(const std::vector<int64_t>& all, int64_t limit) {
+  const size_t n = limit > 0 ? std::min<size_t>(static_cast<size_t>(limit), all.size()) : all.size();
+  std::vector<int64_t> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) out.push_back(all[i * all.size() / n]);
+  return out;
+}
+
 }  // namespace rag::cli

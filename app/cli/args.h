@@ -66,4 +66,8 @@ void restartWithPassiveOpenMp();
 // Prints "ragraph: error: <message>" and returns the exit code for a failed command.
 int fail(const Status& s);
 
+// `limit` ids spread evenly over `all` (all of them for limit 0): QA ids are grouped by type,
+// so every type keeps its share.
+std::vector<int64_t> spreadEvenly(const std::vector<int64_t>& all, int64_t limit);
+
 }  // namespace rag::cli

@@ -237,11 +237,7 @@ int cmdEvalQa(Args& args) {
   if (!reader) return fail(reader.status());
   auto all = reader->splitIds(split);
   if (!all) return fail(all.status());
-  // --limit N takes N items spread evenly over the split (ids are grouped by type, so every
-  // type is represented in proportion).
-  std::vector<int64_t> ids;
-  const size_t n = *limit > 0 ? std::min<size_t>(static_cast<size_t>(*limit), all->size()) : all->size();
-  for (size_t i = 0; i < n; ++i) ids.push_back((*all)[i * all->size() / n]);
+  const std::vector<int64_t> ids = spreadEvenly(*all, *limit);
 
   model::RunnerParams rp;
   rp.maxRunning = static_cast<int32_t>(*batch);

@@ -16,6 +16,8 @@ int cmdDemo(Args& args);          // cmd_demo.cpp
 int cmdRun(Args& args);           // cmd_llm.cpp
 int cmdEvalQa(Args& args);        // cmd_llm.cpp
 int cmdBenchLlm(Args& args);      // cmd_llm.cpp
+int cmdIndexBuild(Args& args);    // cmd_retrieval.cpp
+int cmdEvalRetrieval(Args& args);  // cmd_retrieval.cpp
 int cmdBenchIvf(Args& args);      // cmd_bench_ivf.cpp
 
 }  // namespace rag::cli

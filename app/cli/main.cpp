@@ -58,6 +58,14 @@ const std::vector<Command>& commands() {
        "[--split test] [--context gold|none|retrieved] [--limit N] [--mask causal|block] [--model DIR] "
        "[--dtype f32|bf16] [--max-tokens N] [--batch N] [--examples N] [--corpus PATH] [--json]",
        {"json"}, cmdEvalQa},
+      {"index", "build",
+       "[--corpus PATH] [--embedder DIR] [--index BASE] [--nlist N] [--batch 64] [--threads N] "
+       "[--quiet] [--json]",
+       {"quiet", "json"}, cmdIndexBuild},
+      {"eval", "retrieval",
+       "[--split test] [--limit N] [--corpus PATH] [--embedder DIR] [--index BASE] [--nprobe 64] "
+       "[--threads N] [--json]",
+       {"json"}, cmdEvalRetrieval},
       {"bench", "llm",
        "[--model DIR] [--dtype f32|bf16] [--prompt N] [--prefill N] [--steps N] [--threads N] [--json]",
        {"json"}, cmdBenchLlm},

@@ -1,0 +1,188 @@
+// `ragraph index build` and `ragraph eval retrieval`: embed every passage of the corpus with
+// the embedder and build the IVF index next to it (resumable), then measure how often the gold
+// passage is retrieved, exactly and through the IVF at several nprobe.
+//
+//   ragraph index build [--embedder DIR] [--nlist N] [--batch 64]
+//   ragraph eval retrieval --split test --limit 2000 --json
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "commands.h"
+#include "core/clock.h"
+#include "core/fs.h"
+#include "core/json_writer.h"
+#include "corpus/qa_prompt.h"
+#include "model/runner.h"
+#include "retriever.h"
+
+namespace rag::cli {
+
+namespace fs = std::filesystem;
+
+int cmdIndexBuild(Args& args) {
+  const fs::path corpus = args.get("corpus") ? fs::path(*args.get("corpus")) : defaultCorpusPath();
+  Result<fs::path> dir = readEmbedderDir(args);
+  Result<int64_t> nlist = args.getInt("nlist", 0);
+  Result<int64_t> batch = args.getInt("batch", 64);
+  Result<int64_t> threads = args.getInt("threads", static_cast<int64_t>(std::thread::hardware_concurrency()));
+  const std::optional<std::string> base = args.get("index");
+  const bool quiet = args.flag("quiet");
+  const bool json = args.flag("json");
+  for (const Status& s : {dir.status(), nlist.status(), batch.status(), threads.status(), args.finish()})
+    if (!s) return fail(s);
+  if (*nlist < 0 || *batch < 1 || *threads < 1)
+    return fail(Status::invalidArgument("--nlist must be >= 0 (0: from the corpus size), --batch and --threads >= 1"));
+  model::setComputeThreads(static_cast<int>(*threads));
+  auto embedder = model::TextEmbedder::load(*dir);
+  if (!embedder) return fail(embedder.status());
+
+  retrieval::PassageIndexParams p;
+  p.corpus = corpus;
+  if (base) p.base = *base;
+  p.fingerprint = (*embedder)->fingerprint();
+  p.dim = (*embedder)->dim();
+  p.batch = *batch;
+  p.nlist = *nlist;
+  ProgressPrinter printer(quiet);
+  p.progress = [&printer](std::string_view phase, uint64_t done, uint64_t total) { printer(phase, done, total); };
+  auto built = retrieval::buildPassageIndex(p, [&](std::span<const std::string> texts) {
+    return (*embedder)->embed(texts, *batch);
+  });
+  printer.finish();
+  if (!built) return fail(built.status().withContext("building the passage index (run the same command again to resume)"));
+  const fs::path where = p.base.empty() ? retrieval::defaultIndexBase(corpus) : p.base;
+  if (json) {
+    JsonWriter w(std::cout);
+    w.beginObject();
+    w.key("index").value(where.string());
+    w.key("embedder").value((*embedder)->fingerprint());
+    w.key("passages").value(built->passages);
+    w.key("resumed_from").value(built->resumedFrom);
+    w.key("dim").value((*embedder)->dim());
+    w.key("nlist").value(built->nlist);
+    w.key("embed_seconds").value(built->embedSeconds);
+    w.key("index_seconds").value(built->indexSeconds);
+    w.endObject();
+    std::cout << std::endl;
+  } else {
+    std::printf("index written to %s.{vectors,ivf}: %lld passages (%lld resumed) of dimension %lld "
+                "by %s, %lld clusters; embedding %.1f s, index %.1f s\n",
+                where.c_str(), static_cast<long long>(built->passages),
+                static_cast<long long>(built->resumedFrom), static_cast<long long>((*embedder)->dim()),
+                (*embedder)->fingerprint().c_str(), static_cast<long long>(built->nlist),
+                built->embedSeconds, built->indexSeconds);
+  }
+  return 0;
+}
+
+int cmdEvalRetrieval(Args& args) {
+  const fs::path corpus = args.get("corpus") ? fs::path(*args.get("corpus")) : defaultCorpusPath();
+  const std::string split = args.getOr("split", "test");
+  Result<int64_t> limit = args.getInt("limit", 0);
+  const bool json = args.flag("json");
+  Result<int64_t> threads = args.getInt("threads", static_cast<int64_t>(std::thread::hardware_concurrency()));
+  if (!limit || !threads) return fail(!limit ? limit.status() : threads.status());
+  if (*limit < 0 || *threads < 1) return fail(Status::invalidArgument("--limit must be >= 0 and --threads >= 1"));
+  model::setComputeThreads(static_cast<int>(*threads));
+  Result<Retriever> r = Retriever::open(args, corpus);
+  if (!r) return fail(r.status());
+  if (Status s = args.finish(); !s) return fail(s);
+
+  auto reader = corpus::QaPromptReader::open(corpus);
+  if (!reader) return fail(reader.status());
+  auto all = reader->splitIds(split);
+  if (!all) return fail(all.status());
+  const std::vector<int64_t> ids = spreadEvenly(*all, *limit);
+  std::vector<std::string> questions;
+  std::vector<int64_t> gold;  // the first gold passage: the one the question's entity names
+  for (int64_t id : ids) {
+    auto item = reader->item(id);
+    if (!item) return fail(item.status());
+    questions.push_back(item->question);
+    gold.push_back(item->goldPassages.empty() ? -1 : item->goldPassages.front().id);
+  }
+  Stopwatch watch;
+  auto q = r->embedder->embed(questions);
+  if (!q) return fail(q.status());
+  const double embedSeconds = watch.elapsedSeconds();
+
+  constexpr int32_t kTop = 20;
+  struct Recall {
+    double at1 = 0, at5 = 0, at20 = 0, seconds = 0;
+  };
+  auto recall = [&](const std::vector<std::vector<int64_t>>& hits, double seconds) {
+    Recall out;
+    out.seconds = seconds;
+    for (size_t i = 0; i < hits.size(); ++i)
+      for (size_t rank = 0; rank < hits[i].size(); ++rank)
+        if (hits[i][rank] == gold[i]) {
+          out.at1 += rank < 1;
+          out.at5 += rank < 5;
+          out.at20 += rank < 20;
+          break;
+        }
+    const double n = std::max<double>(1.0, static_cast<double>(hits.size()));
+    out.at1 /= n;
+    out.at5 /= n;
+    out.at20 /= n;
+    return out;
+  };
+  Stopwatch exactWatch;
+  auto exact = r->index->searchExact(*q, kTop);
+  if (!exact) return fail(exact.status());
+  const Recall flat = recall(*exact, exactWatch.elapsedSeconds());
+  std::vector<std::pair<int64_t, Recall>> ivf;
+  for (int64_t nprobe = 8; nprobe <= std::min<int64_t>(256, r->index->ivf().nlist()); nprobe *= 2) {
+    Stopwatch w;
+    auto hits = r->index->searchIvf(*q, kTop, nprobe);
+    if (!hits) return fail(hits.status());
+    ivf.emplace_back(nprobe, recall(*hits, w.elapsedSeconds()));
+  }
+  Stopwatch defWatch;
+  auto defHits = r->index->searchIvf(*q, kTop, r->nprobe);
+  if (!defHits) return fail(defHits.status());
+  const Recall def = recall(*defHits, defWatch.elapsedSeconds());
+
+  auto write = [](JsonWriter& w, const Recall& x) {
+    w.beginObject();
+    w.key("recall@1").value(x.at1);
+    w.key("recall@5").value(x.at5);
+    w.key("recall@20").value(x.at20);
+    w.key("seconds").value(x.seconds);
+    w.endObject();
+  };
+  if (json) {
+    JsonWriter w(std::cout);
+    w.beginObject();
+    w.key("split").value(split);
+    w.key("queries").value(static_cast<int64_t>(ids.size()));
+    w.key("embedder").value(r->embedder->fingerprint());
+    w.key("passages").value(r->index->size());
+    w.key("nlist").value(r->index->ivf().nlist());
+    w.key("embed_seconds").value(embedSeconds);
+    w.key("flat");
+    write(w, flat);
+    w.key("ivf").beginObject();
+    for (const auto& [nprobe, x] : ivf) {
+      w.key(std::to_string(nprobe));
+      write(w, x);
+    }
+    w.endObject();
+    w.key("default_nprobe").value(r->nprobe);
+    w.key("ivf_default");
+    write(w, def);
+    w.key("ivf_default_over_flat_recall@5").value(flat.at5 > 0 ? def.at5 / flat.at5 : 0.0);
+    w.endObject();
+    std::cout << std::endl;
+  } else {
+    std::printf("%zu %s questions, gold = first gold passage\n", ids.size(), split.c_str());
+    std::printf("  exact      recall@1 %.3f  @5 %.3f  @20 %.3f\n", flat.at1, flat.at5, flat.at20);
+    for (const auto& [nprobe, x] : ivf)
+      std::printf("  nprobe %-4lld recall@1 %.3f  @5 %.3f  @20 %.3f  (%.3f s)\n",
+                  static_cast<long long>(nprobe), x.at1, x.at5, x.at20, x.seconds);
+  }
+  return 0;
+}
+
+}  // namespace rag::cli

@@ -1,0 +1,42 @@
+#include "retriever.h"
+
+#include "core/fs.h"
+
+namespace rag::cli {
+
+std::filesystem::path defaultEmbedderDir() {
+  std::filesystem::path datasets = findShippedDir("datasets");
+  return datasets.empty() ? std::filesystem::path() : datasets / "models" / "rag-embedder";
+}
+
+Result<std::filesystem::path> readEmbedderDir(Args& args) {
+  if (auto e = args.get("embedder")) return std::filesystem::path(*e);
+  const std::filesystem::path def = defaultEmbedderDir();
+  std::error_code ec;
+  if (def.empty() || !std::filesystem::exists(def / "config.json", ec))
+    return Status::notFound("no embedder at " + (def.empty() ? std::string("datasets/models/rag-embedder") : def.string()) +
+                            "; train one with `ragraph train embedder --out DIR` and pass --embedder DIR");
+  return def;
+}
+
+Result<Retriever> Retriever::open(Args& args, const std::filesystem::path& corpus) {
+  Retriever r;
+  RAG_ASSIGN_OR_RETURN(std::filesystem::path dir, readEmbedderDir(args));
+  const std::filesystem::path base = args.get("index") ? std::filesystem::path(*args.get("index"))
+                                                        : retrieval::defaultIndexBase(corpus);
+  RAG_ASSIGN_OR_RETURN(r.nprobe, args.getInt("nprobe", kDefaultNprobe));
+  if (r.nprobe < 1) return Status::invalidArgument("--nprobe must be at least 1");
+  RAG_ASSIGN_OR_RETURN(r.embedder, model::TextEmbedder::load(dir));
+  Result<retrieval::PassageIndex> index = retrieval::PassageIndex::load(base, r.embedder->fingerprint());
+  if (!index) return index.status().withContext("passage index for embedder " + dir.string());
+  r.index.emplace(std::move(*index));
+  return r;
+}
+
+Result<std::vector<std::vector<int64_t>>> Retriever::search(std::span<const std::string> texts,
+                                                            int32_t k) const {
+  RAG_ASSIGN_OR_RETURN(std::vector<float> q, embedder->embed(texts));
+  return index->searchIvf(q, k, nprobe);
+}
+
+}  // namespace rag::cli

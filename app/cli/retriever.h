@@ -1,0 +1,35 @@
+// The retrieval the CLI commands share: the embedder (--embedder DIR, else the shipped
+// datasets/models/rag-embedder) and the passage index built from it next to the corpus
+// (--index BASE, else <corpus>.index), searched through the IVF at --nprobe clusters.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "model/text_embedder.h"
+#include "retrieval/passage_index.h"
+
+namespace rag::cli {
+
+inline constexpr int64_t kDefaultNprobe = 64;
+
+std::filesystem::path defaultEmbedderDir();
+
+// --embedder DIR, or the shipped one; NotFound naming `ragraph train embedder` when neither.
+Result<std::filesystem::path> readEmbedderDir(Args& args);
+
+struct Retriever {
+  std::unique_ptr<model::TextEmbedder> embedder;
+  std::optional<retrieval::PassageIndex> index;
+  int64_t nprobe = kDefaultNprobe;
+
+  // Reads --embedder, --index and --nprobe (from args) and loads both.
+  static Result<Retriever> open(Args& args, const std::filesystem::path& corpus);
+  // The top-k passage ids of each text, best first.
+  Result<std::vector<std::vector<int64_t>>> search(std::span<const std::string> texts, int32_t k) const;
+};
+
+}  // namespace rag::cli
