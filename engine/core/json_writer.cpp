@@ -1,5 +1,6 @@
 #include "core/json_writer.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -112,6 +113,18 @@ JsonWriter& JsonWriter::value(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.10g", v);
   m_out << buf;
+  return *this;
+}
+
+JsonWriter& JsonWriter::valueExact(double v) {
+  beforeValue();
+  if (!std::isfinite(v)) {
+    m_out << "null";
+    return *this;
+  }
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
+  m_out.write(buf, ec == std::errc() ? end - buf : 0);
   return *this;
 }
 

@@ -31,6 +31,9 @@ public:
   JsonWriter& value(int v) { return value(static_cast<int64_t>(v)); }
   JsonWriter& value(uint64_t v);
   JsonWriter& value(double v);  // non-finite numbers are written as null
+  // The shortest text that reads back as exactly `v` (value(double) rounds to 10 digits, which
+  // suits reports but not files that must round-trip); non-finite numbers are written as null.
+  JsonWriter& valueExact(double v);
   JsonWriter& value(bool v);
   JsonWriter& null();
 
