@@ -424,9 +424,9 @@ private:
       if (n.kind == NodeKind::Generation) {
         if (Result<std::vector<std::string>> vars = templateVariables(n.promptTemplate); vars)
           for (const std::string& var : *vars)
-            requireSet(var, v, n.id, -1, at + "'s prompt uses the variable");
+            requireSet(var, v, n.id, -1, at + ": its prompt uses the variable");
       } else {
-        requireSet(n.queryVar, v, n.id, -1, at + " queries with the variable");
+        requireSet(n.queryVar, v, n.id, -1, at + ": it queries with the variable");
       }
       for (const Arc& a : m_out[v]) {
         const EdgeCondition& c = m_g.edges()[a.edge].when;
@@ -434,7 +434,7 @@ private:
                         c.kind == ConditionKind::Contains;
         if (testsVar && c.var != n.outputVar)
           requireSet(c.var, v, n.id, static_cast<int64_t>(a.edge),
-                     edgeLabel(a.edge) + "'s condition tests the variable");
+                     edgeLabel(a.edge) + ": its condition tests the variable");
       }
     }
     for (const Arc& a : m_out[m_start]) {
@@ -443,7 +443,7 @@ private:
                       c.kind == ConditionKind::Contains;
       if (testsVar && c.var != kQuestionVar)
         add(idOf(a.to), static_cast<int64_t>(a.edge),
-            edgeLabel(a.edge) + "'s condition tests '" + c.var +
+            edgeLabel(a.edge) + ": its condition tests '" + c.var +
                 "', but only 'question' is set when a request starts");
     }
     if (m_reachable[m_end])
