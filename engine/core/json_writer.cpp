@@ -122,6 +122,7 @@ JsonWriter& JsonWriter::valueExact(double v) {
     m_out << "null";
     return *this;
   }
+  if (v == 0) v = 0;  // -0 as 0: parseJson reads the integer literal -0 as 0
   char buf[32];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
   m_out.write(buf, ec == std::errc() ? end - buf : 0);

@@ -32,7 +32,8 @@ public:
   JsonWriter& value(uint64_t v);
   JsonWriter& value(double v);  // non-finite numbers are written as null
   // The shortest text that reads back as exactly `v` (value(double) rounds to 10 digits, which
-  // suits reports but not files that must round-trip); non-finite numbers are written as null.
+  // suits reports but not files that must round-trip); -0 is written as 0 (parseJson reads
+  // "-0" as 0 anyway) and non-finite numbers as null.
   JsonWriter& valueExact(double v);
   JsonWriter& value(bool v);
   JsonWriter& null();

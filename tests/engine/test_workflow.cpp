@@ -174,6 +174,12 @@ private Q_SLOTS:
     Result<WorkflowGraph> back = WorkflowGraph::fromJson(everything().toJson());
     QVERIFY(back.isOk());
     QCOMPARE(back->findNode("draft")->generation.temperature, 0.1234567890123);
+    // -0 reads back as 0, so it is written as 0 and the text is stable.
+    WorkflowGraph negativeZero = oneShot();
+    negativeZero.addGeneration("x", "{question}", "x", {.temperature = -0.0});
+    Result<WorkflowGraph> nz = WorkflowGraph::fromJson(negativeZero.toJson());
+    QVERIFY(nz.isOk());
+    QCOMPARE(nz->toJson(), negativeZero.toJson());
     // An unconditional edge is written without "when"; a conditional one with it.
     std::string json = oneShot().toJson();
     QVERIFY(json.find("\"when\"") == std::string::npos);
