@@ -15,5 +15,7 @@ int cmdDemo(Args& args);          // cmd_demo.cpp
 int cmdRun(Args& args);           // cmd_llm.cpp
 int cmdEvalQa(Args& args);        // cmd_llm.cpp
 int cmdBenchLlm(Args& args);      // cmd_llm.cpp
+int cmdWorkflowValidate(Args& args);  // cmd_workflow.cpp
+int cmdWorkflowShow(Args& args);      // cmd_workflow.cpp
 
 }  // namespace rag::cli

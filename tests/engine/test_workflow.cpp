@@ -176,7 +176,7 @@ private Q_SLOTS:
     QCOMPARE(back->findNode("draft")->generation.temperature, 0.1234567890123);
     // -0 reads back as 0, so it is written as 0 and the text is stable.
     WorkflowGraph negativeZero = oneShot();
-    negativeZero.addGeneration("x", "{question}", "x", {.temperature = -0.0});
+    negativeZero.addGeneration("x", "{question}", "x", {.temperature = -0.0, .stop = {}});
     Result<WorkflowGraph> nz = WorkflowGraph::fromJson(negativeZero.toJson());
     QVERIFY(nz.isOk());
     QCOMPARE(nz->toJson(), negativeZero.toJson());
