@@ -33,14 +33,29 @@ bool hasIssue(const WorkflowGraph& g, std::string_view node,
   return false;
 }
 
-// A valid three-node graph to break in each validation test.
-WorkflowGraph oneShot() {
+// A valid graph, START -> retrieve -> answer -> END, to break in the validation tests:
+// `firstEdges` are added before its own edges (so they are checked first).
+WorkflowGraph oneShot(const std::string& query = "question",
+                      const std::vector<WorkflowEdge>& firstEdges = {}) {
   WorkflowGraph g("t");
-  g.addRetrieval("retrieve", 3, "question", "docs");
+  g.addRetrieval("retrieve", 3, query, "docs");
   g.addGeneration("answer", "{docs}Question: {question}\nAnswer:", "answer");
+  for (const WorkflowEdge& e : firstEdges) g.addEdge(e.from, e.to, e.when);
   g.addEdge(std::string(kStart), "retrieve");
   g.addEdge("retrieve", "answer");
   g.addEdge("answer", std::string(kEnd));
+  return g;
+}
+
+// START -> `first` (retrieves for the question) -> think (writes the answer), then think's
+// own edges, in order: the shape of the loop tests.
+WorkflowGraph retrieveThenThink(const std::string& first, const std::vector<WorkflowEdge>& thinkEdges) {
+  WorkflowGraph g("t");
+  g.addRetrieval(first, 2, "question", "docs");
+  g.addGeneration("think", "{docs}", "answer");
+  g.addEdge(std::string(kStart), first);
+  g.addEdge(first, "think");
+  for (const WorkflowEdge& e : thinkEdges) g.addEdge(e.from, e.to, e.when);
   return g;
 }
 
@@ -359,53 +374,29 @@ private Q_SLOTS:
   }
 
   void loopWithoutExitIsRejected() {
+    const std::string end(kEnd);
     // retrieve -> think -> retrieve, unconditionally: nothing can end it.
-    WorkflowGraph g("t");
-    g.addRetrieval("retrieve", 2, "question", "docs");
-    g.addGeneration("think", "{docs}", "answer");
-    g.addEdge(std::string(kStart), "retrieve");
-    g.addEdge("retrieve", "think");
-    g.addEdge("think", "retrieve");
+    WorkflowGraph g = retrieveThenThink("retrieve", {{"think", "retrieve", {}}});
     QVERIFY(hasIssue(g, "retrieve", {"loop through retrieve, think", "no exit condition"}));
     QVERIFY(!g.validate().isOk());
 
     // An exit whose condition cannot change inside the loop (the question never changes) is no
     // exit either.
-    WorkflowGraph h("t");
-    h.addRetrieval("retrieve", 2, "question", "docs");
-    h.addGeneration("think", "{docs}", "answer");
-    h.addEdge(std::string(kStart), "retrieve");
-    h.addEdge("retrieve", "think");
-    h.addEdge("think", std::string(kEnd), EdgeCondition::contains("question", "stop"));
-    h.addEdge("think", "retrieve");
+    WorkflowGraph h = retrieveThenThink(
+        "retrieve", {{"think", end, EdgeCondition::contains("question", "stop")}, {"think", "retrieve", {}}});
     QVERIFY(hasIssue(h, "retrieve", {"loop through retrieve, think", "no exit condition"}));
 
     // Nor is a loop counter of a node outside the loop.
-    WorkflowGraph k("t");
-    k.addRetrieval("first", 2, "question", "docs");
-    k.addGeneration("think", "{docs}", "answer");
-    k.addEdge(std::string(kStart), "first");
-    k.addEdge("first", "think");
-    k.addEdge("think", "think", EdgeCondition::runsBelow("first", 3));
-    k.addEdge("think", std::string(kEnd));
+    WorkflowGraph k = retrieveThenThink(
+        "first", {{"think", "think", EdgeCondition::runsBelow("first", 3)}, {"think", end, {}}});
     QVERIFY(hasIssue(k, "think", {"loop through think", "no exit condition"}));
 
-    // The same loop with a counter on a loop node, or a test of what the loop writes, is fine.
-    WorkflowGraph ok1("t");
-    ok1.addRetrieval("first", 2, "question", "docs");
-    ok1.addGeneration("think", "{docs}", "answer");
-    ok1.addEdge(std::string(kStart), "first");
-    ok1.addEdge("first", "think");
-    ok1.addEdge("think", "think", EdgeCondition::runsBelow("think", 3));
-    ok1.addEdge("think", std::string(kEnd));
+    // The same loops with a counter on a loop node, or a test of what the loop writes, are fine.
+    WorkflowGraph ok1 = retrieveThenThink(
+        "first", {{"think", "think", EdgeCondition::runsBelow("think", 3)}, {"think", end, {}}});
     QVERIFY2(ok1.validate().isOk(), ok1.validate().message().c_str());
-    WorkflowGraph ok2("t");
-    ok2.addRetrieval("retrieve", 2, "question", "docs");
-    ok2.addGeneration("think", "{docs}", "answer");
-    ok2.addEdge(std::string(kStart), "retrieve");
-    ok2.addEdge("retrieve", "think");
-    ok2.addEdge("think", std::string(kEnd), EdgeCondition::contains("answer", "DONE"));
-    ok2.addEdge("think", "retrieve");
+    WorkflowGraph ok2 = retrieveThenThink(
+        "retrieve", {{"think", end, EdgeCondition::contains("answer", "DONE")}, {"think", "retrieve", {}}});
     QVERIFY2(ok2.validate().isOk(), ok2.validate().message().c_str());
   }
 
@@ -442,34 +433,19 @@ private Q_SLOTS:
                                    "START -> retrieve -> answer", "'compress'"}));
 
     // A query variable nobody writes.
-    WorkflowGraph h("t");
-    h.addRetrieval("retrieve", 3, "hypothesis", "docs");
-    h.addGeneration("answer", "{docs}", "answer");
-    h.addEdge(std::string(kStart), "retrieve");
-    h.addEdge("retrieve", "answer");
-    h.addEdge("answer", std::string(kEnd));
+    WorkflowGraph h = oneShot("hypothesis");
     QVERIFY(hasIssue(h, "retrieve", {"queries with the variable 'hypothesis'", "no node writes it",
                                      "question"}));
 
     // A condition that tests a variable not yet set, and an answer variable END may lack.
-    WorkflowGraph k("t");
-    k.addRetrieval("retrieve", 3, "question", "docs");
-    k.addGeneration("answer", "{docs}", "answer");
-    k.addEdge(std::string(kStart), "retrieve");
-    k.addEdge("retrieve", std::string(kEnd), EdgeCondition::empty("answer"));
-    k.addEdge("retrieve", "answer");
-    k.addEdge("answer", std::string(kEnd));
-    QVERIFY(hasIssue(k, "retrieve", {"edge #1", "condition tests the variable 'answer' before it is set"}));
+    WorkflowGraph k =
+        oneShot("question", {{"retrieve", std::string(kEnd), EdgeCondition::empty("answer")}});
+    QVERIFY(hasIssue(k, "retrieve", {"edge #0", "condition tests the variable 'answer' before it is set"}));
     QVERIFY(hasIssue(k, "", {"END returns the answer variable 'answer' before it is set",
                              "START -> retrieve -> END"}));
     // A START edge may only test the question.
-    WorkflowGraph s("t");
-    s.addRetrieval("retrieve", 3, "question", "docs");
-    s.addGeneration("answer", "{docs}", "answer");
-    s.addEdge(std::string(kStart), "answer", EdgeCondition::nonEmpty("docs"));
-    s.addEdge(std::string(kStart), "retrieve");
-    s.addEdge("retrieve", "answer");
-    s.addEdge("answer", std::string(kEnd));
+    WorkflowGraph s =
+        oneShot("question", {{std::string(kStart), "answer", EdgeCondition::nonEmpty("docs")}});
     QVERIFY(hasIssue(s, "answer", {"edge #0", "tests 'docs'", "only 'question'"}));
   }
 
