@@ -34,9 +34,11 @@ struct Chosen {
 Result<std::string> readSource(Args& args, std::optional<std::string>& builtin) {
   builtin = args.get("builtin");
   const std::vector<std::string>& files = args.positionals();
-  const std::string usage = "give one workflow: a JSON file, or --builtin NAME (" + builtinNames() + ")";
+  const std::string usage =
+      "give one workflow: a JSON file, or --builtin NAME (" + builtinNames() + ")";
   if (files.size() > 1) return Status::invalidArgument("more than one file given; " + usage);
-  if (builtin && !files.empty()) return Status::invalidArgument("both a file and --builtin given; " + usage);
+  if (builtin && !files.empty())
+    return Status::invalidArgument("both a file and --builtin given; " + usage);
   if (!builtin && files.empty()) return Status::invalidArgument(usage);
   return builtin ? "built-in " + *builtin : files.front();
 }
@@ -49,8 +51,8 @@ Chosen load(const std::optional<std::string>& builtin, const std::string& source
   }
   std::optional<Workflow> w = workflowFromName(*builtin);
   if (!w)
-    c.graph = Status::invalidArgument("no built-in workflow '" + *builtin + "'; the built-ins are " +
-                                      builtinNames());
+    c.graph = Status::invalidArgument("no built-in workflow '" + *builtin +
+                                      "'; the built-ins are " + builtinNames());
   else
     c.graph = builtinWorkflow(*w);
   return c;

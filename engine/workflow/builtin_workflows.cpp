@@ -17,8 +17,10 @@ Result<WorkflowGraph> builtinWorkflow(Workflow w) {
   const std::string name(workflowName(w));
   std::string_view json = builtinWorkflowJson(w);
   if (json.empty())
-    return Status::internal("the built-in workflow '" + name + "' was not compiled in; add "
-                            "resources/workflows/" + name + ".json to engine/CMakeLists.txt");
+    return Status::internal("the built-in workflow '" + name +
+                            "' was not compiled in; add "
+                            "resources/workflows/" +
+                            name + ".json to engine/CMakeLists.txt");
   Result<WorkflowGraph> g = WorkflowGraph::fromJson(json);
   if (!g) return g.status().withContext("built-in workflow resources/workflows/" + name + ".json");
   return g;

@@ -21,8 +21,8 @@ bool isVariableName(std::string_view name) {
 bool isNodeId(std::string_view id) {
   if (id.empty() || id == kStart || id == kEnd) return false;
   return std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.';
   });
 }
 
@@ -104,10 +104,10 @@ Result<std::string> renderTemplate(std::string_view tmpl, const Variables& vars)
     if (it == vars.end()) {
       std::string set;
       for (const auto& [name, value] : vars) set += (set.empty() ? "" : ", ") + name;
-      return Status::invalidArgument("prompt template uses {" + p.text +
-                                     "}, which is not set (set: " +
-                                     (set.empty() ? std::string("none") : set) +
-                                     "); a node must write it before this one runs");
+      return Status::invalidArgument(
+          "prompt template uses {" + p.text +
+          "}, which is not set (set: " + (set.empty() ? std::string("none") : set) +
+          "); a node must write it before this one runs");
     }
     out += it->second;
   }

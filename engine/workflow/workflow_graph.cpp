@@ -174,9 +174,8 @@ Result<std::string> WorkflowGraph::readySuccessor(std::string_view finished, con
   for (size_t i : out)
     tried += (tried.empty() ? "" : "; ") + m_edges[i].to + " " + describeCondition(m_edges[i].when);
   return Status::invalidArgument(
-      "workflow '" + m_name + "': none of the " + std::to_string(out.size()) +
-      " edges leaving '" + std::string(finished) + "' matched (" +
-      (tried.empty() ? std::string("it has none") : tried) +
+      "workflow '" + m_name + "': none of the " + std::to_string(out.size()) + " edges leaving '" +
+      std::string(finished) + "' matched (" + (tried.empty() ? std::string("it has none") : tried) +
       "); add an unconditional edge as its last");
 }
 

@@ -66,8 +66,8 @@ std::string describeValue(const JsonValue& v) {
 
 Status typeError(const std::string& path, const JsonValue& got, const std::string& expected,
                  const std::string& example) {
-  return errorAt(path, "expected " + expected + ", got " + describeValue(got) + "; write e.g. " +
-                           example);
+  return errorAt(
+      path, "expected " + expected + ", got " + describeValue(got) + "; write e.g. " + example);
 }
 
 // The members of one JSON object, read by key, with errors that name their JSON path.
@@ -89,7 +89,8 @@ public:
         std::string list;
         for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
         return errorAt(pathOf(key), "unknown key in " + std::string(what) +
-                                        "; remove it or fix its spelling (known keys: " + list + ")");
+                                        "; remove it or fix its spelling (known keys: " + list +
+                                        ")");
       }
       for (std::string_view s : seen)
         if (s == key) return errorAt(pathOf(key), "the key appears twice; keep one");
@@ -123,7 +124,8 @@ public:
     return asInteger(*v, pathOf(key), example);
   }
 
-  Result<int64_t> integerOr(std::string_view key, int64_t fallback, const std::string& example) const {
+  Result<int64_t> integerOr(std::string_view key, int64_t fallback,
+                            const std::string& example) const {
     const JsonValue* v = m_object.find(key);
     if (!v) return fallback;
     return asInteger(*v, pathOf(key), example);
@@ -136,7 +138,8 @@ public:
     return v->asDouble();
   }
 
-  Result<std::vector<std::string>> stringsOr(std::string_view key, const std::string& example) const {
+  Result<std::vector<std::string>> stringsOr(std::string_view key,
+                                             const std::string& example) const {
     std::vector<std::string> out;
     const JsonValue* v = m_object.find(key);
     if (!v) return out;
@@ -173,13 +176,15 @@ Result<ObjectReader> objectAt(const JsonValue& v, std::string path, const std::s
 
 Status checkFormat(const ObjectReader& top) {
   const JsonValue* format = top.find("format");
-  const std::string header =
-      "{\"format\": \"" + std::string(kWorkflowFormat) + "\", \"version\": " +
-      std::to_string(kWorkflowFormatVersion) + ", ...}";
-  if (!format) return errorAt(top.pathOf("format"), "missing; a workflow file starts with " + header);
+  const std::string header = "{\"format\": \"" + std::string(kWorkflowFormat) +
+                             "\", \"version\": " + std::to_string(kWorkflowFormatVersion) +
+                             ", ...}";
+  if (!format)
+    return errorAt(top.pathOf("format"), "missing; a workflow file starts with " + header);
   if (!format->isString() || format->asString() != kWorkflowFormat)
-    return errorAt(top.pathOf("format"), "is " + describeValue(*format) +
-                                             ", not a workflow; a workflow file starts with " + header);
+    return errorAt(
+        top.pathOf("format"),
+        "is " + describeValue(*format) + ", not a workflow; a workflow file starts with " + header);
   RAG_ASSIGN_OR_RETURN(int64_t version,
                        top.integer("version", std::to_string(kWorkflowFormatVersion)));
   if (version > kWorkflowFormatVersion)
@@ -205,26 +210,29 @@ Result<WorkflowNode> readNode(const JsonValue& v, const std::string& path) {
   RAG_ASSIGN_OR_RETURN(std::string kind, r.string("kind", "\"generation\" or \"retrieval\""));
   if (kind == nodeKindName(NodeKind::Generation)) {
     n.kind = NodeKind::Generation;
-    RAG_RETURN_IF_ERROR(r.checkKeys(
-        {"id", "kind", "prompt", "output", "max_tokens", "temperature", "stop"}, "a generation node"));
+    RAG_RETURN_IF_ERROR(
+        r.checkKeys({"id", "kind", "prompt", "output", "max_tokens", "temperature", "stop"},
+                    "a generation node"));
     const GenerationOptions defaults;
     RAG_ASSIGN_OR_RETURN(n.promptTemplate, r.string("prompt", "\"Answer {question}\""));
     RAG_ASSIGN_OR_RETURN(n.outputVar, r.string("output", "\"answer\""));
-    RAG_ASSIGN_OR_RETURN(n.generation.maxTokens, r.integerOr("max_tokens", defaults.maxTokens, "64"));
+    RAG_ASSIGN_OR_RETURN(n.generation.maxTokens,
+                         r.integerOr("max_tokens", defaults.maxTokens, "64"));
     RAG_ASSIGN_OR_RETURN(n.generation.temperature,
                          r.numberOr("temperature", defaults.temperature, "0.7"));
     RAG_ASSIGN_OR_RETURN(n.generation.stop, r.stringsOr("stop", "[\"\\n\"]"));
   } else if (kind == nodeKindName(NodeKind::Retrieval)) {
     n.kind = NodeKind::Retrieval;
-    RAG_RETURN_IF_ERROR(r.checkKeys({"id", "kind", "query", "output", "topk", "nprobe"},
-                                    "a retrieval node"));
+    RAG_RETURN_IF_ERROR(
+        r.checkKeys({"id", "kind", "query", "output", "topk", "nprobe"}, "a retrieval node"));
     RAG_ASSIGN_OR_RETURN(n.queryVar, r.string("query", "\"question\""));
     RAG_ASSIGN_OR_RETURN(n.outputVar, r.string("output", "\"docs\""));
     RAG_ASSIGN_OR_RETURN(n.topk, r.integer("topk", "5"));
-    RAG_ASSIGN_OR_RETURN(n.retrieval.nprobe, r.integerOr("nprobe", RetrievalOptions{}.nprobe, "128"));
+    RAG_ASSIGN_OR_RETURN(n.retrieval.nprobe,
+                         r.integerOr("nprobe", RetrievalOptions{}.nprobe, "128"));
   } else {
-    return errorAt(r.pathOf("kind"), "\"" + kind +
-                                         "\" is not a node kind; use \"generation\" or \"retrieval\"");
+    return errorAt(r.pathOf("kind"),
+                   "\"" + kind + "\" is not a node kind; use \"generation\" or \"retrieval\"");
   }
   return n;
 }
@@ -260,7 +268,8 @@ Result<EdgeCondition> readCondition(const JsonValue& v, const std::string& path)
 }
 
 Result<WorkflowEdge> readEdge(const JsonValue& v, const std::string& path) {
-  RAG_ASSIGN_OR_RETURN(ObjectReader r, objectAt(v, path, "{\"from\": \"START\", \"to\": \"retrieve\"}"));
+  RAG_ASSIGN_OR_RETURN(ObjectReader r,
+                       objectAt(v, path, "{\"from\": \"START\", \"to\": \"retrieve\"}"));
   RAG_RETURN_IF_ERROR(r.checkKeys({"from", "to", "when"}, "an edge"));
   WorkflowEdge e;
   RAG_ASSIGN_OR_RETURN(e.from, r.string("from", "\"START\""));
@@ -278,7 +287,8 @@ Result<std::vector<T>> readArray(const ObjectReader& top, std::string_view key,
   if (!v->isArray()) return typeError(top.pathOf(key), *v, "an array", keyExample(key, "[...]"));
   std::vector<T> out;
   for (size_t i = 0; i < v->size(); ++i) {
-    RAG_ASSIGN_OR_RETURN(T item, readOne(v->asArray()[i], top.pathOf(key) + "[" + std::to_string(i) + "]"));
+    RAG_ASSIGN_OR_RETURN(T item,
+                         readOne(v->asArray()[i], top.pathOf(key) + "[" + std::to_string(i) + "]"));
     out.push_back(std::move(item));
   }
   return out;

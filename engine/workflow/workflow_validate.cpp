@@ -34,8 +34,9 @@ public:
     checkEdges();
     buildAdjacency();
     if (m_g.edgesFrom(kStart).empty())
-      add("", -1, "no edge leaves START, so no node ever runs; add one to the first node, e.g. "
-                  "{\"from\": \"START\", \"to\": \"<first node>\"}");
+      add("", -1,
+          "no edge leaves START, so no node ever runs; add one to the first node, e.g. "
+          "{\"from\": \"START\", \"to\": \"<first node>\"}");
     checkReachable();
     checkLoops();
     checkPathsToEnd();
@@ -53,7 +54,10 @@ private:
   std::vector<size_t> m_nodeIndex;                // vertex -> index into nodes()
   int m_start = -1;
   int m_end = -1;
-  struct Arc { int to; size_t edge; };
+  struct Arc {
+    int to;
+    size_t edge;
+  };
   std::vector<std::vector<Arc>> m_out;  // takeable edges between known vertices
   std::vector<bool> m_reachable;        // from START
   std::set<int> m_inReportedLoop;
@@ -83,11 +87,13 @@ private:
 
   void checkGraph() {
     if (!isVariableName(m_g.answerVar()))
-      add("", -1, "the answer variable '" + m_g.answerVar() + "' is not a variable name" +
-                      kNameRule + "; name the variable the last generation writes, e.g. answer");
+      add("", -1,
+          "the answer variable '" + m_g.answerVar() + "' is not a variable name" + kNameRule +
+              "; name the variable the last generation writes, e.g. answer");
     if (m_g.maxNodeRuns() < 1)
-      add("", -1, "max_node_runs is " + std::to_string(m_g.maxNodeRuns()) +
-                      "; it must be >= 1 (how often one node may run in a request, e.g. 16)");
+      add("", -1,
+          "max_node_runs is " + std::to_string(m_g.maxNodeRuns()) +
+              "; it must be >= 1 (how often one node may run in a request, e.g. 16)");
   }
 
   void checkNodes() {
@@ -96,23 +102,26 @@ private:
       const WorkflowNode& n = nodes[i];
       const std::string at = "node '" + n.id + "'";
       if (n.id == kStart || n.id == kEnd) {
-        add(n.id, -1, "node #" + std::to_string(i) + " is called '" + n.id +
-                          "', the name of a pseudo-node; give it another id");
+        add(n.id, -1,
+            "node #" + std::to_string(i) + " is called '" + n.id +
+                "', the name of a pseudo-node; give it another id");
       } else if (!isNodeId(n.id)) {
-        add(n.id, -1, "node #" + std::to_string(i) + " has the id '" + n.id +
-                          "'; ids are non-empty and use letters, digits, '_', '-' and '.'");
+        add(n.id, -1,
+            "node #" + std::to_string(i) + " has the id '" + n.id +
+                "'; ids are non-empty and use letters, digits, '_', '-' and '.'");
       } else if (auto it = m_vertexOf.find(n.id); it != m_vertexOf.end()) {
-        add(n.id, -1, "node id '" + n.id + "' is used twice (nodes #" +
-                          std::to_string(m_nodeIndex[it->second]) + " and #" +
-                          std::to_string(i) + "); give each node its own id");
+        add(n.id, -1,
+            "node id '" + n.id + "' is used twice (nodes #" +
+                std::to_string(m_nodeIndex[it->second]) + " and #" + std::to_string(i) +
+                "); give each node its own id");
       } else {
         m_vertexOf.emplace(n.id, static_cast<int>(m_vertexNode.size()));
         m_vertexNode.push_back(&n);
         m_nodeIndex.push_back(i);
       }
       if (!isVariableName(n.outputVar))
-        add(n.id, -1, at + ": its output variable '" + n.outputVar + "' is not a variable name" +
-                          kNameRule);
+        add(n.id, -1,
+            at + ": its output variable '" + n.outputVar + "' is not a variable name" + kNameRule);
       else if (n.outputVar == kQuestionVar)
         add(n.id, -1, at + " writes 'question', the request's input; give its output another name");
       if (n.kind == NodeKind::Generation)
@@ -133,8 +142,9 @@ private:
     if (o.maxTokens < 1)
       add(n.id, -1, at + ": max_tokens is " + std::to_string(o.maxTokens) + "; it must be >= 1");
     if (!std::isfinite(o.temperature) || o.temperature < 0)
-      add(n.id, -1, at + ": temperature is " + std::to_string(o.temperature) +
-                        "; it must be a finite number >= 0 (0 is greedy)");
+      add(n.id, -1,
+          at + ": temperature is " + std::to_string(o.temperature) +
+              "; it must be a finite number >= 0 (0 is greedy)");
     for (size_t s = 0; s < o.stop.size(); ++s)
       if (o.stop[s].empty())
         add(n.id, -1, at + ": stop sequence #" + std::to_string(s) + " is empty; remove it");
@@ -142,14 +152,15 @@ private:
 
   void checkRetrieval(const WorkflowNode& n, const std::string& at) {
     if (n.topk < 1)
-      add(n.id, -1, at + ": topk is " + std::to_string(n.topk) +
-                        "; it must be >= 1 (passages to retrieve)");
+      add(n.id, -1,
+          at + ": topk is " + std::to_string(n.topk) + "; it must be >= 1 (passages to retrieve)");
     if (!isVariableName(n.queryVar))
-      add(n.id, -1, at + ": its query variable '" + n.queryVar + "' is not a variable name" +
-                        kNameRule);
+      add(n.id, -1,
+          at + ": its query variable '" + n.queryVar + "' is not a variable name" + kNameRule);
     if (n.retrieval.nprobe < 0)
-      add(n.id, -1, at + ": nprobe is " + std::to_string(n.retrieval.nprobe) +
-                        "; it must be >= 0 (0 uses the engine's setting)");
+      add(n.id, -1,
+          at + ": nprobe is " + std::to_string(n.retrieval.nprobe) +
+              "; it must be >= 0 (0 uses the engine's setting)");
   }
 
   void checkEdges() {
@@ -169,9 +180,10 @@ private:
         add(e.to, i, label + " leads to '" + e.to + "', which is not a node; " + knownNodes());
       checkCondition(e, i, label);
       if (auto it = firstAlways.find(e.from); it != firstAlways.end())
-        add(e.from, i, label + " can never be taken: " + edgeLabel(it->second) +
-                           " before it has no condition, and the first edge whose condition "
-                           "holds wins; move this edge above it or remove it");
+        add(e.from, i,
+            label + " can never be taken: " + edgeLabel(it->second) +
+                " before it has no condition, and the first edge whose condition "
+                "holds wins; move this edge above it or remove it");
       else if (e.when.kind == ConditionKind::Always)
         firstAlways.emplace(e.from, i);
     }
@@ -183,22 +195,27 @@ private:
       case ConditionKind::Always: return;
       case ConditionKind::Contains:
         if (c.text.empty())
-          add(e.from, i, label + ": its 'contains' condition has empty text, which every value "
-                                 "contains; give the text to look for");
+          add(e.from, i,
+              label +
+                  ": its 'contains' condition has empty text, which every value "
+                  "contains; give the text to look for");
         [[fallthrough]];
       case ConditionKind::Empty:
       case ConditionKind::NonEmpty:
         if (!isVariableName(c.var))
-          add(e.from, i, label + ": its condition tests '" + c.var + "', which is not a variable name" +
-                             kNameRule);
+          add(e.from, i,
+              label + ": its condition tests '" + c.var + "', which is not a variable name" +
+                  kNameRule);
         return;
       case ConditionKind::RunsBelow:
         if (!m_g.findNode(c.node))
-          add(e.from, i, label + ": its runs_below condition counts the runs of '" + c.node +
-                             "', which is not a node; " + knownNodes());
+          add(e.from, i,
+              label + ": its runs_below condition counts the runs of '" + c.node +
+                  "', which is not a node; " + knownNodes());
         if (c.limit < 1)
-          add(e.from, i, label + ": its runs_below limit is " + std::to_string(c.limit) +
-                             ", so it never holds; use a limit >= 1");
+          add(e.from, i,
+              label + ": its runs_below limit is " + std::to_string(c.limit) +
+                  ", so it never holds; use a limit >= 1");
         return;
     }
   }
@@ -240,8 +257,10 @@ private:
     }
     for (int v = 0; v < m_start; ++v)
       if (!m_reachable[v])
-        add(idOf(v), -1, "node '" + idOf(v) + "' is unreachable: no path from START leads to it; "
-                         "add an edge to it or remove it");
+        add(idOf(v), -1,
+            "node '" + idOf(v) +
+                "' is unreachable: no path from START leads to it; "
+                "add an edge to it or remove it");
   }
 
   // Loops are the strongly connected components (Tarjan) of the node vertices that contain a
@@ -300,7 +319,8 @@ private:
               " has no exit condition: no edge leaves it under a condition that can change while "
               "it runs; give one of its nodes an edge out of the loop after (or with) a condition "
               "on a variable a loop node writes or runs_below on a loop node, e.g. "
-              "{\"from\": \"" + idOf(members.back()) + "\", \"to\": \"" + idOf(members[0]) +
+              "{\"from\": \"" +
+              idOf(members.back()) + "\", \"to\": \"" + idOf(members[0]) +
               "\", \"when\": {\"kind\": \"runs_below\", \"node\": \"" + idOf(members.back()) +
               "\", \"limit\": 3}} followed by an edge out of the loop");
     }
@@ -349,8 +369,10 @@ private:
     }
     for (int v = 0; v < m_start; ++v)
       if (!reachesEnd[v] && !m_inReportedLoop.count(v))
-        add(idOf(v), -1, "node '" + idOf(v) + "' has no path to END, so a request that runs it "
-                         "never finishes; add an edge from it (or from a node after it) to END");
+        add(idOf(v), -1,
+            "node '" + idOf(v) +
+                "' has no path to END, so a request that runs it "
+                "never finishes; add an edge from it (or from a node after it) to END");
   }
 
   // A path START -> ... -> target on which no node before target writes `var`, or empty when
@@ -405,15 +427,17 @@ private:
     if (var == kQuestionVar || !isVariableName(var)) return;
     std::string writers = writersOf(var);
     if (writers.empty()) {
-      add(owner, edge, what + " '" + var + "', but no node writes it (variables written: " +
-                           writtenVariables() + "); fix the name or add a node that writes it");
+      add(owner, edge,
+          what + " '" + var + "', but no node writes it (variables written: " + writtenVariables() +
+              "); fix the name or add a node that writes it");
       return;
     }
     std::vector<int> path = pathWithout(var, target);
     if (!path.empty())
-      add(owner, edge, what + " '" + var + "' before it is set: on the path " + pathText(path) +
-                           " no node writes it (it is written by " + writers +
-                           "); make every path to " + idOf(target) + " pass one of those first");
+      add(owner, edge,
+          what + " '" + var + "' before it is set: on the path " + pathText(path) +
+              " no node writes it (it is written by " + writers + "); make every path to " +
+              idOf(target) + " pass one of those first");
   }
 
   void checkVariables() {

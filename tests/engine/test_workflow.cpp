@@ -28,7 +28,8 @@ bool hasIssue(const WorkflowGraph& g, std::string_view node,
     for (std::string_view p : parts) all = all && i.message.find(p) != std::string::npos;
     if (all) return true;
   }
-  for (const WorkflowIssue& i : issues) qWarning("issue [%s] %s", i.node.c_str(), i.message.c_str());
+  for (const WorkflowIssue& i : issues)
+    qWarning("issue [%s] %s", i.node.c_str(), i.message.c_str());
   qWarning("no issue for node '%s' with the expected text", std::string(node).c_str());
   return false;
 }
@@ -49,7 +50,8 @@ WorkflowGraph oneShot(const std::string& query = "question",
 
 // START -> `first` (retrieves for the question) -> think (writes the answer), then think's
 // own edges, in order: the shape of the loop tests.
-WorkflowGraph retrieveThenThink(const std::string& first, const std::vector<WorkflowEdge>& thinkEdges) {
+WorkflowGraph retrieveThenThink(const std::string& first,
+                                const std::vector<WorkflowEdge>& thinkEdges) {
   WorkflowGraph g("t");
   g.addRetrieval(first, 2, "question", "docs");
   g.addGeneration("think", "{docs}", "answer");
@@ -94,8 +96,9 @@ struct FakeRun {
   Variables vars;
   Status status;
 };
-FakeRun simulate(const WorkflowGraph& g, const std::string& question,
-                 const std::function<std::string(const WorkflowNode&, const std::string&)>& generate) {
+FakeRun simulate(
+    const WorkflowGraph& g, const std::string& question,
+    const std::function<std::string(const WorkflowNode&, const std::string&)>& generate) {
   FakeRun run;
   run.vars[std::string(kQuestionVar)] = question;
   RunCounts runs;
@@ -228,41 +231,55 @@ private Q_SLOTS:
     const std::vector<Case> cases = {
         {"{\"format\": ", {"line 1", "fix the syntax"}},
         {"[1, 2]", {"at $:", "expected an object", "got an array"}},
-        {R"({"version": 1, "nodes": [], "edges": []})", {"$.format", "missing", "ragraph-workflow"}},
+        {R"({"version": 1, "nodes": [], "edges": []})",
+         {"$.format", "missing", "ragraph-workflow"}},
         {R"({"format": "other", "version": 1})", {"$.format", "\"other\"", "ragraph-workflow"}},
         {R"({"format": "ragraph-workflow", "version": 2, "future": 1})",
          {"$.version", "version 2", "newer", "update ragraph"}},
-        {R"({"format": "ragraph-workflow", "version": "1"})", {"$.version", "expected an integer", "string"}},
-        {R"({"format": "ragraph-workflow", "version": 0, "nodes": [], "edges": []})", {"$.version", "use 1"}},
+        {R"({"format": "ragraph-workflow", "version": "1"})",
+         {"$.version", "expected an integer", "string"}},
+        {R"({"format": "ragraph-workflow", "version": 0, "nodes": [], "edges": []})",
+         {"$.version", "use 1"}},
         {head + R"("nodez": [], "nodes": [], "edges": []})", {"$.nodez", "unknown key", "nodes"}},
         {head + R"("edges": []})", {"$.nodes", "missing"}},
         {head + R"("nodes": {}, "edges": []})", {"$.nodes", "expected an array", "object"}},
-        {head + R"("nodes": [{"id": "r", "kind": "retrieval", "query": "q", "output": "d", "topk": "5"}], "edges": []})",
+        {head +
+             R"("nodes": [{"id": "r", "kind": "retrieval", "query": "q", "output": "d", "topk": "5"}], "edges": []})",
          {"$.nodes[0].topk", "expected an integer", "\"5\""}},
-        {head + R"("nodes": [{"id": "r", "kind": "retrieval", "query": "q", "output": "d", "topk": 2.5}], "edges": []})",
+        {head +
+             R"("nodes": [{"id": "r", "kind": "retrieval", "query": "q", "output": "d", "topk": 2.5}], "edges": []})",
          {"$.nodes[0].topk", "expected an integer", "2.5"}},
         {head + nodes.substr(0, nodes.size() - 3) +
              R"(, {"id": "g", "kind": "generation", "prompt": "p", "output": "o", "topK": 1}], "edges": []})",
          {"$.nodes[1].topK", "unknown key", "generation node", "max_tokens"}},
-        {head + R"("nodes": [{"id": "g", "kind": "generation", "prompt": "p", "output": "o", "stop": ["\n", 3]}], "edges": []})",
+        {head +
+             R"("nodes": [{"id": "g", "kind": "generation", "prompt": "p", "output": "o", "stop": ["\n", 3]}], "edges": []})",
          {"$.nodes[0].stop[1]", "expected a string", "number 3"}},
         {head + R"("nodes": [{"id": "g", "kind": "generation", "prompt": "p"}], "edges": []})",
          {"$.nodes[0].output", "missing"}},
         {head + R"("nodes": [{"id": "g", "kind": "ranker"}], "edges": []})",
          {"$.nodes[0].kind", "ranker", "generation", "retrieval"}},
-        {head + R"("nodes": [{"id": "g", "id": "h", "kind": "generation", "prompt": "p", "output": "o"}], "edges": []})",
+        {head +
+             R"("nodes": [{"id": "g", "id": "h", "kind": "generation", "prompt": "p", "output": "o"}], "edges": []})",
          {"$.nodes[0].id", "twice"}},
-        {head + nodes + R"("edges": [{"from": "START", "to": "r"}, {"from": "r", "to": "END", "when": {"kind": "sometimes"}}]})",
+        {head + nodes +
+             R"("edges": [{"from": "START", "to": "r"}, {"from": "r", "to": "END", "when": {"kind": "sometimes"}}]})",
          {"$.edges[1].when.kind", "sometimes", "runs_below"}},
-        {head + nodes + R"("edges": [{"from": "r", "to": "END", "when": {"kind": "runs_below", "node": "r", "limit": "3"}}]})",
+        {head + nodes +
+             R"("edges": [{"from": "r", "to": "END", "when": {"kind": "runs_below", "node": "r", "limit": "3"}}]})",
          {"$.edges[0].when.limit", "expected an integer"}},
-        {head + nodes + R"("edges": [{"from": "r", "to": "END", "when": {"kind": "contains", "var": "docs"}}]})",
+        {head + nodes +
+             R"("edges": [{"from": "r", "to": "END", "when": {"kind": "contains", "var": "docs"}}]})",
          {"$.edges[0].when.text", "missing"}},
-        {head + nodes + R"("edges": [{"from": "r", "to": "END", "when": {"kind": "empty", "var": "docs", "text": "x"}}]})",
+        {head + nodes +
+             R"("edges": [{"from": "r", "to": "END", "when": {"kind": "empty", "var": "docs", "text": "x"}}]})",
          {"$.edges[0].when.text", "unknown key", "'empty' condition"}},
-        {head + nodes + R"("edges": [{"from": "r", "to": "END", "if": {}}]})", {"$.edges[0].if", "unknown key", "when"}},
-        {head + nodes + R"("edges": [{"from": 1, "to": "END"}]})", {"$.edges[0].from", "expected a string"}},
-        {head + R"("nodes": [], "edges": [], "max_node_runs": true})", {"$.max_node_runs", "expected an integer", "true"}},
+        {head + nodes + R"("edges": [{"from": "r", "to": "END", "if": {}}]})",
+         {"$.edges[0].if", "unknown key", "when"}},
+        {head + nodes + R"("edges": [{"from": 1, "to": "END"}]})",
+         {"$.edges[0].from", "expected a string"}},
+        {head + R"("nodes": [], "edges": [], "max_node_runs": true})",
+         {"$.max_node_runs", "expected an integer", "true"}},
     };
     for (const Case& c : cases) {
       Result<WorkflowGraph> g = WorkflowGraph::fromJson(c.json);
@@ -293,7 +310,8 @@ private Q_SLOTS:
     QCOMPARE(missing.status().code(), StatusCode::NotFound);
     QVERIFY(mentions(missing.status(), {"missing.json"}));
 
-    std::ofstream(path) << R"({"format": "ragraph-workflow", "version": 1, "nodes": [], "edges": [], "colour": 1})";
+    std::ofstream(path)
+        << R"({"format": "ragraph-workflow", "version": 1, "nodes": [], "edges": [], "colour": 1})";
     Result<WorkflowGraph> bad = WorkflowGraph::load(path);
     QVERIFY(!bad.isOk());
     QVERIFY(mentions(bad.status(), {path.string(), "$.colour", "unknown key"}));
@@ -383,7 +401,8 @@ private Q_SLOTS:
     // An exit whose condition cannot change inside the loop (the question never changes) is no
     // exit either.
     WorkflowGraph h = retrieveThenThink(
-        "retrieve", {{"think", end, EdgeCondition::contains("question", "stop")}, {"think", "retrieve", {}}});
+        "retrieve",
+        {{"think", end, EdgeCondition::contains("question", "stop")}, {"think", "retrieve", {}}});
     QVERIFY(hasIssue(h, "retrieve", {"loop through retrieve, think", "no exit condition"}));
 
     // Nor is a loop counter of a node outside the loop.
@@ -396,7 +415,8 @@ private Q_SLOTS:
         "first", {{"think", "think", EdgeCondition::runsBelow("think", 3)}, {"think", end, {}}});
     QVERIFY2(ok1.validate().isOk(), ok1.validate().message().c_str());
     WorkflowGraph ok2 = retrieveThenThink(
-        "retrieve", {{"think", end, EdgeCondition::contains("answer", "DONE")}, {"think", "retrieve", {}}});
+        "retrieve",
+        {{"think", end, EdgeCondition::contains("answer", "DONE")}, {"think", "retrieve", {}}});
     QVERIFY2(ok2.validate().isOk(), ok2.validate().message().c_str());
   }
 
@@ -429,20 +449,23 @@ private Q_SLOTS:
     g.addEdge("retrieve", "answer");
     g.addEdge("compress", "answer");
     g.addEdge("answer", std::string(kEnd));
-    QVERIFY(hasIssue(g, "answer", {"prompt uses the variable 'summary' before it is set",
-                                   "START -> retrieve -> answer", "'compress'"}));
+    QVERIFY(hasIssue(g, "answer",
+                     {"prompt uses the variable 'summary' before it is set",
+                      "START -> retrieve -> answer", "'compress'"}));
 
     // A query variable nobody writes.
     WorkflowGraph h = oneShot("hypothesis");
-    QVERIFY(hasIssue(h, "retrieve", {"queries with the variable 'hypothesis'", "no node writes it",
-                                     "question"}));
+    QVERIFY(hasIssue(h, "retrieve",
+                     {"queries with the variable 'hypothesis'", "no node writes it", "question"}));
 
     // A condition that tests a variable not yet set, and an answer variable END may lack.
     WorkflowGraph k =
         oneShot("question", {{"retrieve", std::string(kEnd), EdgeCondition::empty("answer")}});
-    QVERIFY(hasIssue(k, "retrieve", {"edge #0", "condition tests the variable 'answer' before it is set"}));
-    QVERIFY(hasIssue(k, "", {"END returns the answer variable 'answer' before it is set",
-                             "START -> retrieve -> END"}));
+    QVERIFY(hasIssue(k, "retrieve",
+                     {"edge #0", "condition tests the variable 'answer' before it is set"}));
+    QVERIFY(hasIssue(
+        k, "",
+        {"END returns the answer variable 'answer' before it is set", "START -> retrieve -> END"}));
     // A START edge may only test the question.
     WorkflowGraph s =
         oneShot("question", {{std::string(kStart), "answer", EdgeCondition::nonEmpty("docs")}});
@@ -489,13 +512,15 @@ private Q_SLOTS:
   }
 
   void malformedTemplates() {
-    struct Case { const char* tmpl; const char* part; };
-    for (const Case& c : {Case{"Answer {question", "unclosed '{' at character 7"},
-                          Case{"{a{b}", "unclosed '{' at character 0"},
-                          Case{"a } b", "lone '}' at character 2"},
-                          Case{"{}", "'{}'"},
-                          Case{"{two words}", "'{two words}'"},
-                          Case{"{2x}", "not a variable name"}}) {
+    struct Case {
+      const char* tmpl;
+      const char* part;
+    };
+    for (const Case& c :
+         {Case{"Answer {question", "unclosed '{' at character 7"},
+          Case{"{a{b}", "unclosed '{' at character 0"}, Case{"a } b", "lone '}' at character 2"},
+          Case{"{}", "'{}'"}, Case{"{two words}", "'{two words}'"},
+          Case{"{2x}", "not a variable name"}}) {
       Result<std::vector<std::string>> v = templateVariables(c.tmpl);
       QVERIFY2(!v.isOk(), c.tmpl);
       QCOMPARE(v.status().code(), StatusCode::InvalidArgument);
@@ -533,7 +558,8 @@ private Q_SLOTS:
     QVERIFY(!evaluateCondition(EdgeCondition::nonEmpty("blank"), vars, runs));
     QVERIFY(!evaluateCondition(EdgeCondition::nonEmpty("unset"), vars, runs));
     QVERIFY(evaluateCondition(EdgeCondition::contains("text", "DONE"), vars, runs));
-    QVERIFY(!evaluateCondition(EdgeCondition::contains("text", "done"), vars, runs));  // case matters
+    QVERIFY(
+        !evaluateCondition(EdgeCondition::contains("text", "done"), vars, runs));  // case matters
     QVERIFY(!evaluateCondition(EdgeCondition::contains("unset", "DONE"), vars, runs));
     QVERIFY(evaluateCondition(EdgeCondition::runsBelow("loop", 3), vars, runs));
     QVERIFY(!evaluateCondition(EdgeCondition::runsBelow("loop", 2), vars, runs));
@@ -594,7 +620,8 @@ private Q_SLOTS:
     h.addEdge("think", std::string(kEnd), EdgeCondition::contains("answer", "DONE"));
     h.addEdge("think", "think");
     QVERIFY(h.validate().isOk());
-    FakeRun stuck = simulate(h, "q", [](const WorkflowNode&, const std::string&) { return "more"; });
+    FakeRun stuck =
+        simulate(h, "q", [](const WorkflowNode&, const std::string&) { return "more"; });
     QCOMPARE(stuck.order.size(), size_t{5});
     QVERIFY(!stuck.status.isOk());
     QVERIFY(mentions(stuck.status, {"'think' has already run 5 times", "max_node_runs"}));
@@ -671,7 +698,8 @@ private Q_SLOTS:
     FakeRun r = simulate(recomp, "what?", answerFor);
     QVERIFY(r.status.isOk());
     QCOMPARE(joined(r.order), std::string("retrieve compress answer"));
-    std::vector<std::string> answerVars = templateVariables(recomp.findNode("answer")->promptTemplate).value();
+    std::vector<std::string> answerVars =
+        templateVariables(recomp.findNode("answer")->promptTemplate).value();
     QCOMPARE(answerVars, (std::vector<std::string>{"summary", "question"}));
     QCOMPARE(templateVariables(recomp.findNode("compress")->promptTemplate).value().front(),
              std::string("docs"));

@@ -91,9 +91,9 @@ enum class NodeKind { Generation, Retrieval };
 std::string_view nodeKindName(NodeKind k);  // "generation" | "retrieval"
 
 struct GenerationOptions {
-  int64_t maxTokens = 64;          // >= 1
-  double temperature = 0.0;        // 0: greedy; finite and >= 0
-  std::vector<std::string> stop;   // generation ends at the first of these (each non-empty)
+  int64_t maxTokens = 64;         // >= 1
+  double temperature = 0.0;       // 0: greedy; finite and >= 0
+  std::vector<std::string> stop;  // generation ends at the first of these (each non-empty)
   bool operator==(const GenerationOptions&) const = default;
 };
 
@@ -154,8 +154,8 @@ struct WorkflowEdge {
 
 // One problem validate() found. `message` names the node or edge and says how to fix it.
 struct WorkflowIssue {
-  std::string node;  // the offending node id; empty for a graph-wide problem
-  int64_t edge = -1; // index into edges() when an edge is at fault, else -1
+  std::string node;   // the offending node id; empty for a graph-wide problem
+  int64_t edge = -1;  // index into edges() when an edge is at fault, else -1
   std::string message;
 };
 
