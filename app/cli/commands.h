@@ -19,5 +19,7 @@ int cmdBenchLlm(Args& args);      // cmd_llm.cpp
 int cmdIndexBuild(Args& args);    // cmd_retrieval.cpp
 int cmdEvalRetrieval(Args& args);  // cmd_retrieval.cpp
 int cmdBenchIvf(Args& args);      // cmd_bench_ivf.cpp
+int cmdWorkflowValidate(Args& args);  // cmd_workflow.cpp
+int cmdWorkflowShow(Args& args);      // cmd_workflow.cpp
 
 }  // namespace rag::cli

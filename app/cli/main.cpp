@@ -1,5 +1,6 @@
 // ragraph: the command-line face of the engine (corpus, traces, training, evaluation,
-// benchmarks, headless runs). Benchmarks print JSON; errors are one line on stderr.
+// benchmarks, headless runs, workflow files). Benchmarks print JSON; errors are one line on
+// stderr.
 #include <cstdio>
 #include <iostream>
 #include <set>
@@ -49,6 +50,9 @@ const std::vector<Command>& commands() {
        "[--checkpoint-every 200] [--log-every 10] [--eval-every N --eval-examples 64] [--resume] "
        "[--json]",
        {"resume", "json"}, cmdTrainEmbedder},
+      {"workflow", "validate", "FILE|--builtin oneshot|hyde|multistep|irg|recomp [--json]", {"json"},
+       cmdWorkflowValidate},
+      {"workflow", "show", "FILE|--builtin oneshot|hyde|multistep|irg|recomp", {}, cmdWorkflowShow},
       {"demo", "", "[--corpus PATH] [--requests N] [--trace-out FILE]", {}, cmdDemo},
       {"run", "",
        "\"QUESTION\" | --qa ID [--context gold|none|retrieved] [--mask causal|block] [--model DIR] "

@@ -110,8 +110,9 @@ JsonWriter& JsonWriter::value(double v) {
     m_out << "null";
     return *this;
   }
-  // The shortest text that reads back as the same double (a checkpoint's loss history must
-  // survive a resume exactly).
+  // The shortest text that reads back as the same double (a checkpoint's loss history and a
+  // workflow file must round-trip exactly); -0 as 0, since parseJson reads "-0" as 0.
+  if (v == 0) v = 0;
   char buf[32];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
   m_out << std::string_view(buf, ec == std::errc() ? static_cast<size_t>(end - buf) : 0);

@@ -30,7 +30,9 @@ public:
   JsonWriter& value(int64_t v);
   JsonWriter& value(int v) { return value(static_cast<int64_t>(v)); }
   JsonWriter& value(uint64_t v);
-  JsonWriter& value(double v);  // non-finite numbers are written as null
+  // The shortest text that reads back as exactly `v`; -0 is written as 0 (parseJson reads "-0"
+  // as 0 anyway) and non-finite numbers as null.
+  JsonWriter& value(double v);
   JsonWriter& value(bool v);
   JsonWriter& null();
 

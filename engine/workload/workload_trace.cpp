@@ -35,23 +35,6 @@ std::string_view trim(std::string_view s) {
 
 }  // namespace
 
-std::string_view workflowName(Workflow w) {
-  switch (w) {
-    case Workflow::OneShot: return "oneshot";
-    case Workflow::Hyde: return "hyde";
-    case Workflow::Multistep: return "multistep";
-    case Workflow::Irg: return "irg";
-    case Workflow::Recomp: return "recomp";
-  }
-  return "unknown";
-}
-
-std::optional<Workflow> workflowFromName(std::string_view name) {
-  for (Workflow w : kAllWorkflows)
-    if (workflowName(w) == name) return w;
-  return std::nullopt;
-}
-
 Result<WorkflowMix> parseWorkflowMix(std::string_view text) {
   const std::string example = "; write it as name:weight pairs, e.g. --mix oneshot:3,multistep:1";
   WorkflowMix mix;

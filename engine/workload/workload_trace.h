@@ -27,18 +27,17 @@
 #include <vector>
 
 #include "rag/status.h"
+#include "rag/workflow.h"
 #include "workload/popularity.h"
 
 namespace rag::workload {
 
-// The workflows of HedraRAG's evaluation. Names are the lower-case words used on the command
-// line and in trace files.
-enum class Workflow { OneShot, Hyde, Multistep, Irg, Recomp };
-inline constexpr std::array<Workflow, 5> kAllWorkflows = {
-    Workflow::OneShot, Workflow::Hyde, Workflow::Multistep, Workflow::Irg, Workflow::Recomp};
-
-std::string_view workflowName(Workflow w);  // "oneshot", "hyde", "multistep", "irg", "recomp"
-std::optional<Workflow> workflowFromName(std::string_view name);
+// The workflows of HedraRAG's evaluation (rag/workflow.h, where their built-in graphs are).
+// Names are the lower-case words used on the command line and in trace files.
+using ::rag::kAllWorkflows;
+using ::rag::Workflow;
+using ::rag::workflowFromName;
+using ::rag::workflowName;
 
 struct MixEntry {
   Workflow workflow;

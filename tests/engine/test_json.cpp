@@ -1,9 +1,12 @@
 #include <QtTest>
 
 #include <cmath>
+#include <limits>
+#include <sstream>
 #include <string>
 
 #include "core/json.h"
+#include "core/json_writer.h"
 
 using namespace rag;
 
@@ -203,6 +206,22 @@ private Q_SLOTS:
     QVERIFY(!JsonValue::fromDouble(std::nan("")).asInt64());
     QVERIFY(!JsonValue::fromString("7").asInt64());
     QCOMPARE(jsonTypeName(JsonValue::Type::Array), std::string_view("array"));
+  }
+
+  // JsonWriter::value(double) writes the shortest text that reads back as the same double, so
+  // files such as workflows and checkpoint states round-trip bit for bit.
+  void writerExactDoublesReadBack() {
+    for (double d : {0.0, -0.0, 0.1, 0.7, 0.1234567890123, 1.0 / 3.0, 1e-300, 6.02214076e23,
+                     std::numeric_limits<double>::max(), std::numeric_limits<double>::denorm_min()}) {
+      std::ostringstream os;
+      JsonWriter(os).value(d);
+      JsonValue v = parseOk(os.str());
+      QVERIFY2(v.isNumber(), os.str().c_str());
+      QCOMPARE(v.asDouble(), d);
+    }
+    std::ostringstream os;
+    JsonWriter(os).beginArray().value(0.7).value(2.0).value(-0.0).value(std::nan("")).endArray();
+    QCOMPARE(os.str(), std::string("[0.7,2,0,null]"));  // the same text after a round trip
   }
 };
 

@@ -1,0 +1,253 @@
+// RAGraph: a RAG workflow as a graph of Generation and Retrieval nodes (HedraRAG §4.1,
+// Listing 1). A graph only describes a workflow; the scheduler runs it, and everything in it is
+// data, so every graph round-trips through JSON (the built-ins are JSON files).
+//
+//   rag::WorkflowGraph g("hyde");                                  // Listing 1, g1
+//   g.addGeneration("hypothesis", "Write a passage that answers: {question}\nPassage:",
+//                   "hypothesis", {.maxTokens = 48, .stop = {"\n"}});
+//   g.addRetrieval("retrieve", 5, "hypothesis", "docs");
+//   g.addGeneration("answer", "{docs}Question: {question}\nAnswer:", "answer");
+//   g.addEdge(rag::kStart, "hypothesis");
+//   g.addEdge("hypothesis", "retrieve");
+//   g.addEdge("retrieve", "answer");
+//   g.addEdge("answer", rag::kEnd);
+//   RAG_RETURN_IF_ERROR(g.validate());       // names the offending node or edge
+//   std::string json = g.toJson();           // WorkflowGraph::fromJson(json) == g
+//
+// A loop (Listing 1, g2) is a cycle whose way out is a conditional edge:
+//
+//   g.addEdge("next", "final", rag::EdgeCondition::contains("subquestion", "DONE"));
+//   g.addEdge("next", "retrieve", rag::EdgeCondition::runsBelow("next", 3));
+//   g.addEdge("next", "final");              // unconditional: taken when neither matched
+//
+// Variables. A request carries a map of named text variables. `question` holds the request's
+// input before the first node runs. A Generation node renders its prompt template ({name} is
+// replaced by the variable, {{ and }} are literal braces) and stores the generated text in its
+// output variable; a Retrieval node searches with the text of its query variable and stores the
+// passages as text, one passage per line, each ending with '\n' (the prompt format of
+// corpus/qa_prompt.h, so "{docs}Question: {question}\nAnswer:" reads like the prompts the
+// shipped models were trained on). A node run again (in a loop) overwrites its output.
+//
+// Edges and the next node. START and END are pseudo-nodes: the edges leaving START choose the
+// entry node, and a request finishes when it reaches END; its answer is the variable named by
+// answerVar() ("answer" unless set). When a node finishes, the edges leaving it are checked in
+// the order they were added and the FIRST one whose condition holds is taken (readySuccessor).
+// First-match, not all-match, because:
+//   - it is Listing 1's semantics: the conditional edge there is a function returning one node;
+//   - an ordered list of guarded edges is an if / else-if / else, so "leave when the model says
+//     DONE, else loop while fewer than 3 rounds, else leave" needs no AND/OR/NOT operators;
+//   - exactly one successor means a request is always at exactly one node, so no join rules
+//     are needed and the variables a node sees never depend on the timing of parallel
+//     branches, which keeps speculation and rollback in the scheduler simple.
+// Consequently an edge listed after an unconditional edge of the same node can never be taken,
+// and validate() reports it.
+//
+// Loop counters. RunCounts holds, per node id, how many times that node has finished in this
+// request; EdgeCondition::runsBelow(node, n) holds while that count is < n. The scheduler
+// increments a node's count when it finishes, before choosing its successor. As a guard
+// against loops whose exit condition never comes true, readySuccessor() refuses to start a node
+// that has already run maxNodeRuns() times.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rag/status.h"
+
+namespace rag {
+
+// ---- the built-in workflows (HedraRAG §6.1) ----------------------------------------------
+
+enum class Workflow { OneShot, Hyde, Multistep, Irg, Recomp };
+inline constexpr std::array<Workflow, 5> kAllWorkflows = {
+    Workflow::OneShot, Workflow::Hyde, Workflow::Multistep, Workflow::Irg, Workflow::Recomp};
+
+// The lower-case words used on the command line, in trace files and as the built-in file
+// names: "oneshot", "hyde", "multistep", "irg", "recomp".
+std::string_view workflowName(Workflow w);
+std::optional<Workflow> workflowFromName(std::string_view name);
+
+// ---- graph parts -------------------------------------------------------------------------
+
+inline constexpr std::string_view kStart = "START";
+inline constexpr std::string_view kEnd = "END";
+inline constexpr std::string_view kQuestionVar = "question";  // set from the request
+
+// The JSON file format (toJson/fromJson): {"format": kWorkflowFormat, "version": ...}.
+inline constexpr std::string_view kWorkflowFormat = "ragraph-workflow";
+inline constexpr int64_t kWorkflowFormatVersion = 1;
+
+using Variables = std::map<std::string, std::string, std::less<>>;
+using RunCounts = std::map<std::string, int64_t, std::less<>>;  // node id -> finished runs
+
+enum class NodeKind { Generation, Retrieval };
+std::string_view nodeKindName(NodeKind k);  // "generation" | "retrieval"
+
+struct GenerationOptions {
+  int64_t maxTokens = 64;         // >= 1
+  double temperature = 0.0;       // 0: greedy; finite and >= 0
+  std::vector<std::string> stop;  // generation ends at the first of these (each non-empty)
+  bool operator==(const GenerationOptions&) const = default;
+};
+
+struct RetrievalOptions {
+  int64_t nprobe = 0;  // IVF clusters to search; 0: the engine's setting
+  bool operator==(const RetrievalOptions&) const = default;
+};
+
+// One node. Fields of the other kind stay at their defaults.
+struct WorkflowNode {
+  std::string id;  // letters, digits, '_', '-', '.'; not START or END
+  NodeKind kind = NodeKind::Generation;
+  std::string outputVar;
+  // Generation
+  std::string promptTemplate;
+  GenerationOptions generation;
+  // Retrieval
+  int64_t topk = 0;  // >= 1
+  std::string queryVar;
+  RetrievalOptions retrieval;
+  bool operator==(const WorkflowNode&) const = default;
+};
+
+enum class ConditionKind {
+  Always,     // no condition
+  Empty,      // var is unset or only white space
+  NonEmpty,   // the opposite of Empty
+  Contains,   // var is set and contains `text` (case-sensitive, byte-wise)
+  RunsBelow,  // node has finished fewer than `limit` times in this request
+};
+std::string_view conditionKindName(ConditionKind k);  // "always", "empty", "non_empty", ...
+
+struct EdgeCondition {
+  ConditionKind kind = ConditionKind::Always;
+  std::string var;    // Empty, NonEmpty, Contains
+  std::string text;   // Contains
+  std::string node;   // RunsBelow
+  int64_t limit = 0;  // RunsBelow; >= 1
+
+  static EdgeCondition always() { return {}; }
+  static EdgeCondition empty(std::string var);
+  static EdgeCondition nonEmpty(std::string var);
+  static EdgeCondition contains(std::string var, std::string text);
+  static EdgeCondition runsBelow(std::string node, int64_t limit);
+  bool operator==(const EdgeCondition&) const = default;
+};
+
+// "always", "if docs is empty", "if subquestion contains \"DONE\"", "while next ran < 3 times".
+std::string describeCondition(const EdgeCondition& c);
+bool evaluateCondition(const EdgeCondition& c, const Variables& vars, const RunCounts& runs);
+
+struct WorkflowEdge {
+  std::string from;  // a node id or kStart
+  std::string to;    // a node id or kEnd
+  EdgeCondition when;
+  bool operator==(const WorkflowEdge&) const = default;
+};
+
+// One problem validate() found. `message` names the node or edge and says how to fix it.
+struct WorkflowIssue {
+  std::string node;   // the offending node id; empty for a graph-wide problem
+  int64_t edge = -1;  // index into edges() when an edge is at fault, else -1
+  std::string message;
+};
+
+// ---- prompt templates --------------------------------------------------------------------
+
+// The variables a template uses, in order of first use, each once. InvalidArgument for a
+// malformed template: an unclosed '{', a lone '}', or "{}"/"{not a name}" (names are letters,
+// digits and '_', not starting with a digit; write {{ and }} for literal braces).
+Result<std::vector<std::string>> templateVariables(std::string_view tmpl);
+// The template with every {name} replaced. InvalidArgument naming the first variable that is
+// not in `vars` (and the ones that are), or the template's syntax error.
+Result<std::string> renderTemplate(std::string_view tmpl, const Variables& vars);
+
+// ---- the graph ---------------------------------------------------------------------------
+
+class WorkflowGraph {
+public:
+  WorkflowGraph() = default;
+  explicit WorkflowGraph(std::string name, std::string description = {});
+
+  // Builders mirroring Listing 1. They record what they are given; validate() checks it (so an
+  // editor can hold a half-built graph).
+  WorkflowGraph& addGeneration(std::string id, std::string promptTemplate, std::string outputVar,
+                               GenerationOptions options = {});
+  WorkflowGraph& addRetrieval(std::string id, int64_t topk, std::string queryVar,
+                              std::string outputVar, RetrievalOptions options = {});
+  // Edges leaving one node are checked in the order they are added (first match wins).
+  WorkflowGraph& addEdge(std::string from, std::string to, EdgeCondition when = {});
+
+  const std::string& name() const { return m_name; }
+  void setName(std::string name) { m_name = std::move(name); }
+  const std::string& description() const { return m_description; }
+  void setDescription(std::string d) { m_description = std::move(d); }
+  // The variable holding the request's final answer once it reaches END.
+  const std::string& answerVar() const { return m_answerVar; }
+  void setAnswerVar(std::string var) { m_answerVar = std::move(var); }
+  // How many times one node may run in one request (the runaway-loop guard); >= 1.
+  int64_t maxNodeRuns() const { return m_maxNodeRuns; }
+  void setMaxNodeRuns(int64_t n) { m_maxNodeRuns = n; }
+
+  const std::vector<WorkflowNode>& nodes() const { return m_nodes; }
+  const std::vector<WorkflowEdge>& edges() const { return m_edges; }
+  // The first node with this id, or nullptr.
+  const WorkflowNode* findNode(std::string_view id) const;
+  // Indexes into edges() of the edges leaving `id` (a node or kStart), in checking order.
+  std::vector<size_t> edgesFrom(std::string_view id) const;
+
+  // Every problem, in a stable order: malformed nodes and edges (bad ids, duplicate ids, edges
+  // to unknown nodes, malformed templates and options, edges that can never be taken), no
+  // entry edge, nodes unreachable from START, nodes with no path to END, loops with no exit
+  // condition (a loop is fine only when an edge leaves it under a condition that can change
+  // while it runs: runs_below on one of its nodes, or a variable one of its nodes writes), and
+  // variables used (in a prompt, as a query, in a condition, or as the answer at END) before
+  // every path from START has set them. Empty when the graph is valid.
+  std::vector<WorkflowIssue> issues() const;
+  // OK, or InvalidArgument with the first issue ("... (and 2 more problems)").
+  Status validate() const;
+
+  // The node to run after `finished` (a node id or kStart), or kEnd: the target of the first
+  // edge leaving it whose condition holds under `vars` and `runs` (see the file comment).
+  // `runs` already counts the run of `finished`. InvalidArgument when `finished` is unknown,
+  // when no edge matches, or when the chosen node has already run maxNodeRuns() times.
+  Result<std::string> readySuccessor(std::string_view finished, const Variables& vars,
+                                     const RunCounts& runs) const;
+
+  // Pretty-printed JSON (ending with a newline) in a canonical form: fromJson(toJson()) == *this
+  // and toJson() of that is the same text. Doubles are written in the shortest form that reads
+  // back exactly.
+  std::string toJson() const;
+  // Reads toJson()'s format. Checks structure and types only (validate() checks the graph).
+  // InvalidArgument naming the JSON path ("$.nodes[2].topk") and the fix for a syntax error, a
+  // missing or unknown key, a repeated key, a wrong type, or another format or a newer version.
+  static Result<WorkflowGraph> fromJson(std::string_view text);
+  // fromJson() of a file; errors name the file. NotFound when it does not exist.
+  static Result<WorkflowGraph> load(const std::filesystem::path& path);
+  // Writes toJson() atomically (temp file + rename).
+  Status save(const std::filesystem::path& path) const;
+
+  bool operator==(const WorkflowGraph&) const = default;
+
+private:
+  std::string m_name;
+  std::string m_description;
+  std::string m_answerVar = "answer";
+  int64_t m_maxNodeRuns = 16;
+  std::vector<WorkflowNode> m_nodes;
+  std::vector<WorkflowEdge> m_edges;
+};
+
+// The built-in workflows, resources/workflows/<name>.json, compiled into the library (the CLI
+// and tests need no install path). Each parses and validates (tests/engine/test_workflow.cpp).
+std::string_view builtinWorkflowJson(Workflow w);
+Result<WorkflowGraph> builtinWorkflow(Workflow w);
+
+}  // namespace rag

@@ -1,0 +1,117 @@
+// Prompt templates: {name} is a variable, {{ and }} are literal braces (as in Python's
+// str.format, which is what Listing 1's prompts look like).
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "rag/workflow.h"
+#include "workflow/workflow_names.h"
+
+namespace rag {
+
+namespace workflow {
+
+bool isVariableName(std::string_view name) {
+  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+bool isNodeId(std::string_view id) {
+  if (id.empty() || id == kStart || id == kEnd) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.';
+  });
+}
+
+}  // namespace workflow
+
+namespace {
+
+// A template cut into literal text and variable references.
+struct Piece {
+  bool isVariable = false;
+  std::string text;  // the literal (braces unescaped) or the variable name
+};
+
+const char* const kBraceHelp = "; write {{ and }} for literal braces";
+
+Result<std::vector<Piece>> splitTemplate(std::string_view tmpl) {
+  std::vector<Piece> pieces;
+  std::string literal;
+  for (size_t i = 0; i < tmpl.size(); ++i) {
+    char c = tmpl[i];
+    if (c == '}') {
+      if (i + 1 < tmpl.size() && tmpl[i + 1] == '}') {
+        literal += '}';
+        ++i;
+        continue;
+      }
+      return Status::invalidArgument("prompt template has a lone '}' at character " +
+                                     std::to_string(i) + kBraceHelp);
+    }
+    if (c != '{') {
+      literal += c;
+      continue;
+    }
+    if (i + 1 < tmpl.size() && tmpl[i + 1] == '{') {
+      literal += '{';
+      ++i;
+      continue;
+    }
+    size_t close = tmpl.find('}', i + 1);
+    size_t nextOpen = tmpl.find('{', i + 1);
+    if (close == std::string_view::npos || nextOpen < close)
+      return Status::invalidArgument("prompt template has an unclosed '{' at character " +
+                                     std::to_string(i) + "; close it as {name}" + kBraceHelp);
+    std::string_view name = tmpl.substr(i + 1, close - i - 1);
+    if (!workflow::isVariableName(name))
+      return Status::invalidArgument(
+          "prompt template has '{" + std::string(name) + "}' at character " + std::to_string(i) +
+          ", which is not a variable name (letters, digits and '_', not starting with a digit)" +
+          kBraceHelp);
+    if (!literal.empty()) pieces.push_back({false, std::move(literal)});
+    literal.clear();
+    pieces.push_back({true, std::string(name)});
+    i = close;
+  }
+  if (!literal.empty()) pieces.push_back({false, std::move(literal)});
+  return pieces;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> templateVariables(std::string_view tmpl) {
+  RAG_ASSIGN_OR_RETURN(std::vector<Piece> pieces, splitTemplate(tmpl));
+  std::vector<std::string> names;
+  for (Piece& p : pieces)
+    if (p.isVariable && std::find(names.begin(), names.end(), p.text) == names.end())
+      names.push_back(std::move(p.text));
+  return names;
+}
+
+Result<std::string> renderTemplate(std::string_view tmpl, const Variables& vars) {
+  RAG_ASSIGN_OR_RETURN(std::vector<Piece> pieces, splitTemplate(tmpl));
+  std::string out;
+  for (const Piece& p : pieces) {
+    if (!p.isVariable) {
+      out += p.text;
+      continue;
+    }
+    auto it = vars.find(p.text);
+    if (it == vars.end()) {
+      std::string set;
+      for (const auto& [name, value] : vars) set += (set.empty() ? "" : ", ") + name;
+      return Status::invalidArgument(
+          "prompt template uses {" + p.text +
+          "}, which is not set (set: " + (set.empty() ? std::string("none") : set) +
+          "); a node must write it before this one runs");
+    }
+    out += it->second;
+  }
+  return out;
+}
+
+}  // namespace rag
