@@ -22,6 +22,7 @@
 #include "core/mem_bandwidth.h"
 #include "model/runner.h"
 #include "model_choice.h"
+#include "retriever.h"
 
 namespace rag::cli {
 
@@ -82,19 +83,28 @@ Result<DecodeFigures> measureDecode(std::shared_ptr<const model::LlamaModel> m, 
 struct GenerationSetup {
   LoadedModel loaded;
   corpus::QaPromptOptions prompt;
+  std::string contextName;             // gold | none | retrieved
+  std::optional<Retriever> retriever;  // --context retrieved
   bool blockMask = false;
   int32_t maxTokens = 16;
 };
 
 // Options shared by run and eval: model, context, mask, max tokens, threads.
-Result<GenerationSetup> readGenerationSetup(Args& args, corpus::QaContext defaultContext) {
+Result<GenerationSetup> readGenerationSetup(Args& args, corpus::QaContext defaultContext,
+                                            const std::filesystem::path& corpus) {
   GenerationSetup g;
   RAG_ASSIGN_OR_RETURN(ModelChoice choice, readModelChoice(args, /*allowSynthetic=*/false));
-  const std::string context = args.getOr("context", std::string(corpus::qaContextName(defaultContext)));
-  if (context == "retrieved")
-    return Status::unavailable("--context retrieved needs the retrieval index, which this build does not have "
-                               "yet; use --context gold or none");
-  RAG_ASSIGN_OR_RETURN(g.prompt.context, corpus::parseQaContext(context));
+  g.contextName = args.getOr("context", std::string(corpus::qaContextName(defaultContext)));
+  if (g.contextName == "retrieved") {
+    // The top passages the retriever finds for the question, in rank order.
+    RAG_ASSIGN_OR_RETURN(Retriever r, Retriever::open(args, corpus));
+    g.retriever.emplace(std::move(r));
+    g.prompt.context = corpus::QaContext::None;
+  } else {
+    Result<corpus::QaContext> c = corpus::parseQaContext(g.contextName);
+    if (!c) return Status::invalidArgument(c.status().message() + ", or retrieved (the passages the index finds)");
+    g.prompt.context = *c;
+  }
   const std::string mask = args.getOr("mask", "causal");
   if (mask != "causal" && mask != "block")
     return Status::invalidArgument("--mask must be causal or block, not '" + mask + "'");
@@ -109,6 +119,17 @@ Result<GenerationSetup> readGenerationSetup(Args& args, corpus::QaContext defaul
     return Status::notFound("the model at " + g.loaded.description +
                             " has no tokenizer.json next to it; copy the tokenizer it was trained with there");
   return g;
+}
+
+// The passages of `ids` (retrieved, best first), read from the corpus.
+Result<std::vector<Passage>> readPassages(corpus::QaPromptReader& reader, const std::vector<int64_t>& ids) {
+  std::vector<Passage> out;
+  for (int64_t id : ids) {
+    if (id < 0) continue;
+    RAG_ASSIGN_OR_RETURN(Passage p, reader.passage(id));
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 model::SequenceRequest requestFor(const GenerationSetup& g, const corpus::QaTokens& t) {
@@ -151,13 +172,28 @@ int cmdRun(Args& args) {
     if (!row) return fail(row.status());
     if (*row) *qaId = st->columnInt64(0);
   }
-  auto setup = readGenerationSetup(args, *qaId ? corpus::QaContext::Gold : corpus::QaContext::None);
+  auto setup = readGenerationSetup(args, *qaId ? corpus::QaContext::Gold : corpus::QaContext::None,
+                                   corpusPath);
   if (!setup) return fail(setup.status());
   if (Status s = args.finish(); !s) return fail(s);
 
   QaItem item;
   std::vector<Passage> context;
-  if (*qaId) {
+  if (setup->retriever) {
+    if (*qaId) {
+      auto found = reader->item(*qaId);
+      if (!found) return fail(found.status());
+      item = *found;
+    } else {
+      item.question = question;
+    }
+    auto hits = setup->retriever->search(std::vector<std::string>{item.question},
+                                         static_cast<int32_t>(setup->prompt.passages));
+    if (!hits) return fail(hits.status());
+    auto passages = readPassages(*reader, hits->front());
+    if (!passages) return fail(passages.status());
+    context = std::move(*passages);
+  } else if (*qaId) {
     auto found = reader->item(*qaId);
     if (!found) return fail(found.status());
     item = *found;
@@ -194,7 +230,7 @@ int cmdRun(Args& args) {
     w.beginObject();
     w.key("question").value(item.question);
     if (*qaId) w.key("qa_id").value(*qaId);
-    w.key("context").value(corpus::qaContextName(setup->prompt.context));
+    w.key("context").value(setup->contextName);
     w.key("passages").beginArray();
     for (int64_t pid : prompt.passageIds) w.value(pid);
     w.endArray();
@@ -229,7 +265,7 @@ int cmdEvalQa(Args& args) {
     if (!*r) return fail(r->status());
   if (*limit < 0 || *batch < 1 || *examples < 0)
     return fail(Status::invalidArgument("--limit and --examples must be >= 0 and --batch >= 1"));
-  auto setup = readGenerationSetup(args, corpus::QaContext::Gold);
+  auto setup = readGenerationSetup(args, corpus::QaContext::Gold, corpusPath);
   if (!setup) return fail(setup.status());
   if (Status s = args.finish(); !s) return fail(s);
 
@@ -248,10 +284,24 @@ int cmdEvalQa(Args& args) {
   struct Pending { QaItem item; std::string output; };
   std::map<model::SeqId, Pending> pending;
   ProgressPrinter progress(false);
+  std::vector<std::vector<int64_t>> retrieved;  // --context retrieved: per item, best first
+  if (setup->retriever) {
+    std::vector<std::string> questions;
+    for (int64_t id : ids) {
+      auto item = reader->item(id);
+      if (!item) return fail(item.status());
+      questions.push_back(item->question);
+    }
+    progress("retrieving", 0, ids.size());
+    auto hits = setup->retriever->search(questions, static_cast<int32_t>(setup->prompt.passages));
+    if (!hits) return fail(hits.status());
+    retrieved = std::move(*hits);
+  }
   for (size_t i = 0; i < ids.size(); ++i) {
     auto item = reader->item(ids[i]);
     if (!item) return fail(item.status());
-    auto ctx = reader->contextPassages(*item, setup->prompt);
+    auto ctx = setup->retriever ? readPassages(*reader, retrieved[i])
+                                : reader->contextPassages(*item, setup->prompt);
     if (!ctx) return fail(ctx.status());
     const corpus::QaTokens t = corpus::tokenizeQaPrompt(*setup->loaded.tokenizer,
                                                         corpus::buildQaPrompt(*item, *ctx, setup->prompt));
@@ -293,7 +343,7 @@ int cmdEvalQa(Args& args) {
     w.beginObject();
     w.key("model").value(setup->loaded.description);
     w.key("split").value(split);
-    w.key("context").value(corpus::qaContextName(setup->prompt.context));
+    w.key("context").value(setup->contextName);
     w.key("mask").value(setup->blockMask ? "block" : "causal");
     w.key("items").value(overall.items);
     w.key("accuracy").value(acc(overall));
@@ -312,7 +362,7 @@ int cmdEvalQa(Args& args) {
     std::cout << std::endl;
   } else {
     std::printf("%s split, %s context: accuracy %.4f over %lld items\n", split.c_str(),
-                std::string(corpus::qaContextName(setup->prompt.context)).c_str(), acc(overall),
+                setup->contextName.c_str(), acc(overall),
                 static_cast<long long>(overall.items));
     for (const auto& [type, t] : byType)
       std::printf("  %-12s %.4f (%lld/%lld)\n", type.c_str(), acc(t), static_cast<long long>(t.correct),

@@ -55,11 +55,13 @@ const std::vector<Command>& commands() {
       {"workflow", "show", "FILE|--builtin oneshot|hyde|multistep|irg|recomp", {}, cmdWorkflowShow},
       {"demo", "", "[--corpus PATH] [--requests N] [--trace-out FILE]", {}, cmdDemo},
       {"run", "",
-       "\"QUESTION\" | --qa ID [--context gold|none|retrieved] [--mask causal|block] [--model DIR] "
+       "\"QUESTION\" | --qa ID [--context gold|none|retrieved [--embedder DIR] [--index BASE] "
+       "[--nprobe 64]] [--mask causal|block] [--model DIR] "
        "[--dtype f32|bf16] [--max-tokens N] [--corpus PATH] [--json]",
        {"json"}, cmdRun},
       {"eval", "qa",
-       "[--split test] [--context gold|none|retrieved] [--limit N] [--mask causal|block] [--model DIR] "
+       "[--split test] [--context gold|none|retrieved [--embedder DIR] [--index BASE] [--nprobe 64]] "
+       "[--limit N] [--mask causal|block] [--model DIR] "
        "[--dtype f32|bf16] [--max-tokens N] [--batch N] [--examples N] [--corpus PATH] [--json]",
        {"json"}, cmdEvalQa},
       {"index", "build",

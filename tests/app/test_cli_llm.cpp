@@ -70,13 +70,55 @@ private Q_SLOTS:
     QVERIFY2(r.err.contains("--context gold needs a corpus question"), qPrintable(r.err));
   }
 
+  // The retrieval path end to end: a tiny embedder trained here, the index built beside the
+  // corpus, recall reported, and QA prompts built from what it retrieves.
+  void retrievalFromTrainingToAnswers() {
+    CliRun r = runRagraph({"train", "embedder", "--corpus", corpus(), "--tokenizer", path("tok"), "--out", path("emb"),
+                           "--layers", "1", "--hidden", "16", "--heads", "2", "--steps", "3", "--batch", "4",
+                           "--seq-len", "32", "--threads", "1"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    r = runRagraph({"eval", "retrieval", "--corpus", corpus(), "--embedder", path("emb")});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("ragraph index build"), qPrintable(r.err));
+    r = runRagraph({"index", "build", "--corpus", corpus(), "--embedder", path("emb"), "--nlist", "4", "--quiet", "--json"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    auto built = parseJson(r.out.toStdString());
+    QVERIFY2(built.isOk(), qPrintable(r.out));
+    QCOMPARE(*built->find("passages")->asInt64(), int64_t{30});
+    QVERIFY(fs::exists(corpus().toStdString() + ".index.ivf"));
+    r = runRagraph({"eval", "retrieval", "--corpus", corpus(), "--embedder", path("emb"), "--nprobe", "4", "--json"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    auto rec = parseJson(r.out.toStdString());
+    QVERIFY2(rec.isOk(), qPrintable(r.out));
+    for (const char* key : {"recall@1", "recall@5", "recall@20"}) {
+      const double flat = rec->find("flat")->find(key)->asDouble();
+      QVERIFY(flat >= 0 && flat <= 1);
+      // Searching all 4 clusters is the exact search.
+      QCOMPARE(rec->find("ivf_default")->find(key)->asDouble(), flat);
+    }
+    QVERIFY(rec->find("ivf")->find("8") == nullptr);  // nprobe above nlist is not listed
+    r = runRagraph({"eval", "qa", "--corpus", corpus(), "--model", model(), "--context", "retrieved", "--embedder",
+                    path("emb"), "--nprobe", "4", "--limit", "3", "--max-tokens", "2", "--json"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY(r.out.contains("\"context\": \"retrieved\""));
+    r = runRagraph({"run", "What is entity 7 a kind of?", "--corpus", corpus(), "--model", model(), "--context",
+                    "retrieved", "--embedder", path("emb"), "--max-tokens", "2", "--json"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    auto one = parseJson(r.out.toStdString());
+    QVERIFY2(one.isOk(), qPrintable(r.out));
+    QCOMPARE(one->find("passages")->size(), size_t{5});
+  }
+
   void badInputNamesTheFix() {
     CliRun r = runRagraph({"eval", "qa", "--corpus", corpus(), "--model", path("nowhere")});
     QCOMPARE(r.code, 1);
     QVERIFY2(r.err.contains("config.json"), qPrintable(r.err));
-    r = runRagraph({"eval", "qa", "--corpus", corpus(), "--model", model(), "--context", "retrieved"});
+    r = runRagraph({"eval", "qa", "--corpus", corpus(), "--model", model(), "--context", "retrieved",
+                    "--embedder", path("no-embedder")});
     QCOMPARE(r.code, 1);
-    QVERIFY2(r.err.contains("retrieval index"), qPrintable(r.err));
+    QVERIFY2(r.err.contains("config.json"), qPrintable(r.err));
+    r = runRagraph({"eval", "qa", "--corpus", corpus(), "--model", model(), "--context", "nearby"});
+    QVERIFY2(r.err.contains("retrieved"), qPrintable(r.err));
     r = runRagraph({"eval", "qa", "--corpus", corpus(), "--model", model(), "--split", "nosuch"});
     QCOMPARE(r.code, 1);
     QVERIFY2(r.err.contains("nosuch"), qPrintable(r.err));
