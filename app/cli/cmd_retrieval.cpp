@@ -2,7 +2,7 @@
 // the embedder and build the IVF index next to it (resumable), then measure how often the gold
 // passage is retrieved, exactly and through the IVF at several nprobe.
 //
-//   ragraph index build [--embedder DIR] [--nlist N] [--batch 64]
+//   ragraph index build [--embedder DIR] [--nlist N] [--batch 64] [--dtype bf16]
 //   ragraph eval retrieval --split test --limit 2000 --json
 #include <cstdio>
 #include <iostream>
@@ -27,6 +27,7 @@ int cmdIndexBuild(Args& args) {
   Result<int64_t> batch = args.getInt("batch", 64);
   Result<int64_t> threads = args.getInt("threads", static_cast<int64_t>(std::thread::hardware_concurrency()));
   const std::optional<std::string> base = args.get("index");
+  const std::string dtype = args.getOr("dtype", "f32");
   const bool quiet = args.flag("quiet");
   const bool json = args.flag("json");
   for (const Status& s : {dir.status(), nlist.status(), batch.status(), threads.status(), args.finish()})
@@ -34,7 +35,7 @@ int cmdIndexBuild(Args& args) {
   if (*nlist < 0 || *batch < 1 || *threads < 1)
     return fail(Status::invalidArgument("--nlist must be >= 0 (0: from the corpus size), --batch and --threads >= 1"));
   model::setComputeThreads(static_cast<int>(*threads));
-  auto embedder = model::TextEmbedder::load(*dir);
+  auto embedder = model::TextEmbedder::load(*dir, dtype);
   if (!embedder) return fail(embedder.status());
 
   retrieval::PassageIndexParams p;

@@ -65,7 +65,7 @@ const std::vector<Command>& commands() {
        "[--dtype f32|bf16] [--max-tokens N] [--batch N] [--examples N] [--corpus PATH] [--json]",
        {"json"}, cmdEvalQa},
       {"index", "build",
-       "[--corpus PATH] [--embedder DIR] [--index BASE] [--nlist N] [--batch 64] [--threads N] "
+       "[--corpus PATH] [--embedder DIR] [--index BASE] [--nlist N] [--batch 64] [--dtype f32|bf16] [--threads N] "
        "[--quiet] [--json]",
        {"quiet", "json"}, cmdIndexBuild},
       {"eval", "retrieval",

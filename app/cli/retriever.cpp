@@ -26,7 +26,7 @@ Result<Retriever> Retriever::open(Args& args, const std::filesystem::path& corpu
                                                         : retrieval::defaultIndexBase(corpus);
   RAG_ASSIGN_OR_RETURN(r.nprobe, args.getInt("nprobe", kDefaultNprobe));
   if (r.nprobe < 1) return Status::invalidArgument("--nprobe must be at least 1");
-  RAG_ASSIGN_OR_RETURN(r.embedder, model::TextEmbedder::load(dir));
+  RAG_ASSIGN_OR_RETURN(r.embedder, model::TextEmbedder::load(dir, args.getOr("embedder-dtype", "f32")));
   Result<retrieval::PassageIndex> index = retrieval::PassageIndex::load(base, r.embedder->fingerprint());
   if (!index) return index.status().withContext("passage index for embedder " + dir.string());
   r.index.emplace(std::move(*index));

@@ -1,6 +1,7 @@
 // The retrieval the CLI commands share: the embedder (--embedder DIR, else the shipped
 // datasets/models/rag-embedder) and the passage index built from it next to the corpus
-// (--index BASE, else <corpus>.index), searched through the IVF at --nprobe clusters.
+// (--index BASE, else <corpus>.index), searched through the IVF at --nprobe clusters. Queries
+// are embedded in --embedder-dtype (f32 by default; the index may have been built in bf16).
 #pragma once
 
 #include <filesystem>
