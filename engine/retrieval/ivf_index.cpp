@@ -635,6 +635,18 @@ Status IvfIndex::Impl::runSlice(const Slice& s, const std::vector<int32_t>& take
 int64_t IvfIndex::dim() const { return m_impl->dim(); }
 int64_t IvfIndex::nlist() const { return m_impl->nlist(); }
 int64_t IvfIndex::size() const { return m_impl->index->ntotal; }
+std::vector<int32_t> IvfIndex::clusterOfIds() const {
+  std::vector<int32_t> out(static_cast<size_t>(size()), -1);
+  const faiss::InvertedLists* lists = m_impl->index->invlists;
+  for (int64_t c = 0; c < m_impl->nlist(); ++c) {
+    faiss::InvertedLists::ScopedIds ids(lists, static_cast<size_t>(c));
+    const size_t n = lists->list_size(static_cast<size_t>(c));
+    for (size_t j = 0; j < n; ++j)
+      if (ids[j] >= 0 && ids[j] < size()) out[static_cast<size_t>(ids[j])] = static_cast<int32_t>(c);
+  }
+  return out;
+}
+
 int64_t IvfIndex::listSize(int64_t cluster) const {
   return cluster >= 0 && cluster < nlist() ? m_impl->listSize(cluster) : 0;
 }

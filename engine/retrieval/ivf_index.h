@@ -137,6 +137,8 @@ public:
   int64_t nlist() const;
   int64_t size() const;  // vectors indexed
   int64_t listSize(int64_t cluster) const;
+  // The cluster of every indexed vector, by id (0..size()-1): H_v of a result set.
+  std::vector<int32_t> clusterOfIds() const;
   std::vector<int64_t> listSizes() const;
 
   // A task over the query's min(nprobe, nlist) nearest clusters, nearest first.

@@ -13,39 +13,19 @@
 #include <optional>
 #include <random>
 
+#include "../fixtures/retrieval/clustered_vectors.h"
 #include "retrieval/ivf_index.h"
 #include "status_checks.h"
 
 using namespace rag;
 using namespace rag::retrieval;
+using rag::testing::clusteredVectors;
 
 namespace {
 
 constexpr int64_t kDim = 32;
 constexpr int64_t kNlist = 64;
 const char* const kFingerprint = "test-embedder-v1";
-
-// n unit vectors around `topics` random centres (clustered like real embeddings).
-std::vector<float> clusteredVectors(int64_t n, int64_t d, int topics, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> g;
-  std::vector<float> centres(static_cast<size_t>(topics * d));
-  for (float& c : centres) c = g(rng);
-  std::vector<float> x(static_cast<size_t>(n * d));
-  std::uniform_int_distribution<int> pick(0, topics - 1);
-  for (int64_t i = 0; i < n; ++i) {
-    const float* c = centres.data() + pick(rng) * d;
-    float norm = 0;
-    for (int64_t j = 0; j < d; ++j) {
-      float& v = x[static_cast<size_t>(i * d + j)];
-      v = c[j] + 0.6f * g(rng);
-      norm += v * v;
-    }
-    norm = std::sqrt(norm);
-    for (int64_t j = 0; j < d; ++j) x[static_cast<size_t>(i * d + j)] /= norm;
-  }
-  return x;
-}
 
 std::vector<SearchTask*> pointers(std::vector<SearchTask>& tasks) {
   std::vector<SearchTask*> out;
