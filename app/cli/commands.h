@@ -18,6 +18,7 @@ int cmdEvalQa(Args& args);        // cmd_llm.cpp
 int cmdBenchLlm(Args& args);      // cmd_llm.cpp
 int cmdIndexBuild(Args& args);    // cmd_retrieval.cpp
 int cmdEvalRetrieval(Args& args);  // cmd_retrieval.cpp
+int cmdBenchRetrieval(Args& args);  // cmd_retrieval.cpp
 int cmdBenchIvf(Args& args);      // cmd_bench_ivf.cpp
 int cmdWorkflowValidate(Args& args);  // cmd_workflow.cpp
 int cmdWorkflowShow(Args& args);      // cmd_workflow.cpp

@@ -72,6 +72,10 @@ const std::vector<Command>& commands() {
        "[--split test] [--limit N] [--corpus PATH] [--embedder DIR] [--index BASE] [--nprobe 64] "
        "[--threads N] [--json]",
        {"json"}, cmdEvalRetrieval},
+      {"bench", "retrieval",
+       "[--split test] [--limit 500] [--k 5] [--patience 8] [--nprobe 64] [--corpus PATH] "
+       "[--embedder DIR] [--index BASE] [--json]",
+       {"json"}, cmdBenchRetrieval},
       {"bench", "llm",
        "[--model DIR] [--dtype f32|bf16] [--prompt N] [--prefill N] [--steps N] [--threads N] [--json]",
        {"json"}, cmdBenchLlm},
