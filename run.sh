@@ -14,4 +14,10 @@ if [ -n "${DISPLAY:-}" ] || [ -n "${WAYLAND_DISPLAY:-}" ] || [ "${QT_QPA_PLATFOR
 fi
 echo "No display found (DISPLAY and WAYLAND_DISPLAY are unset): running a headless demo with" >&2
 echo "build/bin/ragraph instead. Run ./run.sh from a desktop session to open the workbench." >&2
-exec "$bin/ragraph" demo "$@"
+"$bin/ragraph" demo "$@"
+# The shipped RAG model answering one test question from its gold passage among distractors.
+if [ -f "$root/datasets/models/rag-llama/model.safetensors" ]; then
+  echo >&2
+  echo "The shipped model (datasets/models/rag-llama) answering a test question:" >&2
+  exec "$bin/ragraph" run --qa 1 --context gold --max-tokens 16
+fi
