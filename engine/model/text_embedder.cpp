@@ -27,9 +27,7 @@ Result<std::string> fingerprintOf(const std::filesystem::path& dir) {
   }
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  std::string base = std::filesystem::absolute(dir).lexically_normal().filename().string();
-  if (base.empty()) base = std::filesystem::absolute(dir).lexically_normal().parent_path().filename().string();
-  return base + "-" + hex;
+  return std::string("bert-") + hex;
 }
 
 }  // namespace

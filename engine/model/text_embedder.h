@@ -32,8 +32,8 @@ public:
 
   int64_t dim() const;
   int64_t maxTokens() const;
-  // "<directory name>-<16 hex digits>": FNV-1a over config.json, model.safetensors and
-  // tokenizer.json, so any change of weights or tokenizer changes it.
+  // "bert-<16 hex digits>": FNV-1a over config.json, model.safetensors and tokenizer.json, so
+  // any change of weights or tokenizer changes it and a copy of the same files keeps it.
   const std::string& fingerprint() const;
 
   // One unit vector per text, row-major [texts.size() x dim()], in the order given. Batches of
