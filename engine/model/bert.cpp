@@ -62,13 +62,8 @@ Result<BertModel> BertModel::load(const std::filesystem::path& dir, torch::Scala
   RAG_RETURN_IF_ERROR(checkTensors(st, expectedBertTensors(cfg, prefix)));
   BertWeights w;
   w.layers.resize(static_cast<size_t>(cfg.numHiddenLayers));
-  Status failed;
-  forEachWeight(w, cfg, prefix, [&](const std::string& name, torch::Tensor& slot) {
-    if (!failed.isOk()) return;
-    Result<torch::Tensor> t = tensorFromView(*st.find(name), dtype);  // present: checked above
-    if (t.isOk()) slot = std::move(*t); else failed = t.status();
-  });
-  RAG_RETURN_IF_ERROR(failed);
+  RAG_RETURN_IF_ERROR(
+      loadWeightSlots(st, dtype, [&](auto&& fill) { forEachWeight(w, cfg, prefix, fill); }));
   return BertModel(std::move(cfg), std::move(w));
 }
 

@@ -95,13 +95,7 @@ Result<LlamaModel> LlamaModel::load(const std::filesystem::path& dir, torch::Sca
 
   LlamaWeights w;
   w.layers.resize(static_cast<size_t>(cfg.numHiddenLayers));
-  Status failed;
-  forEachWeight(w, cfg, [&](const std::string& name, torch::Tensor& slot) {
-    if (!failed.isOk()) return;
-    Result<torch::Tensor> t = tensorFromView(*st.find(name), dtype);  // present: checkTensors passed
-    if (t.isOk()) slot = std::move(*t); else failed = t.status();
-  });
-  RAG_RETURN_IF_ERROR(failed);
+  RAG_RETURN_IF_ERROR(loadWeightSlots(st, dtype, [&](auto&& fill) { forEachWeight(w, cfg, fill); }));
   if (cfg.tieWordEmbeddings) w.lmHead = w.embed;
   return LlamaModel(std::move(cfg), std::move(w));
 }
