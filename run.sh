@@ -19,5 +19,5 @@ echo "build/bin/ragraph instead. Run ./run.sh from a desktop session to open the
 if [ -f "$root/datasets/models/rag-llama/model.safetensors" ]; then
   echo >&2
   echo "The shipped model (datasets/models/rag-llama) answering a test question:" >&2
-  exec "$bin/ragraph" run --qa 11 --context gold --max-tokens 16
+  exec "$bin/ragraph" run --qa 2 --context gold --max-tokens 16
 fi

@@ -39,6 +39,7 @@ if [[ ${2:-} == --ship ]]; then
   rm -rf "$dest.tmp" && mkdir -p "$dest.tmp"
   cp "$last"/{config.json,model.safetensors,tokenizer.json} "$dest.tmp"/
   [[ -f $last/tokenizer_config.json ]] && cp "$last/tokenizer_config.json" "$dest.tmp"/
+  [[ -f $dest/PROVENANCE.md ]] && cp "$dest/PROVENANCE.md" "$dest.tmp"/  # kept; update it by hand
   rm -rf "$dest" && mv "$dest.tmp" "$dest"
   echo "shipped $dest ($(du -sh "$dest" | cut -f1))"
   exit 0
