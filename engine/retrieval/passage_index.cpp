@@ -1,7 +1,6 @@
 #include "retrieval/passage_index.h"
 
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 
 #include "core/clock.h"
@@ -137,16 +136,20 @@ Result<PassageIndex> PassageIndex::load(const fs::path& base, std::string_view f
                             "`ragraph index build`");
   RAG_ASSIGN_OR_RETURN(IvfIndex ivf, IvfIndex::load(withSuffix(base, ".ivf"), fingerprint));
   const std::string head = header(fingerprint, ivf.dim());
-  RAG_ASSIGN_OR_RETURN(std::string bytes, readFile(vectorsFile));
-  if (bytes.compare(0, head.size(), head) != 0)
+  // Straight into the vector: the file is the index's size again (134 MB for the corpus).
+  if (matchingRows(vectorsFile, head, ivf.dim()) < 0)
     return Status::schemaMismatch(vectorsFile.string() + " was made by another embedder than " +
                                   std::string(fingerprint) + "; rebuild it with `ragraph index build`");
-  const int64_t n = wholeRows(bytes.size(), head.size(), ivf.dim());
-  if (n != ivf.size() || bytes.size() != head.size() + static_cast<size_t>(n * ivf.dim()) * sizeof(float))
+  const uintmax_t size = fs::file_size(vectorsFile, ec);
+  const int64_t n = ec ? -1 : wholeRows(size, head.size(), ivf.dim());
+  if (n != ivf.size() || size != head.size() + static_cast<uintmax_t>(n * ivf.dim()) * sizeof(float))
     return Status::corrupt(vectorsFile.string() + " holds " + std::to_string(n) + " vectors but the IVF index " +
                            std::to_string(ivf.size()) + "; rebuild it with `ragraph index build`");
   std::vector<float> vectors(static_cast<size_t>(n * ivf.dim()));
-  std::memcpy(vectors.data(), bytes.data() + head.size(), vectors.size() * sizeof(float));
+  std::ifstream in(vectorsFile, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(head.size()));
+  if (!in.read(reinterpret_cast<char*>(vectors.data()), static_cast<std::streamsize>(vectors.size() * sizeof(float))))
+    return Status::ioError("cannot read " + vectorsFile.string());
   const int64_t dim = ivf.dim();
   return PassageIndex(std::move(ivf), std::move(vectors), n, dim);
 }

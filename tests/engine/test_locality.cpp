@@ -29,7 +29,10 @@ class TestLocality : public QObject {
     std::normal_distribution<float> g(0.0f, 0.15f);
     std::vector<float> out = v;
     float norm = 0;
-    for (float& x : out) norm += (x += g(rng)) * x;
+    for (float& x : out) {
+      x += g(rng);
+      norm += x * x;
+    }
     for (float& x : out) x /= std::sqrt(norm);
     return out;
   }
