@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "corpus/corpus_db.h"
 #include "corpus/qa_reader.h"
+#include "sched/scheduler.h"
 #include "storage/sqlite.h"
 #include "telemetry/trace_ring.h"
 #include "telemetry/trace_zone.h"
@@ -52,6 +53,7 @@ struct Engine::Impl {
   std::mutex poolMutex;  // guards pool against a shutdown() racing a submission
   std::unique_ptr<ThreadPool> pool;
   std::atomic<bool> stopped{false};
+  std::unique_ptr<sched::Scheduler> scheduler;  // null while serving is off
 
   explicit Impl(const EngineParams& p)
       : params(p), ring(p.traceCapacity), connections(p.corpus) {}
@@ -92,6 +94,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineParams& params) {
   impl->stats = std::move(stats);
   impl->ring.registerLane("engine");
   impl->pool = std::make_unique<ThreadPool>(ThreadPoolParams{.threads = params.workerThreads, .name = "worker"});
+  if (!params.serving.modelDir.empty()) {
+    RAG_ASSIGN_OR_RETURN(sched::ServingResources res, sched::loadServingResources(params.serving, params.corpus));
+    RAG_ASSIGN_OR_RETURN(impl->scheduler,
+                         sched::Scheduler::create(std::move(res), params.serving, &impl->ring, params.onEvent));
+  }
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -116,12 +123,31 @@ std::future<Result<QaItem>> Engine::lookupQa(int64_t qaId, uint32_t requestId) {
   });
 }
 
+bool Engine::serving() const { return m_impl->scheduler != nullptr; }
+
+Result<RequestHandle> Engine::submit(std::string question, const WorkflowGraph& graph) {
+  if (m_impl->stopped.load()) return Status::cancelled("the engine has been shut down");
+  if (!m_impl->scheduler)
+    return Status::unavailable("serving is off: create the engine with serving.modelDir set to a model directory");
+  return m_impl->scheduler->submit(std::move(question), std::make_shared<const WorkflowGraph>(graph));
+}
+
+Status Engine::cancel(uint32_t requestId) {
+  if (!m_impl->scheduler) return Status::unavailable("serving is off");
+  return m_impl->scheduler->cancel(requestId);
+}
+
+ServingStats Engine::servingStats() const {
+  return m_impl->scheduler ? m_impl->scheduler->stats() : ServingStats{};
+}
+
 size_t Engine::drainTrace(std::vector<TraceEvent>& out) { return m_impl->ring.drain(out); }
 std::vector<std::string> Engine::traceLaneNames() const { return m_impl->ring.laneNames(); }
 uint64_t Engine::droppedTraceEvents() const { return m_impl->ring.dropped(); }
 
 void Engine::shutdown() {
   if (!m_impl || m_impl->stopped.exchange(true)) return;
+  m_impl->scheduler.reset();  // cancels live requests (their handles answer Cancelled)
   std::unique_ptr<ThreadPool> pool;
   {
     std::lock_guard lock(m_impl->poolMutex);

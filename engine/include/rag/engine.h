@@ -1,43 +1,173 @@
 // The engine facade: what the workbench and the CLI hold. One Engine owns the worker pool,
-// the trace ring and the corpus it serves from; every call that does work runs on the pool
-// and returns a future, so a GUI thread never waits on it.
+// the trace ring and the corpus it serves from; every call that does work runs on a background
+// thread and returns a future or a handle, so a GUI thread never waits on it.
 //
 //   rag::EngineParams params = rag::defaultEngineParams();
 //   params.corpus = "/path/corpus.db";
+//   params.serving.modelDir = "datasets/models/rag-llama";        // enables submit()
+//   params.serving.policy = *rag::parseServePolicy("hedra");
 //   rag::Result<std::unique_ptr<rag::Engine>> engine = rag::Engine::create(params);
 //   if (!engine) return fail(engine.status());
-//   std::future<rag::Result<rag::QaItem>> f = (*engine)->lookupQa(42);
+//   rag::Result<rag::RequestHandle> h = (*engine)->submit("What is a dog a kind of?",
+//                                                         *rag::builtinWorkflow(rag::Workflow::OneShot));
+//   rag::Result<rag::RequestResult> r = h->wait();   // r->answer, r->variables, r->stages
 //   ...
 //   std::vector<rag::TraceEvent> spans;
 //   (*engine)->drainTrace(spans);   // what the workers did, for a timeline or a JSON export
 //
-// Later issues add request submission (RAGraph workflows), generation and retrieval here.
+// Serving (HedraRAG): a scheduler thread runs every live request's RAGraph; each cycle it takes
+// the wavefront of ready nodes, splits and reorders them, starts speculative work, and hands
+// sub-stages to a generation worker (ModelRunner, continuous batching) and a retrieval worker
+// (query embedding + step-wise IVF search), which run on their own threads so generation and
+// retrieval overlap. The baselines are policies of the same engine (ServeMode).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rag/corpus.h"
 #include "rag/status.h"
 #include "rag/trace.h"
+#include "rag/workflow.h"
 
 namespace rag {
 
+// ---- serving policies ------------------------------------------------------------------------
+
+enum class ServeMode : uint8_t {
+  // LangChain-style (HedraRAG Fig. 5a): coarse stages run one after another on the machine; a
+  // retrieval is one request's whole search at full nprobe, a generation turn decodes every
+  // request then generating (batched by the runner) until those sequences finish.
+  Sequential,
+  // The paper's strengthened FlashRAG: generation and retrieval workers run asynchronously;
+  // each retrieval turn searches every queued query at full nprobe in one batched call.
+  FlashRag,
+  // HedraRAG: sub-stage retrieval within a time budget (Eq. 1) interleaved with continuous
+  // decoding, similarity-aware cluster order, speculative generation/retrieval.
+  Hedra,
+};
+
+struct ServePolicy {
+  ServeMode mode = ServeMode::Hedra;
+  bool speculation = true;  // Hedra only
+  bool reorder = true;      // Hedra only: local cache + H_v-first cluster order
+  bool gpuCache = true;     // Hedra only: hot clusters on the GPU (no effect without one)
+  bool operator==(const ServePolicy&) const = default;
+};
+
+// "sequential", "flashrag", "hedra", "hedra-nospec", "hedra-noreorder", "hedra-nogpucache".
+std::string servePolicyName(const ServePolicy& p);
+Result<ServePolicy> parseServePolicy(std::string_view name);
+std::vector<std::string> servePolicyNames();
+
+struct ServingParams {
+  std::filesystem::path modelDir;     // HF Llama-family directory; empty: serving is off
+  std::filesystem::path embedderDir;  // HF BERT directory (the one the index was built with)
+  std::filesystem::path indexBase;    // empty: <corpus>.index
+  std::string dtype = "f32";          // model dtype: f32 | bf16
+  ServePolicy policy;
+  int64_t nprobe = 128;               // IVF clusters per retrieval (a node's nprobe overrides)
+  int32_t generationThreads = 1;      // BLAS threads of the generation worker
+  int32_t retrievalThreads = 1;       // OpenMP threads of the retrieval worker
+  bool deterministic = false;         // batch-invariant numerics: results independent of policy
+  int32_t maxLiveRequests = 256;      // submit() answers Busy beyond this many
+  int32_t maxRunningSequences = 64;   // generation batch limit
+  int64_t kvBudgetBytes = 256ll << 20;
+  // Speculation triggers (§4.3): speculate while fewer than this many requests are in the
+  // stage that would do the speculative work (T_curr < τ·T_max).
+  int32_t specGenerationLimit = 16;
+  int32_t specRetrievalLimit = 32;
+  int32_t specRetrievalMinTokens = 8;  // partial generation length before a speculative search
+  // Retrieval sub-stage budget in seconds; 0: Eq. (1) from run-time measurements.
+  double subStageSeconds = 0;
+};
+
+// ---- requests --------------------------------------------------------------------------------
+
+struct StageTiming {
+  std::string node;
+  NodeKind kind = NodeKind::Generation;
+  double beginSeconds = 0;   // since submit
+  double endSeconds = 0;
+  int64_t work = 0;          // tokens generated, or clusters searched
+  bool speculative = false;  // the result came from speculative work that was kept
+};
+
+struct RequestResult {
+  uint32_t id = 0;
+  std::string answer;             // the graph's answer variable at END
+  Variables variables;            // every variable at the end
+  std::vector<StageTiming> stages;
+  double latencySeconds = 0;      // submit to END
+  int32_t speculations = 0;       // speculative generations started
+  int32_t specAccepted = 0;       // ... whose input turned out final
+  int32_t rollbacks = 0;          // ... thrown away
+  std::vector<int64_t> lastPassages;  // ids retrieved by the last retrieval node, best first
+};
+
+// Published on the scheduler thread as things happen (the GUI bridge turns them into queued
+// signals). Callbacks must return quickly and must not call back into the engine.
+struct RequestEvent {
+  enum class Kind : uint8_t { Submitted, NodeStarted, Tokens, NodeFinished, Speculation, Rollback, Finished, Failed };
+  Kind kind = Kind::Submitted;
+  uint32_t requestId = 0;
+  std::string node;
+  std::string text;   // Tokens: the new text; NodeFinished: the output; Failed: the error
+};
+using RequestEventFn = std::function<void(const RequestEvent&)>;
+
+class RequestHandle {
+public:
+  struct Shared;
+  RequestHandle() = default;
+  explicit RequestHandle(std::shared_ptr<Shared> s) : m_s(std::move(s)) {}
+  uint32_t id() const;
+  bool done() const;
+  // Blocks until the request finishes (Cancelled when it was cancelled, the node's error when
+  // one failed).
+  Result<RequestResult> wait() const;
+  // The text generated so far by the node now generating (for streaming displays).
+  std::string streamedText() const;
+
+private:
+  std::shared_ptr<Shared> m_s;
+};
+
+// Pool and queue counters, for status bars and tests (cancel frees everything: all zero).
+struct ServingStats {
+  int32_t liveRequests = 0;
+  int32_t runningSequences = 0;   // in the ModelRunner
+  int32_t kvBlocksUsed = 0;
+  int32_t kvBlocksTotal = 0;
+  int32_t searchTasks = 0;        // live IVF search tasks
+  int64_t finishedRequests = 0;
+  int64_t subStages = 0;          // retrieval sub-stages run
+  double subStageBudgetSeconds = 0;
+};
+
+// ---- the engine ------------------------------------------------------------------------------
+
 struct EngineParams {
   std::filesystem::path corpus;   // the corpus database to serve from
-  size_t workerThreads = 0;       // 0: one per core
+  size_t workerThreads = 0;       // 0: one per core (corpus lookups)
   size_t traceCapacity = 1 << 16; // events buffered between drains; more are dropped and counted
+  ServingParams serving;          // serving is off while serving.modelDir is empty
+  RequestEventFn onEvent;         // optional
 };
 
 EngineParams defaultEngineParams();  // corpus = defaultCorpusLocation()
 
 class Engine {
 public:
-  // Opens the corpus (checking its schema) and starts the workers.
+  // Opens the corpus (checking its schema) and starts the workers; with serving.modelDir set,
+  // also loads the model, the embedder and the passage index and starts the scheduler.
   static Result<std::unique_ptr<Engine>> create(const EngineParams& params);
   ~Engine();
   Engine(const Engine&) = delete;
@@ -50,12 +180,21 @@ public:
   // One QA item with its gold passages, read on a worker (traced as a "user" span).
   std::future<Result<QaItem>> lookupQa(int64_t qaId, uint32_t requestId = 0);
 
+  // Starts `graph` for `question`. InvalidArgument for an invalid graph (validate()'s
+  // message) or an empty question; Busy when maxLiveRequests are live; Unavailable when
+  // serving is off. Never blocks on running work.
+  Result<RequestHandle> submit(std::string question, const WorkflowGraph& graph);
+  Status cancel(uint32_t requestId);
+  ServingStats servingStats() const;
+  bool serving() const;
+
   // Moves buffered trace events (oldest first) to `out`; returns how many.
   size_t drainTrace(std::vector<TraceEvent>& out);
   std::vector<std::string> traceLaneNames() const;
   uint64_t droppedTraceEvents() const;
 
-  // Finishes queued work and stops the workers; later calls fail with Cancelled.
+  // Cancels live requests, finishes queued lookups and stops the workers; later calls fail
+  // with Cancelled.
   void shutdown();
 
 private:

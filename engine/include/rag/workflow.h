@@ -93,7 +93,7 @@ std::string_view nodeKindName(NodeKind k);  // "generation" | "retrieval"
 struct GenerationOptions {
   int64_t maxTokens = 64;         // >= 1
   double temperature = 0.0;       // 0: greedy; finite and >= 0
-  std::vector<std::string> stop;  // generation ends at the first of these (each non-empty)
+  std::vector<std::string> stop = {};  // generation ends at the first of these (each non-empty)
   bool operator==(const GenerationOptions&) const = default;
 };
 

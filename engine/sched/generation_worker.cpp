@@ -1,0 +1,128 @@
+#include "sched/generation_worker.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "telemetry/trace_ring.h"
+#include "telemetry/trace_zone.h"
+
+namespace rag::sched {
+
+GenerationWorker::GenerationWorker(std::unique_ptr<model::ModelRunner> runner, GenerationWorkerParams params)
+    : m_runner(std::move(runner)), m_params(std::move(params)) {
+  m_kvTotal = m_runner->kvStats().capacity;
+  if (m_params.ring) m_lane = m_params.ring->registerLane("generation");
+  m_thread = std::thread([this] { loop(); });
+}
+
+GenerationWorker::~GenerationWorker() {
+  m_stop = true;
+  m_inbox.poke();
+  if (m_thread.joinable()) m_thread.join();
+}
+
+void GenerationWorker::add(GenerationJob job) { m_inbox.push(Command{.cancel = false, .job = std::move(job)}); }
+
+void GenerationWorker::cancel(JobKey key) {
+  Command c;
+  c.cancel = true;
+  c.job.key = key;
+  m_inbox.push(std::move(c));
+}
+
+// Adds and cancels; true when anything changed.
+bool GenerationWorker::applyCommands(std::vector<Command>& commands, std::vector<GenerationUpdate>& out) {
+  for (Command& c : commands) {
+    if (c.cancel) {
+      auto it = std::find_if(m_live.begin(), m_live.end(), [&](const auto& l) { return l.second.key == c.job.key; });
+      if (it != m_live.end()) (void)m_runner->cancel(it->first);  // reported (and released) by the next step
+      continue;
+    }
+    Result<model::SeqId> id = m_runner->add(std::move(c.job.request));
+    if (!id) {
+      GenerationUpdate u;
+      u.key = c.job.key;
+      u.finished = true;
+      u.reason = model::FinishReason::Error;
+      u.error = id.status();
+      out.push_back(std::move(u));
+      continue;
+    }
+    m_live.push_back({*id, Live{c.job.key, c.job.requestId, c.job.speculative}});
+  }
+  const bool any = !commands.empty();
+  commands.clear();
+  return any;
+}
+
+void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
+  model::StepResult r;
+  {
+    TraceZone zone(m_params.ring, m_lane, TraceStage::Decode, 0);
+    r = m_runner->step();
+    zone.setArgs(static_cast<uint32_t>(r.stats.decodeRows + r.stats.prefillRows),
+                 static_cast<uint32_t>(r.stats.sequences));
+    if (r.stats.decodeRows == 0 && r.stats.prefillRows > 0) {
+      // A step of prefill only is traced as such (the timeline colours it apart).
+    }
+  }
+  for (model::SeqEvent& e : r.events) {
+    auto it = std::find_if(m_live.begin(), m_live.end(), [&](const auto& l) { return l.first == e.id; });
+    if (it == m_live.end()) continue;
+    GenerationUpdate u;
+    u.key = it->second.key;
+    u.text = std::move(e.text);
+    u.newTokens = static_cast<int32_t>(e.tokens.size());
+    if (e.finished) {
+      u.finished = true;
+      u.reason = e.reason;
+      if (Result<model::SequenceInfo> info = m_runner->info(e.id)) {
+        u.output = info->text;
+        u.generatedTokens = static_cast<int64_t>(info->tokens.size()) - info->promptLength;
+      }
+      (void)m_runner->release(e.id);
+      m_live.erase(it);
+    }
+    if (u.finished || u.newTokens > 0 || !u.text.empty()) out.push_back(std::move(u));
+  }
+  m_running.store(static_cast<int32_t>(m_live.size()), std::memory_order_relaxed);
+  m_kvUsed.store(m_runner->kvStats().used, std::memory_order_relaxed);
+}
+
+void GenerationWorker::loop() {
+  model::setComputeThreads(m_params.threads);
+  std::vector<Command> commands;
+  std::vector<GenerationUpdate> out;
+  auto flush = [&] {
+    if (!out.empty() && m_params.post) m_params.post(std::move(out));
+    out.clear();
+  };
+  while (!m_stop.load()) {
+    m_inbox.takeAll(commands, m_runner->hasWork() ? std::chrono::milliseconds(0) : std::chrono::milliseconds(50));
+    applyCommands(commands, out);
+    flush();
+    if (!m_runner->hasWork()) continue;
+    if (!m_params.turns) {
+      stepOnce(out);
+      flush();
+      continue;
+    }
+    // Sequential: one turn decodes until the sequences present at its start have finished;
+    // sequences added meanwhile join the batch ("generation still batched by the runner").
+    TurnGuard turn(m_params.turns);
+    std::vector<model::SeqId> turnSeqs;
+    for (const auto& l : m_live) turnSeqs.push_back(l.first);
+    while (!m_stop.load() && m_runner->hasWork()) {
+      m_inbox.takeAll(commands);
+      applyCommands(commands, out);
+      stepOnce(out);
+      flush();
+      const bool turnDone = std::none_of(turnSeqs.begin(), turnSeqs.end(), [&](model::SeqId s) {
+        return std::any_of(m_live.begin(), m_live.end(), [&](const auto& l) { return l.first == s; });
+      });
+      if (turnDone) break;
+    }
+  }
+}
+
+}  // namespace rag::sched

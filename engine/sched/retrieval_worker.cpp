@@ -1,0 +1,249 @@
+#include "sched/retrieval_worker.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+#include "core/clock.h"
+#include "model/text_embedder.h"
+#include "retrieval/passage_index.h"
+#include "telemetry/trace_ring.h"
+#include "telemetry/trace_zone.h"
+
+namespace rag::sched {
+
+namespace {
+
+std::vector<int64_t> idsOf(const std::vector<retrieval::SearchHit>& hits) {
+  std::vector<int64_t> ids;
+  ids.reserve(hits.size());
+  for (const auto& h : hits) ids.push_back(h.id);
+  return ids;
+}
+
+std::vector<retrieval::SearchHit> firstK(std::vector<retrieval::SearchHit> hits, int32_t k) {
+  if (hits.size() > static_cast<size_t>(k)) hits.resize(static_cast<size_t>(k));
+  return hits;
+}
+
+}  // namespace
+
+RetrievalWorker::RetrievalWorker(const model::TextEmbedder& embedder, const retrieval::PassageIndex& index,
+                                 RetrievalWorkerParams params)
+    : m_embedder(embedder), m_index(index), m_params(std::move(params)) {
+  m_clusterOfIds = m_index.ivf().clusterOfIds();
+  if (m_params.ring) {
+    m_lane = m_params.ring->registerLane("retrieval");
+    m_embedLane = m_params.ring->registerLane("embedding");
+  }
+  m_thread = std::thread([this] { loop(); });
+}
+
+RetrievalWorker::~RetrievalWorker() {
+  m_stop = true;
+  m_inbox.poke();
+  if (m_thread.joinable()) m_thread.join();
+}
+
+void RetrievalWorker::add(RetrievalJob job) { m_inbox.push(Command{.cancel = false, .job = std::move(job)}); }
+
+void RetrievalWorker::cancel(JobKey key) {
+  Command c;
+  c.cancel = true;
+  c.job.key = key;
+  m_inbox.push(std::move(c));
+}
+
+std::vector<retrieval::SearchHit> RetrievalWorker::answerFromCache(const retrieval::LocalCache& cache,
+                                                                   std::span<const float> query,
+                                                                   int32_t k) const {
+  // Observation (1) of §4.3: the next query's results tend to lie among the previous query's
+  // larger top-k, so score those vectors first.
+  const int64_t dim = m_index.dim();
+  const std::span<const float> vectors = m_index.vectors();
+  std::vector<retrieval::SearchHit> hits;
+  for (const retrieval::SearchHit& h : cache.top) {
+    if (h.id < 0 || h.id >= m_index.size()) continue;
+    const float* v = vectors.data() + h.id * dim;
+    float s = 0;
+    for (int64_t d = 0; d < dim; ++d) s += v[d] * query[static_cast<size_t>(d)];
+    hits.push_back({h.id, s});
+  }
+  std::stable_sort(hits.begin(), hits.end(), [](const auto& a, const auto& b) { return a.similarity > b.similarity; });
+  return firstK(std::move(hits), k);
+}
+
+// Embeds the new jobs and makes their search tasks (cluster order and local-cache answer).
+void RetrievalWorker::admit(std::vector<RetrievalJob>& jobs, std::vector<RetrievalUpdate>& out) {
+  if (jobs.empty()) return;
+  std::vector<std::string> texts;
+  for (const RetrievalJob& j : jobs) texts.push_back(j.query.empty() ? std::string(" ") : j.query);
+  Result<std::vector<float>> vectors = Status::internal("not embedded");
+  {
+    TraceZone zone(m_params.ring, m_embedLane, TraceStage::Embed, jobs.size() == 1 ? jobs[0].requestId : 0);
+    zone.setArgs(static_cast<uint32_t>(jobs.size()));
+    if (m_params.deterministic && jobs.size() > 1) {
+      std::vector<float> all;
+      for (const std::string& t : texts) {
+        Result<std::vector<float>> one = m_embedder.embed(std::span<const std::string>(&t, 1));
+        if (!one) { all.clear(); vectors = one.status(); break; }
+        all.insert(all.end(), one->begin(), one->end());
+      }
+      if (!all.empty()) vectors = std::move(all);
+    } else {
+      vectors = m_embedder.embed(texts);
+    }
+  }
+  const int64_t dim = m_embedder.dim();
+  const bool hedra = m_params.mode == ServeMode::Hedra;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    RetrievalJob& job = jobs[i];
+    if (!vectors) {
+      out.push_back(RetrievalUpdate{.key = job.key, .final = true, .error = vectors.status()});
+      continue;
+    }
+    std::span<const float> q(vectors->data() + static_cast<int64_t>(i) * dim, static_cast<size_t>(dim));
+    // Hedra keeps the larger top-k for the next retrieval's local cache; the first k of a
+    // top-20 are the top-k.
+    const int32_t searchK = hedra ? std::max<int32_t>(job.k, static_cast<int32_t>(m_params.localCacheKeep)) : job.k;
+    Result<retrieval::SearchTask> task = m_index.ivf().makeTask(q, searchK, job.nprobe);
+    if (task && hedra && job.hint) {
+      std::vector<int64_t> order = retrieval::reorderClusters(task->clusters(), *job.hint);
+      task = m_index.ivf().makeTask(q, searchK, order);
+    }
+    if (!task) {
+      out.push_back(RetrievalUpdate{.key = job.key, .final = true, .error = task.status()});
+      continue;
+    }
+    Live l{std::move(job), std::move(*task), {}};
+    if (hedra && l.job.hint && !l.job.hint->top.empty()) {
+      RetrievalUpdate u{.key = l.job.key, .fromLocalCache = true};
+      u.top = answerFromCache(*l.job.hint, q, l.job.k);
+      u.clustersTotal = static_cast<int64_t>(l.task.clusters().size());
+      l.lastIds = idsOf(u.top);
+      out.push_back(std::move(u));
+    }
+    m_live.push_back(std::move(l));
+  }
+  jobs.clear();
+}
+
+RetrievalUpdate RetrievalWorker::finalUpdate(Live& l) const {
+  RetrievalUpdate u{.key = l.job.key, .final = true};
+  std::vector<retrieval::SearchHit> all = l.task.topK();
+  u.cache = retrieval::LocalCache::remember(l.task, m_clusterOfIds, m_params.localCacheKeep);
+  u.top = firstK(std::move(all), l.job.k);
+  u.clustersSearched = static_cast<int64_t>(l.task.cursor());
+  u.clustersTotal = static_cast<int64_t>(l.task.clusters().size());
+  return u;
+}
+
+// One search turn over the live tasks: to the end (Sequential, FlashRag) or one sub-stage.
+void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
+  if (m_live.empty()) return;
+  const bool hedra = m_params.mode == ServeMode::Hedra;
+  double budget = std::numeric_limits<double>::infinity();
+  if (hedra) {
+    if (m_params.fixedBudgetSeconds > 0) {
+      budget = m_params.fixedBudgetSeconds;
+    } else {
+      // Before anything is measured: the cost model's time for a whole search, 200 µs overhead.
+      double tR = m_tRetrieval.value(), beta = m_beta.value();
+      if (m_tRetrieval.samples() == 0) {
+        const auto& cm = m_index.ivf().costModel();
+        const double avgList = static_cast<double>(m_index.size()) / static_cast<double>(std::max<int64_t>(1, m_index.ivf().nlist()));
+        tR = cm.seconds(static_cast<int64_t>(avgList)) * static_cast<double>(m_live.front().task.clusters().size());
+      }
+      if (m_beta.samples() == 0) beta = 2e-4;
+      budget = optimalSubStageSeconds(tR, beta);
+    }
+    m_budget.store(budget, std::memory_order_relaxed);
+  }
+  std::vector<retrieval::SearchTask*> tasks;
+  for (Live& l : m_live) tasks.push_back(&l.task);
+  const uint64_t t0 = nowNs();
+  Result<retrieval::StepStats> stats = Status::internal("no step");
+  {
+    TraceZone zone(m_params.ring, m_lane, TraceStage::RetrievalStep, tasks.size() == 1 ? m_live[0].job.requestId : 0);
+    stats = m_index.ivf().step(tasks, budget);
+    if (stats) zone.setArgs(static_cast<uint32_t>(stats->clustersSearched), static_cast<uint32_t>(stats->tasksAdvanced));
+    if (hedra && tasks.size() == 1 && m_live[0].job.speculative) zone.addFlags(kTraceSpeculative);
+  }
+  const uint64_t t1 = nowNs();
+  m_subStages.fetch_add(1, std::memory_order_relaxed);
+  if (!stats) {
+    for (Live& l : m_live) out.push_back(RetrievalUpdate{.key = l.job.key, .final = true, .error = stats.status()});
+    m_live.clear();
+    return;
+  }
+  const double stepSeconds = static_cast<double>(t1 - t0) * 1e-9;
+  std::vector<Live> still;
+  for (Live& l : m_live) {
+    if (l.task.done()) {
+      out.push_back(finalUpdate(l));
+      continue;
+    }
+    std::vector<retrieval::SearchHit> top = firstK(l.task.topK(), l.job.k);
+    std::vector<int64_t> ids = idsOf(top);
+    if (ids != l.lastIds && !l.job.speculative) {
+      RetrievalUpdate u{.key = l.job.key, .top = std::move(top)};
+      u.clustersSearched = static_cast<int64_t>(l.task.cursor());
+      u.clustersTotal = static_cast<int64_t>(l.task.clusters().size());
+      l.lastIds = std::move(ids);
+      out.push_back(std::move(u));
+    }
+    still.push_back(std::move(l));
+  }
+  m_live = std::move(still);
+  // A whole search's time, scaled to one task, feeds t_R; what the turn spent outside the
+  // search (partial results, bookkeeping) feeds β.
+  if (hedra && stats->tasksAdvanced > 0 && stats->clustersSearched > 0) {
+    const double perCluster = stepSeconds / static_cast<double>(stats->clustersSearched) * static_cast<double>(stats->tasksAdvanced);
+    const double clustersPerTask = tasks.empty() ? 0.0 : static_cast<double>(tasks.front()->clusters().size());
+    m_tRetrieval.add(perCluster * clustersPerTask);
+    m_beta.add(static_cast<double>(nowNs() - t1) * 1e-9);
+  }
+}
+
+void RetrievalWorker::loop() {
+  omp_set_num_threads(std::max(1, m_params.threads));
+  std::vector<Command> commands;
+  std::vector<RetrievalUpdate> out;
+  auto flush = [&] {
+    if (!out.empty() && m_params.post) m_params.post(std::move(out));
+    out.clear();
+  };
+  while (!m_stop.load()) {
+    const bool idle = m_pending.empty() && m_live.empty();
+    m_inbox.takeAll(commands, idle ? std::chrono::milliseconds(50) : std::chrono::milliseconds(0));
+    for (Command& c : commands) {
+      if (!c.cancel) {
+        m_pending.push_back(std::move(c.job));
+        continue;
+      }
+      std::erase_if(m_pending, [&](const RetrievalJob& j) { return j.key == c.job.key; });
+      std::erase_if(m_live, [&](const Live& l) { return l.job.key == c.job.key; });
+    }
+    commands.clear();
+    if (m_params.mode == ServeMode::Sequential) {
+      // One request's retrieval at a time, start to end, while generation waits its turn.
+      if (!m_pending.empty()) {
+        TurnGuard turn(m_params.turns);
+        std::vector<RetrievalJob> one;
+        one.push_back(std::move(m_pending.front()));
+        m_pending.erase(m_pending.begin());
+        admit(one, out);
+        searchTurn(out);
+      }
+    } else {
+      admit(m_pending, out);
+      searchTurn(out);
+    }
+    m_liveCount.store(static_cast<int32_t>(m_live.size() + m_pending.size()), std::memory_order_relaxed);
+    flush();
+  }
+}
+
+}  // namespace rag::sched

@@ -1,0 +1,127 @@
+// The retrieval worker: one thread that embeds queries and runs step-wise IVF search over the
+// passage index (HedraRAG §5's retrieval worker with its extended `step`). The scheduler adds
+// and cancels jobs through a mailbox; the worker posts partial top-k after each sub-stage and the
+// final top-k when a job's cluster list is done.
+//
+// How a turn looks depends on the policy:
+//   Sequential  one job at a time, its whole search in one call, holding the TurnLock;
+//   FlashRag    every queued job embedded together, then all searched to the end in one call;
+//               jobs that arrive meanwhile wait for the next turn;
+//   Hedra       jobs join the live set at every sub-stage; one IvfIndex::step per sub-stage over
+//               all live tasks within the budget mb of Eq. (1); a job with a local-cache hint
+//               is first answered from that cache, then searched H_v-first (§4.3).
+// The final top-k never depends on the policy: every task searches all of its nprobe clusters,
+// only in another order (early termination is used for speculation, never for results).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rag/engine.h"
+#include "retrieval/ivf_index.h"
+#include "retrieval/locality.h"
+#include "sched/mailbox.h"
+#include "sched/stage_budget.h"
+
+namespace rag {
+class TraceRing;
+namespace model {
+class TextEmbedder;
+}
+namespace retrieval {
+class PassageIndex;
+}
+}  // namespace rag
+
+namespace rag::sched {
+
+using JobKey = uint64_t;
+
+struct RetrievalJob {
+  JobKey key = 0;
+  uint32_t requestId = 0;
+  std::string query;
+  int32_t k = 5;
+  int64_t nprobe = 128;
+  std::optional<retrieval::LocalCache> hint;  // the request's previous retrieval (reorder)
+  bool speculative = false;                   // a speculative retrieval (§4.3)
+};
+
+struct RetrievalUpdate {
+  JobKey key = 0;
+  // ("= {}" lets designated initializers leave fields out without -Wmissing-field-initializers.)
+  std::vector<retrieval::SearchHit> top = {};  // best first, at most k; ids are index rows
+  bool final = false;
+  bool fromLocalCache = false;  // answered from the hint's cached vectors, before any search
+  int64_t clustersSearched = 0;
+  int64_t clustersTotal = 0;
+  std::optional<retrieval::LocalCache> cache = {};  // final: what the next retrieval can reuse
+  Status error = {};
+};
+
+struct RetrievalWorkerParams {
+  ServeMode mode = ServeMode::Hedra;
+  int32_t threads = 1;          // OpenMP threads for FAISS
+  bool deterministic = false;   // embed queries one at a time
+  double fixedBudgetSeconds = 0;  // > 0: use it instead of Eq. (1)
+  size_t localCacheKeep = 20;   // the larger top-k kept for the next retrieval
+  TurnLock* turns = nullptr;
+  TraceRing* ring = nullptr;
+  std::function<void(std::vector<RetrievalUpdate>)> post;  // called on the worker thread
+};
+
+class RetrievalWorker {
+public:
+  RetrievalWorker(const model::TextEmbedder& embedder, const retrieval::PassageIndex& index,
+                  RetrievalWorkerParams params);
+  ~RetrievalWorker();
+  RetrievalWorker(const RetrievalWorker&) = delete;
+  RetrievalWorker& operator=(const RetrievalWorker&) = delete;
+
+  void add(RetrievalJob job);
+  void cancel(JobKey key);
+
+  int32_t liveTasks() const { return m_liveCount.load(std::memory_order_relaxed); }
+  int64_t subStages() const { return m_subStages.load(std::memory_order_relaxed); }
+  double budgetSeconds() const { return m_budget.load(std::memory_order_relaxed); }
+
+private:
+  struct Live {
+    RetrievalJob job;
+    retrieval::SearchTask task;
+    std::vector<int64_t> lastIds;  // the partial top-k last posted
+  };
+  struct Command {
+    bool cancel = false;
+    RetrievalJob job;
+  };
+  void loop();
+  void admit(std::vector<RetrievalJob>& jobs, std::vector<RetrievalUpdate>& out);
+  void searchTurn(std::vector<RetrievalUpdate>& out);
+  RetrievalUpdate finalUpdate(Live& l) const;
+  std::vector<retrieval::SearchHit> answerFromCache(const retrieval::LocalCache& cache,
+                                                    std::span<const float> query, int32_t k) const;
+
+  const model::TextEmbedder& m_embedder;
+  const retrieval::PassageIndex& m_index;
+  RetrievalWorkerParams m_params;
+  std::vector<int32_t> m_clusterOfIds;
+  Mailbox<Command> m_inbox;
+  std::vector<RetrievalJob> m_pending;
+  std::vector<Live> m_live;
+  Ema m_tRetrieval{0.2};  // seconds of search per job (t_R)
+  Ema m_beta{0.2};        // seconds of overhead per sub-stage (β)
+  std::atomic<bool> m_stop{false};
+  std::atomic<int32_t> m_liveCount{0};
+  std::atomic<int64_t> m_subStages{0};
+  std::atomic<double> m_budget{0};
+  uint16_t m_lane = 0, m_embedLane = 0;
+  std::thread m_thread;
+};
+
+}  // namespace rag::sched

@@ -1,0 +1,44 @@
+// The retrieval sub-stage budget mb of HedraRAG Eq. (1).
+//
+// Cutting a retrieval of t_R seconds into sub-stages of mb seconds lets a request that arrives
+// meanwhile wait mb/2 instead of t_R/2 for the search in progress, and costs β (scheduling and
+// handling partial results) per sub-stage, t_R/mb of them. The expected gain
+//   Δ(mb) = (t_R − mb)/2 − β·t_R/mb
+// is largest at mb* = sqrt(2·β·t_R). (The paper prints "+ β·t_R/mb", whose argmax would be
+// mb → 0; the overhead term must be a cost, so it is subtracted here.) t_R and β are measured at
+// run time as exponential moving averages.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+
+namespace rag::sched {
+
+// Δ(mb) of Eq. (1) for a retrieval of tRetrieval seconds and β seconds of overhead per sub-stage.
+inline double subStageGain(double mb, double tRetrieval, double beta) {
+  return (tRetrieval - mb) / 2.0 - beta * tRetrieval / mb;
+}
+
+// argmax Δ over mb in [minSeconds, tRetrieval]: sqrt(2·β·t_R) clamped to that range; tRetrieval
+// when the retrieval is shorter than minSeconds.
+inline double optimalSubStageSeconds(double tRetrieval, double beta, double minSeconds = 1e-4) {
+  if (!(tRetrieval > minSeconds)) return std::max(tRetrieval, minSeconds);
+  const double mb = std::sqrt(2.0 * std::max(beta, 0.0) * tRetrieval);
+  return std::clamp(mb, minSeconds, tRetrieval);
+}
+
+// An exponential moving average that starts at its first sample.
+class Ema {
+public:
+  explicit Ema(double weight = 0.1) : m_weight(weight) {}
+  void add(double x) { m_value = m_n++ == 0 ? x : m_value + m_weight * (x - m_value); }
+  double value() const { return m_value; }
+  long samples() const { return m_n; }
+
+private:
+  double m_weight;
+  double m_value = 0;
+  long m_n = 0;
+};
+
+}  // namespace rag::sched

@@ -1,0 +1,324 @@
+// The serving engine (rag/engine.h + engine/sched): RAGraph requests through the scheduler, the
+// generation worker (a real ModelRunner) and the retrieval worker (a real BERT embedder and FAISS
+// IVF index) on a tiny corpus, with a tiny random model. The answers are noise; what is checked is
+// what serving must guarantee: every policy gives the same tokens (speculation, splitting and
+// reordering never change results), loops end, cancelling frees every KV block and search task,
+// bounded queues answer Busy, bad input is refused with a clear error.
+#include <QtTest>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "../fixtures/workload/tiny_corpus.h"
+#include "core/fs.h"
+#include "corpus/qa_prompt.h"
+#include "model/bert.h"
+#include "model/bpe_trainer.h"
+#include "model/llama.h"
+#include "model/runner.h"
+#include "model/text_embedder.h"
+#include "model/tokenizer.h"
+#include "rag/engine.h"
+#include "retrieval/passage_index.h"
+#include "status_checks.h"
+
+using namespace rag;
+namespace fs = std::filesystem;
+
+class TestTorchScheduler : public QObject {
+  Q_OBJECT
+  QTemporaryDir m_dir;
+  fs::path m_corpus, m_lm, m_emb;
+  std::vector<std::string> m_questions;
+
+  fs::path root() const { return fs::path(m_dir.path().toStdString()); }
+
+  EngineParams params(std::string_view policy) const {
+    EngineParams p;
+    p.corpus = m_corpus;
+    p.workerThreads = 1;
+    p.serving.modelDir = m_lm;
+    p.serving.embedderDir = m_emb;
+    p.serving.policy = *parseServePolicy(policy);
+    p.serving.nprobe = 8;
+    p.serving.deterministic = true;
+    // One cluster per sub-stage: the most partial results, so speculation really happens.
+    p.serving.subStageSeconds = 1e-9;
+    return p;
+  }
+
+  std::unique_ptr<Engine> engine(const EngineParams& p) const {
+    auto e = Engine::create(p);
+    if (!e) qWarning("%s", e.status().message().c_str());
+    return e ? std::move(*e) : nullptr;
+  }
+
+  // Runs every question through `graph` at once; answers and variables by question.
+  std::vector<RequestResult> runAll(Engine& e, const WorkflowGraph& graph) const {
+    std::vector<RequestHandle> hs;
+    for (const std::string& q : m_questions) {
+      auto h = e.submit(q, graph);
+      if (!h) qWarning("%s", h.status().message().c_str());
+      if (h) hs.push_back(*h);
+    }
+    std::vector<RequestResult> out;
+    for (const RequestHandle& h : hs) {
+      auto r = h.wait();
+      if (!r) qWarning("request %u: %s", h.id(), r.status().message().c_str());
+      if (r) out.push_back(*r);
+    }
+    return out;
+  }
+
+  static bool drained(Engine& e) {
+    for (int i = 0; i < 200; ++i) {
+      ServingStats s = e.servingStats();
+      if (s.liveRequests == 0 && s.runningSequences == 0 && s.kvBlocksUsed == 0 && s.searchTasks == 0) return true;
+      QTest::qWait(25);
+    }
+    ServingStats s = e.servingStats();
+    qWarning("not drained: live %d, sequences %d, kv blocks %d, search tasks %d", s.liveRequests,
+             s.runningSequences, s.kvBlocksUsed, s.searchTasks);
+    return false;
+  }
+
+private Q_SLOTS:
+  void initTestCase() {
+    QVERIFY(m_dir.isValid());
+    m_corpus = root() / "corpus.db";
+    testing::TinyCorpusSpec spec;
+    spec.entities = 40;
+    spec.passages = true;
+    QVERIFY(testing::makeTinyCorpus(m_corpus, spec).isOk());
+    std::vector<std::string> texts;
+    for (int e = 1; e <= 40; ++e) texts.push_back(testing::tinyPassage(e));
+    texts.push_back("Question: Answer: Sub-question: We asked: We learned: Write the next DONE Summary: Passage:");
+    model::BpeTrainParams bp;
+    bp.vocabSize = 320;
+    auto json = model::trainByteLevelBpe(model::textsFrom(texts), bp);
+    QVERIFY(json.isOk());
+    m_lm = root() / "lm";
+    m_emb = root() / "emb";
+    for (const fs::path& d : {m_lm, m_emb}) {
+      fs::create_directories(d);
+      QVERIFY(writeFileAtomic(d / "tokenizer.json", *json).isOk());
+    }
+    auto tok = model::Tokenizer::load(m_lm);
+    QVERIFY(tok.isOk());
+    model::LlamaConfig lc;
+    lc.architectureName = "LlamaForCausalLM";
+    lc.hiddenSize = 32;
+    lc.intermediateSize = 64;
+    lc.numHiddenLayers = 2;
+    lc.numAttentionHeads = 4;
+    lc.numKeyValueHeads = 2;
+    lc.headDim = 8;
+    lc.maxPositionEmbeddings = 2048;
+    lc.vocabSize = tok->vocabSize();
+    auto lm = model::randomModel(lc, 11);
+    QVERIFY2(lm.isOk(), lm.status().message().c_str());
+    QVERIFY((*lm)->save(m_lm).isOk());
+    model::BertConfig bc;
+    bc.architectureName = "BertModel";
+    bc.hiddenSize = 16;
+    bc.numHiddenLayers = 1;
+    bc.numAttentionHeads = 2;
+    bc.intermediateSize = 32;
+    bc.vocabSize = tok->vocabSize();
+    bc.maxPositionEmbeddings = 128;
+    auto bert = model::BertModel::initRandom(bc, 5);
+    QVERIFY(bert.isOk());
+    QVERIFY(bert->save(m_emb).isOk());
+    auto emb = model::TextEmbedder::load(m_emb);
+    QVERIFY(emb.isOk());
+    retrieval::PassageIndexParams ip;
+    ip.corpus = m_corpus;
+    ip.fingerprint = (*emb)->fingerprint();
+    ip.dim = (*emb)->dim();
+    ip.nlist = 8;
+    auto built = retrieval::buildPassageIndex(ip, [&](std::span<const std::string> t) { return (*emb)->embed(t); });
+    QVERIFY2(built.isOk(), built.status().message().c_str());
+    auto reader = corpus::QaPromptReader::open(m_corpus);
+    QVERIFY(reader.isOk());
+    auto ids = reader->splitIds("test");
+    QVERIFY(ids.isOk() && ids->size() >= 6);
+    for (size_t i = 0; i < 6; ++i) m_questions.push_back(reader->item((*ids)[i * 3])->question);
+  }
+
+  // The property the deterministic mode exists for: whatever the policy, every request gets the
+  // same tokens. Hedra speculates (checked) and reorders clusters; results do not move.
+  void everyPolicyGivesTheSameAnswers_data() {
+    QTest::addColumn<QString>("workflow");
+    for (const char* w : {"oneshot", "hyde", "multistep", "irg", "recomp"}) QTest::newRow(w) << QString(w);
+  }
+  void everyPolicyGivesTheSameAnswers() {
+    QFETCH(QString, workflow);
+    auto graph = builtinWorkflow(*workflowFromName(workflow.toStdString()));
+    QVERIFY(graph.isOk());
+    std::map<std::string, std::vector<RequestResult>> byPolicy;
+    for (const char* policy : {"sequential", "flashrag", "hedra"}) {
+      auto e = engine(params(policy));
+      QVERIFY(e);
+      byPolicy[policy] = runAll(*e, *graph);
+      QCOMPARE(byPolicy[policy].size(), m_questions.size());
+      QVERIFY(drained(*e));
+    }
+    int speculations = 0;
+    for (size_t i = 0; i < m_questions.size(); ++i) {
+      const RequestResult& seq = byPolicy["sequential"][i];
+      for (const char* policy : {"flashrag", "hedra"}) {
+        const RequestResult& other = byPolicy[policy][i];
+        QCOMPARE(other.answer, seq.answer);
+        QVERIFY2(other.variables == seq.variables, policy);
+        QCOMPARE(other.lastPassages, seq.lastPassages);
+        QCOMPARE(other.stages.size(), seq.stages.size());
+      }
+      const RequestResult& h = byPolicy["hedra"][i];
+      QVERIFY(h.specAccepted <= h.speculations);
+      speculations += h.speculations;
+      QCOMPARE(byPolicy["sequential"][i].speculations, 0);
+    }
+    // Every workflow has a retrieval followed by a generation: hedra must have speculated.
+    QVERIFY(speculations > 0);
+  }
+
+  void loopsEndAndRunawayLoopsFailAlone() {
+    auto e = engine(params("hedra"));
+    QVERIFY(e);
+    // IRG: generate three times, retrieving again between them.
+    auto irg = e->submit(m_questions[0], *builtinWorkflow(Workflow::Irg));
+    QVERIFY(irg.isOk());
+    // A loop whose exit condition never comes true ends at the max_node_runs guard.
+    WorkflowGraph loop("forever");
+    loop.addRetrieval("retrieve", 2, "question", "docs");
+    loop.addGeneration("think", "{docs}Question: {question}\nAnswer:", "answer", {.maxTokens = 2});
+    loop.addEdge(std::string(kStart), "retrieve");
+    loop.addEdge("retrieve", "think");
+    loop.addEdge("think", std::string(kEnd), EdgeCondition::contains("answer", "\x01never\x01"));
+    loop.addEdge("think", "retrieve");
+    loop.setMaxNodeRuns(3);
+    QVERIFY2(loop.validate().isOk(), loop.validate().message().c_str());
+    auto runaway = e->submit(m_questions[1], loop);
+    QVERIFY(runaway.isOk());
+    auto ok = e->submit(m_questions[2], *builtinWorkflow(Workflow::OneShot));
+    QVERIFY(ok.isOk());
+    auto r = irg->wait();
+    QVERIFY2(r.isOk(), r.status().message().c_str());
+    int generations = 0;
+    for (const StageTiming& s : r->stages) generations += s.node == "generate";
+    QCOMPARE(generations, 3);
+    QCOMPARE(r->stages.size(), size_t{6});  // retrieve, generate, then retrieve_again + generate twice
+    for (size_t i = 1; i < r->stages.size(); ++i) QVERIFY(r->stages[i].beginSeconds >= r->stages[i - 1].beginSeconds);
+    auto bad = runaway->wait();
+    QVERIFY(!bad.isOk());
+    QVERIFY(mentions(bad.status(), {"retrieve", "3"}));
+    QVERIFY(ok->wait().isOk());  // unaffected
+    QVERIFY(drained(*e));
+  }
+
+  void cancellingFreesEveryBlockAndTask() {
+    for (const char* policy : {"hedra", "sequential"}) {
+      auto e = engine(params(policy));
+      QVERIFY(e);
+      std::vector<RequestHandle> hs;
+      for (const std::string& q : m_questions) hs.push_back(*e->submit(q, *builtinWorkflow(Workflow::Multistep)));
+      QTRY_VERIFY_WITH_TIMEOUT(e->servingStats().kvBlocksUsed > 0 || e->servingStats().searchTasks > 0, 5000);
+      for (const RequestHandle& h : hs) QVERIFY(e->cancel(h.id()).isOk());
+      int cancelled = 0;
+      for (const RequestHandle& h : hs) {
+        auto r = h.wait();
+        if (!r) {
+          QCOMPARE(r.status().code(), StatusCode::Cancelled);
+          ++cancelled;
+        }
+      }
+      QVERIFY(cancelled > 0);
+      QVERIFY2(drained(*e), policy);
+      QVERIFY(!e->cancel(999999).isOk());
+    }
+  }
+
+  void boundedQueueAnswersBusy() {
+    EngineParams p = params("flashrag");
+    p.serving.maxLiveRequests = 2;
+    auto e = engine(p);
+    QVERIFY(e);
+    auto g = *builtinWorkflow(Workflow::Multistep);
+    auto a = e->submit(m_questions[0], g), b = e->submit(m_questions[1], g), c = e->submit(m_questions[2], g);
+    QVERIFY(a.isOk() && b.isOk());
+    QVERIFY(!c.isOk());
+    QCOMPARE(c.status().code(), StatusCode::Busy);
+    QVERIFY(mentions(c.status(), {"limit is 2"}));
+    QVERIFY(a->wait().isOk() && b->wait().isOk());
+    QVERIFY(e->submit(m_questions[2], g).isOk());  // room again
+  }
+
+  void badInputIsRefusedClearly() {
+    auto e = engine(params("hedra"));
+    QVERIFY(e);
+    WorkflowGraph g("broken");
+    g.addGeneration("answer", "Use {nothing}: {question}", "answer");
+    g.addEdge(std::string(kStart), "answer");
+    g.addEdge("answer", std::string(kEnd));
+    auto r = e->submit("a question", g);
+    QVERIFY(!r.isOk());
+    QCOMPARE(r.status().code(), StatusCode::InvalidArgument);
+    QVERIFY(mentions(r.status(), {"answer", "nothing"}));
+    QCOMPARE(e->submit("  ", *builtinWorkflow(Workflow::OneShot)).status().code(), StatusCode::InvalidArgument);
+    // Serving off: a clear Unavailable, not a crash.
+    EngineParams off;
+    off.corpus = m_corpus;
+    auto plain = Engine::create(off);
+    QVERIFY(plain.isOk());
+    QCOMPARE((*plain)->submit("q", *builtinWorkflow(Workflow::OneShot)).status().code(), StatusCode::Unavailable);
+    // A missing model names the directory.
+    EngineParams missing = params("hedra");
+    missing.serving.modelDir = root() / "no-model";
+    auto m = Engine::create(missing);
+    QVERIFY(!m.isOk());
+    QVERIFY(mentions(m.status(), {"no-model"}));
+    QVERIFY(!parseServePolicy("fastest").isOk());
+    QVERIFY(mentions(parseServePolicy("fastest").status(), {"fastest", "hedra-nospec"}));
+  }
+
+  void eventsAndTraceDescribeTheRun() {
+    EngineParams p = params("hedra");
+    std::mutex mu;
+    std::map<RequestEvent::Kind, int> kinds;
+    p.onEvent = [&](const RequestEvent& ev) {
+      std::lock_guard lock(mu);
+      ++kinds[ev.kind];
+    };
+    auto e = engine(p);
+    QVERIFY(e);
+    auto h = e->submit(m_questions[0], *builtinWorkflow(Workflow::Hyde));
+    QVERIFY(h.isOk());
+    auto r = h->wait();
+    QVERIFY(r.isOk());
+    QCOMPARE(r->stages.size(), size_t{3});
+    QCOMPARE(r->variables.count("hypothesis"), size_t{1});
+    QCOMPARE(r->lastPassages.size(), size_t{5});
+    {
+      std::lock_guard lock(mu);
+      QCOMPARE(kinds[RequestEvent::Kind::Submitted], 1);
+      QCOMPARE(kinds[RequestEvent::Kind::NodeStarted] >= 3, true);
+      QCOMPARE(kinds[RequestEvent::Kind::NodeFinished], 3);
+      QCOMPARE(kinds[RequestEvent::Kind::Finished], 1);
+    }
+    std::vector<TraceEvent> ev;
+    e->drainTrace(ev);
+    const auto lanes = e->traceLaneNames();
+    bool request = false, decode = false, retrieval = false;
+    for (const TraceEvent& t : ev) {
+      request |= t.stage == TraceStage::Request && t.requestId == h->id();
+      decode |= t.stage == TraceStage::Decode && lanes.at(t.lane) == "generation";
+      retrieval |= t.stage == TraceStage::RetrievalStep && lanes.at(t.lane) == "retrieval";
+    }
+    QVERIFY(request && decode && retrieval);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestTorchScheduler)
+#include "test_torch_scheduler.moc"
