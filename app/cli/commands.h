@@ -22,5 +22,7 @@ int cmdBenchRetrieval(Args& args);  // cmd_retrieval.cpp
 int cmdBenchIvf(Args& args);      // cmd_bench_ivf.cpp
 int cmdWorkflowValidate(Args& args);  // cmd_workflow.cpp
 int cmdWorkflowShow(Args& args);      // cmd_workflow.cpp
+int cmdWorkflowRun(Args& args);       // cmd_serve.cpp
+int cmdBenchServe(Args& args);        // cmd_serve.cpp
 
 }  // namespace rag::cli

@@ -79,6 +79,16 @@ const std::vector<Command>& commands() {
       {"bench", "llm",
        "[--model DIR] [--dtype f32|bf16] [--prompt N] [--prefill N] [--steps N] [--threads N] [--json]",
        {"json"}, cmdBenchLlm},
+      {"workflow", "run",
+       "FILE|--builtin NAME \"question\" [--mode hedra] [--nprobe 128] [--model DIR] [--embedder DIR] "
+       "[--index BASE] [--corpus PATH] [--deterministic] [--json]",
+       {"json", "deterministic"}, cmdWorkflowRun},
+      {"bench", "serve",
+       "[--workflows oneshot,hyde,multistep,irg,recomp] [--modes sequential,flashrag,hedra] [--rps 1,2,4,8] "
+       "[--requests 40] [--nprobe 128] [--slo 2] [--json FILE] [--trace FILE] [--quick] [--split test] "
+       "[--generation-threads 1] [--retrieval-threads 1] [--substage-ms MS] [--deterministic] "
+       "[--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] [--corpus PATH]",
+       {"quick", "deterministic"}, cmdBenchServe},
       {"bench", "ivf",
        "[--vectors 131072] [--dim 128] [--nlist N] [--nprobe 32] [--queries 1024] [--k 10] "
        "[--repeats 7] [--budget-ms 5] [--seed 1] [--json]",

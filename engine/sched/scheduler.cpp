@@ -135,7 +135,10 @@ Status Scheduler::start() {
   rp.kvBudgetBytes = m_params.kvBudgetBytes;
   RAG_ASSIGN_OR_RETURN(std::unique_ptr<model::ModelRunner> runner,
                        model::ModelRunner::create(m_res.model, rp, m_res.tokenizer));
-  if (m_ring) m_lane = m_ring->registerLane("scheduler");
+  if (m_ring) {
+    m_lane = m_ring->registerLane("scheduler");
+    m_requestLane = m_ring->registerLane("requests");
+  }
   m_gen = std::make_unique<GenerationWorker>(
       std::move(runner),
       GenerationWorkerParams{.threads = m_params.generationThreads, .turns = m_turns.get(), .ring = m_ring,
@@ -615,7 +618,7 @@ void Scheduler::traceNode(const Req& r, TraceStage stage, uint64_t beginNs, uint
   ev.beginNs = beginNs;
   ev.endNs = nowNs();
   ev.requestId = r.id;
-  ev.lane = m_lane;
+  ev.lane = m_requestLane;
   ev.stage = stage;
   ev.flags = flags;
   ev.arg0 = work;

@@ -1,0 +1,390 @@
+// Serving commands over the RAGraph scheduler (engine/sched):
+//
+// `ragraph workflow run` answers one question through a workflow and prints every stage.
+//
+// `ragraph bench serve` is the serving benchmark of HedraRAG §6.2: Poisson arrivals of QA test
+// questions at each request rate, through each workflow under each policy, one engine per run
+// over one set of loaded resources. Per run it reports latency (mean, p50, p99), throughput, SLO
+// attainment, accuracy (a gold answer string in the answer), speculation accuracy and rollbacks;
+// the summary gives, per workflow, the highest rate each policy sustains (≥ 90 % of requests
+// within the SLO) and hedra's ratios over the baselines, plus mean-latency ratios at equal rate.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "commands.h"
+#include "core/clock.h"
+#include "core/fs.h"
+#include "core/json_writer.h"
+#include "corpus/qa_prompt.h"
+#include "model_choice.h"
+#include "retriever.h"
+#include "sched/scheduler.h"
+#include "telemetry/chrome_trace.h"
+#include "telemetry/trace_ring.h"
+
+namespace rag::cli {
+
+namespace {
+
+constexpr double kSustainedShare = 0.9;  // a rate is sustained when this share meets the SLO
+
+std::vector<std::string> splitList(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// Model, embedder, index and policy options shared by the serving commands.
+Result<ServingParams> readServingParams(Args& args, const std::string& defaultMode) {
+  ServingParams p;
+  RAG_ASSIGN_OR_RETURN(ModelChoice choice, readModelChoice(args, /*allowSynthetic=*/false));
+  p.modelDir = choice.dir;
+  p.dtype = choice.dtype;
+  RAG_ASSIGN_OR_RETURN(p.embedderDir, readEmbedderDir(args));
+  if (auto base = args.get("index")) p.indexBase = *base;
+  RAG_ASSIGN_OR_RETURN(p.policy, parseServePolicy(args.getOr("mode", defaultMode)));
+  RAG_ASSIGN_OR_RETURN(int64_t gen, args.getInt("generation-threads", 1));
+  RAG_ASSIGN_OR_RETURN(int64_t ret, args.getInt("retrieval-threads", 1));
+  if (gen < 1 || ret < 1) return Status::invalidArgument("--generation-threads and --retrieval-threads must be at least 1");
+  p.generationThreads = static_cast<int32_t>(gen);
+  p.retrievalThreads = static_cast<int32_t>(ret);
+  RAG_ASSIGN_OR_RETURN(p.subStageSeconds, args.getDouble("substage-ms", 0.0));
+  p.subStageSeconds /= 1000.0;
+  p.deterministic = args.flag("deterministic");
+  return p;
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos)), hi = static_cast<size_t>(std::ceil(pos));
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+struct RunFigures {
+  std::string workflow, mode;
+  double rps = 0;
+  int64_t requests = 0, completed = 0, failed = 0, busy = 0;
+  double meanLatency = 0, p50 = 0, p99 = 0, throughput = 0, sloAttainment = 0, accuracy = 0;
+  int64_t speculations = 0, specAccepted = 0, rollbacks = 0, subStages = 0;
+  double wallSeconds = 0;
+};
+
+struct Question {
+  std::string text;
+  std::vector<std::string> answers;
+};
+
+// One run: Poisson arrivals at `rps` of `questions` through `graph` under `params`.
+Result<RunFigures> serveRun(const sched::ServingResources& res, const ServingParams& params, TraceRing* ring,
+                            const WorkflowGraph& graph, const std::vector<Question>& questions, double rps,
+                            double slo, uint64_t seed) {
+  RAG_ASSIGN_OR_RETURN(std::unique_ptr<sched::Scheduler> s, sched::Scheduler::create(res, params, ring, nullptr));
+  auto g = std::make_shared<const WorkflowGraph>(graph);
+  std::mt19937_64 rng(seed);
+  std::exponential_distribution<double> gap(rps);
+  RunFigures f;
+  f.rps = rps;
+  f.requests = static_cast<int64_t>(questions.size());
+  std::vector<std::pair<size_t, RequestHandle>> handles;
+  const uint64_t start = nowNs();
+  double at = 0;
+  for (size_t i = 0; i < questions.size(); ++i) {
+    const uint64_t due = start + static_cast<uint64_t>(at * 1e9);
+    const uint64_t now = nowNs();
+    if (due > now) std::this_thread::sleep_for(std::chrono::nanoseconds(due - now));
+    Result<RequestHandle> h = s->submit(questions[i].text, g);
+    if (h) handles.emplace_back(i, *h);
+    else if (h.status().code() == StatusCode::Busy) ++f.busy;
+    else return h.status();
+    at += gap(rng);
+  }
+  std::vector<double> latencies;
+  int64_t within = 0, correct = 0;
+  for (auto& [i, h] : handles) {
+    Result<RequestResult> r = h.wait();
+    if (!r) {
+      ++f.failed;
+      continue;
+    }
+    ++f.completed;
+    latencies.push_back(r->latencySeconds);
+    within += r->latencySeconds <= slo;
+    correct += corpus::answerMatches(r->answer, questions[i].answers);
+    f.speculations += r->speculations;
+    f.specAccepted += r->specAccepted;
+    f.rollbacks += r->rollbacks;
+  }
+  f.wallSeconds = static_cast<double>(nowNs() - start) * 1e-9;
+  f.subStages = s->stats().subStages;
+  f.meanLatency = latencies.empty() ? 0 : std::accumulate(latencies.begin(), latencies.end(), 0.0) / static_cast<double>(latencies.size());
+  f.p50 = percentile(latencies, 0.5);
+  f.p99 = percentile(latencies, 0.99);
+  f.throughput = f.wallSeconds > 0 ? static_cast<double>(f.completed) / f.wallSeconds : 0;
+  f.sloAttainment = static_cast<double>(within) / static_cast<double>(std::max<int64_t>(1, f.requests));
+  f.accuracy = static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(1, f.requests));
+  return f;
+}
+
+void writeRun(JsonWriter& w, const RunFigures& f) {
+  w.beginObject();
+  w.key("workflow").value(f.workflow).key("mode").value(f.mode).key("rps").value(f.rps);
+  w.key("requests").value(f.requests).key("completed").value(f.completed).key("failed").value(f.failed);
+  w.key("busy").value(f.busy);
+  w.key("mean_latency_s").value(f.meanLatency).key("p50_latency_s").value(f.p50).key("p99_latency_s").value(f.p99);
+  w.key("throughput_rps").value(f.throughput).key("slo_attainment").value(f.sloAttainment);
+  w.key("accuracy").value(f.accuracy);
+  w.key("speculations").value(f.speculations).key("speculation_accuracy");
+  if (f.speculations > 0) w.value(static_cast<double>(f.specAccepted) / static_cast<double>(f.speculations));
+  else w.null();
+  w.key("rollbacks").value(f.rollbacks).key("substages").value(f.subStages);
+  w.key("wall_s").value(f.wallSeconds);
+  w.endObject();
+}
+
+}  // namespace
+
+int cmdBenchServe(Args& args) {
+  const std::string corpusPath = args.getOr("corpus", defaultCorpusPath().string());
+  const bool quick = args.flag("quick");
+  const std::string workflowsArg = args.getOr("workflows", "oneshot,hyde,multistep,irg,recomp");
+  const std::string modesArg = args.getOr("modes", "sequential,flashrag,hedra");
+  const std::string rpsArg = args.getOr("rps", quick ? "2,6" : "1,2,4,8");
+  auto requests = args.getInt("requests", quick ? 12 : 40);
+  auto nprobe = args.getInt("nprobe", 128);
+  auto slo = args.getDouble("slo", 2.0);
+  auto seed = args.getInt("seed", 1);
+  const std::string split = args.getOr("split", "test");
+  const std::string jsonPath = args.getOr("json", "");
+  const std::string tracePath = args.getOr("trace", "");
+  auto serving = readServingParams(args, "hedra");
+  if (!serving) return fail(serving.status());
+  for (auto* r : {&requests, &nprobe, &seed})
+    if (!*r) return fail(r->status());
+  if (!slo) return fail(slo.status());
+  if (Status st = args.finish(); !st) return fail(st);
+  if (*requests < 1) return fail(Status::invalidArgument("--requests must be at least 1"));
+  if (*nprobe < 1) return fail(Status::invalidArgument("--nprobe must be at least 1"));
+  if (!(*slo > 0)) return fail(Status::invalidArgument("--slo must be a positive number of seconds"));
+
+  std::vector<std::pair<std::string, WorkflowGraph>> workflows;
+  for (const std::string& name : splitList(workflowsArg)) {
+    Result<WorkflowGraph> g = Status::notFound("");
+    if (auto w = workflowFromName(name)) g = builtinWorkflow(*w);
+    else g = WorkflowGraph::load(name);  // a workflow file
+    if (!g) return fail(g.status().withContext("--workflows " + name + " (a built-in name or a workflow file)"));
+    if (Status v = g->validate(); !v) return fail(v);
+    workflows.emplace_back(std::filesystem::path(name).stem().string(), std::move(*g));
+  }
+  std::vector<ServePolicy> modes;
+  for (const std::string& m : splitList(modesArg)) {
+    auto p = parseServePolicy(m);
+    if (!p) return fail(p.status());
+    modes.push_back(*p);
+  }
+  std::vector<double> rates;
+  for (const std::string& r : splitList(rpsArg)) {
+    char* end = nullptr;
+    const double v = std::strtod(r.c_str(), &end);
+    if (end == r.c_str() || *end != '\0' || !(v > 0))
+      return fail(Status::invalidArgument("--rps takes positive numbers separated by commas, not '" + r + "'"));
+    rates.push_back(v);
+  }
+  if (workflows.empty() || modes.empty() || rates.empty())
+    return fail(Status::invalidArgument("--workflows, --modes and --rps must each name at least one value"));
+
+  // Questions: the split's items spread over its types, the same ones for every run.
+  auto reader = corpus::QaPromptReader::open(corpusPath);
+  if (!reader) return fail(reader.status());
+  auto ids = reader->splitIds(split);
+  if (!ids) return fail(ids.status());
+  if (ids->empty()) return fail(Status::notFound("the " + split + " split has no questions; rebuild with `ragraph corpus build`"));
+  std::vector<Question> questions;
+  for (int64_t id : spreadEvenly(*ids, *requests)) {
+    auto item = reader->item(id);
+    if (!item) return fail(item.status());
+    questions.push_back({item->question, item->answers});
+  }
+  while (static_cast<int64_t>(questions.size()) < *requests) questions.push_back(questions[questions.size() % ids->size()]);
+
+  serving->nprobe = *nprobe;
+  std::fprintf(stderr, "loading the model, the embedder and the passage index...\n");
+  auto res = sched::loadServingResources(*serving, corpusPath);
+  if (!res) return fail(res.status());
+  model::setComputeThreads(serving->generationThreads);
+  TraceRing ring(tracePath.empty() ? 2 : (1u << 22));
+  std::vector<TraceEvent> trace;
+
+  std::vector<RunFigures> runs;
+  const size_t total = workflows.size() * modes.size() * rates.size();
+  for (const auto& [wname, graph] : workflows)
+    for (double rps : rates)
+      for (const ServePolicy& mode : modes) {
+        ServingParams p = *serving;
+        p.policy = mode;
+        auto f = serveRun(*res, p, tracePath.empty() ? nullptr : &ring, graph, questions, rps, *slo,
+                          static_cast<uint64_t>(*seed));
+        if (!f) return fail(f.status().withContext(wname + " / " + servePolicyName(mode)));
+        f->workflow = wname;
+        f->mode = servePolicyName(mode);
+        std::fprintf(stderr, "[%zu/%zu] %-9s %-16s rps %-5g mean %.3f s  p99 %.3f s  slo %.2f  acc %.3f  spec %lld/%lld\n",
+                     runs.size() + 1, total, wname.c_str(), f->mode.c_str(), rps, f->meanLatency, f->p99,
+                     f->sloAttainment, f->accuracy, static_cast<long long>(f->specAccepted),
+                     static_cast<long long>(f->speculations));
+        runs.push_back(*f);
+        if (!tracePath.empty()) ring.drain(trace);
+      }
+
+  std::ostringstream out;
+  JsonWriter w(out, true);
+  w.beginObject();
+  w.key("settings").beginObject();
+  w.key("nprobe").value(*nprobe).key("slo_s").value(*slo).key("requests").value(*requests);
+  w.key("split").value(split).key("seed").value(*seed).key("deterministic").value(serving->deterministic);
+  w.key("generation_threads").value(static_cast<int64_t>(serving->generationThreads));
+  w.key("retrieval_threads").value(static_cast<int64_t>(serving->retrievalThreads));
+  w.key("model").value(serving->modelDir.string()).key("dtype").value(serving->dtype);
+  w.key("sustained_means").value("at least 90% of requests within the SLO");
+  w.endObject();
+  w.key("runs").beginArray();
+  for (const RunFigures& f : runs) writeRun(w, f);
+  w.endArray();
+  w.key("summary").beginObject();
+  for (const auto& [wname, graph] : workflows) {
+    w.key(wname).beginObject();
+    std::map<std::string, double> best;
+    std::map<std::string, std::map<double, double>> meanAt;
+    std::map<std::string, double> acc;
+    for (const RunFigures& f : runs) {
+      if (f.workflow != wname) continue;
+      if (f.sloAttainment >= kSustainedShare) best[f.mode] = std::max(best[f.mode], f.rps);
+      meanAt[f.mode][f.rps] = f.meanLatency;
+      acc[f.mode] += f.accuracy / static_cast<double>(rates.size());
+    }
+    w.key("max_sustained_rps").beginObject();
+    for (const ServePolicy& m : modes) {
+      const std::string n = servePolicyName(m);
+      w.key(n);
+      if (best.count(n)) w.value(best[n]);
+      else w.null();
+    }
+    w.endObject();
+    w.key("mean_accuracy").beginObject();
+    for (const ServePolicy& m : modes) w.key(servePolicyName(m)).value(acc[servePolicyName(m)]);
+    w.endObject();
+    for (const char* base : {"flashrag", "sequential"}) {
+      w.key(std::string("hedra_over_") + base);
+      if (best.count("hedra") && best.count(base) && best[base] > 0) w.value(best["hedra"] / best[base]);
+      else w.null();
+    }
+    // Mean latency of each baseline over hedra's, at every rate both ran.
+    for (const char* base : {"flashrag", "sequential"}) {
+      w.key(std::string("latency_") + base + "_over_hedra").beginObject();
+      for (double rps : rates)
+        if (meanAt.count(base) && meanAt.count("hedra") && meanAt["hedra"][rps] > 0) {
+          std::ostringstream k;
+          k << rps;
+          w.key(k.str()).value(meanAt[base][rps] / meanAt["hedra"][rps]);
+        }
+      w.endObject();
+    }
+    w.endObject();
+  }
+  w.endObject();
+  w.endObject();
+  out << "\n";
+  if (!tracePath.empty()) {
+    if (Status st = saveChromeTrace(tracePath, trace, ring.laneNames()); !st) return fail(st);
+    std::fprintf(stderr, "trace: %zu events written to %s\n", trace.size(), tracePath.c_str());
+  }
+  if (jsonPath.empty()) {
+    std::cout << out.str();
+  } else {
+    if (Status st = writeFileAtomic(jsonPath, out.str()); !st) return fail(st);
+    std::fprintf(stderr, "results written to %s\n", jsonPath.c_str());
+  }
+  return 0;
+}
+
+int cmdWorkflowRun(Args& args) {
+  const std::string corpusPath = args.getOr("corpus", defaultCorpusPath().string());
+  const auto builtin = args.get("builtin");
+  const bool json = args.flag("json");
+  auto nprobe = args.getInt("nprobe", 128);
+  auto serving = readServingParams(args, "hedra");
+  if (!serving) return fail(serving.status());
+  if (!nprobe) return fail(nprobe.status());
+  if (Status st = args.finish(); !st) return fail(st);
+  const auto& pos = args.positionals();
+  if (pos.size() != (builtin ? 1u : 2u))
+    return fail(Status::invalidArgument(
+        "usage: ragraph workflow run FILE \"question\" or ragraph workflow run --builtin NAME \"question\""));
+  Result<WorkflowGraph> graph = Status::notFound("");
+  if (builtin) {
+    auto w = workflowFromName(*builtin);
+    if (!w) return fail(Status::invalidArgument("no built-in workflow '" + *builtin + "'; use oneshot, hyde, multistep, irg or recomp"));
+    graph = builtinWorkflow(*w);
+  } else {
+    graph = WorkflowGraph::load(pos[0]);
+  }
+  if (!graph) return fail(graph.status());
+  serving->nprobe = *nprobe;
+  EngineParams ep;
+  ep.corpus = corpusPath;
+  ep.workerThreads = 1;
+  ep.serving = *serving;
+  if (!json)
+    ep.onEvent = [](const RequestEvent& e) {
+      if (e.kind == RequestEvent::Kind::NodeStarted) std::fprintf(stderr, "[%s] ", e.node.c_str());
+      if (e.kind == RequestEvent::Kind::Tokens) std::fprintf(stderr, "%s", e.text.c_str());
+      if (e.kind == RequestEvent::Kind::NodeFinished) std::fprintf(stderr, "\n");
+    };
+  auto engine = Engine::create(ep);
+  if (!engine) return fail(engine.status());
+  auto h = (*engine)->submit(pos.back(), *graph);
+  if (!h) return fail(h.status());
+  auto r = h->wait();
+  if (!r) return fail(r.status());
+  if (!json) {
+    std::printf("%s\n", r->answer.c_str());
+    for (const StageTiming& s : r->stages)
+      std::fprintf(stderr, "  %-14s %-10s %7.3f -> %7.3f s  %lld %s%s\n", s.node.c_str(),
+                   std::string(nodeKindName(s.kind)).c_str(), s.beginSeconds, s.endSeconds,
+                   static_cast<long long>(s.work), s.kind == NodeKind::Generation ? "tokens" : "clusters",
+                   s.speculative ? " (speculative, kept)" : "");
+    return 0;
+  }
+  JsonWriter w(std::cout, true);
+  w.beginObject();
+  w.key("answer").value(r->answer).key("latency_s").value(r->latencySeconds);
+  w.key("speculations").value(static_cast<int64_t>(r->speculations)).key("rollbacks").value(static_cast<int64_t>(r->rollbacks));
+  w.key("variables").beginObject();
+  for (const auto& [k, v] : r->variables) w.key(k).value(v);
+  w.endObject();
+  w.key("stages").beginArray();
+  for (const StageTiming& s : r->stages) {
+    w.beginObject().key("node").value(s.node).key("kind").value(nodeKindName(s.kind));
+    w.key("begin_s").value(s.beginSeconds).key("end_s").value(s.endSeconds).key("work").value(s.work);
+    w.key("speculative").value(s.speculative).endObject();
+  }
+  w.endArray();
+  w.key("passages").beginArray();
+  for (int64_t id : r->lastPassages) w.value(id);
+  w.endArray();
+  w.endObject();
+  std::cout << "\n";
+  return 0;
+}
+
+}  // namespace rag::cli
