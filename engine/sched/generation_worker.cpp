@@ -30,41 +30,43 @@ void GenerationWorker::cancel(JobKey key) {
   m_inbox.push(std::move(c));
 }
 
-// Adds and cancels; true when anything changed.
-bool GenerationWorker::applyCommands(std::vector<Command>& commands, std::vector<GenerationUpdate>& out) {
+// Cancels, then adds: at once, or (stageBatches) when the runner has finished its batch.
+void GenerationWorker::applyCommands(std::vector<Command>& commands, std::vector<GenerationUpdate>& out) {
   for (Command& c : commands) {
-    if (c.cancel) {
-      auto it = std::find_if(m_live.begin(), m_live.end(), [&](const auto& l) { return l.second.key == c.job.key; });
-      if (it != m_live.end()) (void)m_runner->cancel(it->first);  // reported (and released) by the next step
+    if (!c.cancel) {
+      m_waiting.push_back(std::move(c.job));
       continue;
     }
-    Result<model::SeqId> id = m_runner->add(std::move(c.job.request));
+    std::erase_if(m_waiting, [&](const GenerationJob& j) { return j.key == c.job.key; });
+    auto it = std::find_if(m_live.begin(), m_live.end(), [&](const auto& l) { return l.second.key == c.job.key; });
+    if (it != m_live.end()) (void)m_runner->cancel(it->first);  // reported (and released) by the next step
+  }
+  commands.clear();
+  if (m_params.stageBatches && m_runner->hasWork()) return;
+  for (GenerationJob& job : m_waiting) {
+    Result<model::SeqId> id = m_runner->add(std::move(job.request));
     if (!id) {
       GenerationUpdate u;
-      u.key = c.job.key;
+      u.key = job.key;
       u.finished = true;
       u.reason = model::FinishReason::Error;
       u.error = id.status();
       out.push_back(std::move(u));
       continue;
     }
-    m_live.push_back({*id, Live{c.job.key, c.job.requestId, c.job.speculative}});
+    m_live.push_back({*id, Live{job.key, job.requestId, job.speculative, 0}});
   }
-  const bool any = !commands.empty();
-  commands.clear();
-  return any;
+  m_waiting.clear();
 }
 
 void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
   model::StepResult r;
   {
+    // arg0: rows computed, arg1: sequences in the batch.
     TraceZone zone(m_params.ring, m_lane, TraceStage::Decode, 0);
     r = m_runner->step();
     zone.setArgs(static_cast<uint32_t>(r.stats.decodeRows + r.stats.prefillRows),
                  static_cast<uint32_t>(r.stats.sequences));
-    if (r.stats.decodeRows == 0 && r.stats.prefillRows > 0) {
-      // A step of prefill only is traced as such (the timeline colours it apart).
-    }
   }
   for (model::SeqEvent& e : r.events) {
     auto it = std::find_if(m_live.begin(), m_live.end(), [&](const auto& l) { return l.first == e.id; });
@@ -73,13 +75,12 @@ void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
     u.key = it->second.key;
     u.text = std::move(e.text);
     u.newTokens = static_cast<int32_t>(e.tokens.size());
+    it->second.generated += u.newTokens;
     if (e.finished) {
       u.finished = true;
       u.reason = e.reason;
-      if (Result<model::SequenceInfo> info = m_runner->info(e.id)) {
-        u.output = info->text;
-        u.generatedTokens = static_cast<int64_t>(info->tokens.size()) - info->promptLength;
-      }
+      u.generatedTokens = it->second.generated;
+      if (Result<model::SequenceInfo> info = m_runner->info(e.id)) u.output = info->text;
       (void)m_runner->release(e.id);
       m_live.erase(it);
     }

@@ -5,6 +5,9 @@
 //
 // With a TurnLock (the Sequential policy) the worker takes turns with retrieval: it holds the
 // lock while it decodes until every sequence present at the start of its turn has finished.
+// With stageBatches (the FlashRag policy) generation is not split: the sequences waiting when
+// the runner falls idle form one batch that runs to its end, and later ones wait for the next
+// (a vLLM generate() call per stage batch, as FlashRAG's pipeline makes them).
 #pragma once
 
 #include <atomic>
@@ -47,6 +50,7 @@ struct GenerationUpdate {
 struct GenerationWorkerParams {
   int32_t threads = 1;       // BLAS threads
   TurnLock* turns = nullptr;
+  bool stageBatches = false;
   TraceRing* ring = nullptr;
   std::function<void(std::vector<GenerationUpdate>)> post;  // called on the worker thread
 };
@@ -71,7 +75,7 @@ private:
     GenerationJob job;
   };
   void loop();
-  bool applyCommands(std::vector<Command>& commands, std::vector<GenerationUpdate>& out);
+  void applyCommands(std::vector<Command>& commands, std::vector<GenerationUpdate>& out);
   void stepOnce(std::vector<GenerationUpdate>& out);
 
   std::unique_ptr<model::ModelRunner> m_runner;
@@ -86,8 +90,10 @@ private:
     JobKey key;
     uint32_t requestId;
     bool speculative;
+    int64_t generated = 0;  // tokens sampled so far
   };
   std::vector<std::pair<model::SeqId, Live>> m_live;  // small: a linear map
+  std::vector<GenerationJob> m_waiting;               // stageBatches: for the next batch
   std::thread m_thread;
 };
 

@@ -16,13 +16,6 @@ namespace rag::sched {
 
 namespace {
 
-std::vector<int64_t> idsOf(const std::vector<retrieval::SearchHit>& hits) {
-  std::vector<int64_t> ids;
-  ids.reserve(hits.size());
-  for (const auto& h : hits) ids.push_back(h.id);
-  return ids;
-}
-
 std::vector<retrieval::SearchHit> firstK(std::vector<retrieval::SearchHit> hits, int32_t k) {
   if (hits.size() > static_cast<size_t>(k)) hits.resize(static_cast<size_t>(k));
   return hits;
@@ -117,12 +110,11 @@ void RetrievalWorker::admit(std::vector<RetrievalJob>& jobs, std::vector<Retriev
       out.push_back(RetrievalUpdate{.key = job.key, .final = true, .error = task.status()});
       continue;
     }
-    Live l{std::move(job), std::move(*task), {}};
+    Live l{std::move(job), std::move(*task)};
     if (hedra && l.job.hint && !l.job.hint->top.empty()) {
       RetrievalUpdate u{.key = l.job.key, .fromLocalCache = true};
       u.top = answerFromCache(*l.job.hint, q, l.job.k);
       u.clustersTotal = static_cast<int64_t>(l.task.clusters().size());
-      l.lastIds = idsOf(u.top);
       out.push_back(std::move(u));
     }
     m_live.push_back(std::move(l));
@@ -185,13 +177,10 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
       out.push_back(finalUpdate(l));
       continue;
     }
-    std::vector<retrieval::SearchHit> top = firstK(l.task.topK(), l.job.k);
-    std::vector<int64_t> ids = idsOf(top);
-    if (ids != l.lastIds && !l.job.speculative) {
-      RetrievalUpdate u{.key = l.job.key, .top = std::move(top)};
+    if (!l.job.speculative) {  // the scheduler decides whether a partial top-k is worth speculating on
+      RetrievalUpdate u{.key = l.job.key, .top = firstK(l.task.topK(), l.job.k)};
       u.clustersSearched = static_cast<int64_t>(l.task.cursor());
       u.clustersTotal = static_cast<int64_t>(l.task.clusters().size());
-      l.lastIds = std::move(ids);
       out.push_back(std::move(u));
     }
     still.push_back(std::move(l));

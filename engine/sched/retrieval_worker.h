@@ -1,6 +1,6 @@
 // The retrieval worker: one thread that embeds queries and runs step-wise IVF search over the
 // passage index (HedraRAG §5's retrieval worker with its extended `step`). The scheduler adds
-// and cancels jobs through a mailbox; the worker posts partial top-k after each sub-stage and the
+// and cancels jobs through a mailbox; the worker posts the partial top-k after each sub-stage and the
 // final top-k when a job's cluster list is done.
 //
 // How a turn looks depends on the policy:
@@ -94,7 +94,6 @@ private:
   struct Live {
     RetrievalJob job;
     retrieval::SearchTask task;
-    std::vector<int64_t> lastIds;  // the partial top-k last posted
   };
   struct Command {
     bool cancel = false;

@@ -80,6 +80,7 @@ struct Scheduler::Req {
   std::optional<SpecGen> spec;
   JobKey specRetrieval = 0;    // a speculative search in flight
   bool specRetrievalIssued = false;  // for the current generation node run
+  bool specGenerationTried = false;  // for the current retrieval node run
   RequestResult result;
 };
 
@@ -141,7 +142,10 @@ Status Scheduler::start() {
   }
   m_gen = std::make_unique<GenerationWorker>(
       std::move(runner),
-      GenerationWorkerParams{.threads = m_params.generationThreads, .turns = m_turns.get(), .ring = m_ring,
+      GenerationWorkerParams{.threads = m_params.generationThreads,
+                             .turns = m_turns.get(),
+                             .stageBatches = m_params.policy.mode == ServeMode::FlashRag,
+                             .ring = m_ring,
                              .post = [this](std::vector<GenerationUpdate> us) {
                                for (auto& u : us) m_inbox.push(Message(std::move(u)));
                              }});
@@ -332,7 +336,10 @@ void Scheduler::handle(RetrievalUpdate& u) {
   if (u.key != r.active) return;
   if (!u.error.isOk()) return fail(r, u.error.withContext("node '" + r.node + "'"));
   if (!u.final) {
-    maybeSpeculateGeneration(r, u.top);
+    // Once per retrieval, on the first partial top-k over enough of the clusters (§4.3).
+    if (!r.specGenerationTried && u.clustersTotal > 0 &&
+        static_cast<double>(u.clustersSearched) >= m_params.specMinSearchedShare * static_cast<double>(u.clustersTotal))
+      maybeSpeculateGeneration(r, u.top);
     return;
   }
   r.active = 0;
@@ -370,6 +377,7 @@ void Scheduler::startNode(Req& r) {
     r.shared->streamed.clear();
   }
   emit(RequestEvent::Kind::NodeStarted, r, r.node);
+  r.specGenerationTried = false;
   if (node->kind == NodeKind::Generation) {
     r.specRetrievalIssued = false;
     Result<std::string> prompt = renderTemplate(node->promptTemplate, r.vars);
@@ -475,16 +483,10 @@ void Scheduler::maybeSpeculateGeneration(Req& r, const std::vector<retrieval::Se
   if (!gen || gen->kind != NodeKind::Generation) return;
   Result<std::string> prompt = renderTemplate(gen->promptTemplate, vars);
   if (!prompt) return;
-  if (r.spec && r.spec->prompt == *prompt) return;  // already running on these passages
-  if (!r.spec && m_genInFlight >= m_params.specGenerationLimit) return;  // T_curr >= τ·T_max
+  if (r.spec || m_genInFlight >= m_params.specGenerationLimit) return;  // T_curr >= τ·T_max
   Result<model::SequenceRequest> seq = sequenceFor(*gen, *prompt, r.id);
   if (!seq) return;
-  if (r.spec) {  // the partial top-k moved on: the old speculation is wasted work
-    m_gen->cancel(r.spec->key);
-    ++r.result.rollbacks;
-    emit(RequestEvent::Kind::Rollback, r, r.spec->node);
-    traceNode(r, TraceStage::Decode, r.spec->beginNs, static_cast<uint32_t>(r.spec->tokens), kTraceSpeculative | kTraceRollback);
-  }
+  r.specGenerationTried = true;
   Req::SpecGen spec;
   spec.key = newKey(r.id);
   spec.node = *next;

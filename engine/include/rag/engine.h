@@ -85,6 +85,9 @@ struct ServingParams {
   int32_t specGenerationLimit = 16;
   int32_t specRetrievalLimit = 32;
   int32_t specRetrievalMinTokens = 8;  // partial generation length before a speculative search
+  // Speculative generation starts once per retrieval, on the first partial top-k that covers
+  // this share of the retrieval's clusters (0: as soon as the local cache answers).
+  double specMinSearchedShare = 0.5;
   // Retrieval sub-stage budget in seconds; 0: Eq. (1) from run-time measurements.
   double subStageSeconds = 0;
 };
