@@ -160,10 +160,10 @@ int cmdBenchServe(Args& args) {
   const bool quick = args.flag("quick");
   const std::string workflowsArg = args.getOr("workflows", "oneshot,hyde,multistep,irg,recomp");
   const std::string modesArg = args.getOr("modes", "sequential,flashrag,hedra");
-  const std::string rpsArg = args.getOr("rps", quick ? "2,6" : "1,2,4,8");
-  auto requests = args.getInt("requests", quick ? 12 : 40);
+  const std::string rpsArg = args.getOr("rps", quick ? "4,16" : "2,4,8,16,32");
+  auto requests = args.getInt("requests", quick ? 16 : 40);
   auto nprobe = args.getInt("nprobe", 128);
-  auto slo = args.getDouble("slo", 2.0);
+  auto slo = args.getDouble("slo", 1.0);
   auto seed = args.getInt("seed", 1);
   const std::string split = args.getOr("split", "test");
   const std::string jsonPath = args.getOr("json", "");

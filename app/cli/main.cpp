@@ -84,8 +84,8 @@ const std::vector<Command>& commands() {
        "[--index BASE] [--corpus PATH] [--deterministic] [--json]",
        {"json", "deterministic"}, cmdWorkflowRun},
       {"bench", "serve",
-       "[--workflows oneshot,hyde,multistep,irg,recomp] [--modes sequential,flashrag,hedra] [--rps 1,2,4,8] "
-       "[--requests 40] [--nprobe 128] [--slo 2] [--json FILE] [--trace FILE] [--quick] [--split test] "
+       "[--workflows oneshot,hyde,multistep,irg,recomp] [--modes sequential,flashrag,hedra] [--rps 2,4,8,16,32] "
+       "[--requests 40] [--nprobe 128] [--slo 1] [--json FILE] [--trace FILE] [--quick] [--split test] "
        "[--generation-threads 1] [--retrieval-threads 1] [--substage-ms MS] [--deterministic] "
        "[--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] [--corpus PATH]",
        {"quick", "deterministic"}, cmdBenchServe},

@@ -54,7 +54,7 @@ void GenerationWorker::applyCommands(std::vector<Command>& commands, std::vector
       out.push_back(std::move(u));
       continue;
     }
-    m_live.push_back({*id, Live{job.key, job.requestId, job.speculative, 0}});
+    m_live.push_back({*id, Live{job.key, job.requestId, job.speculative, 0, {}}});
   }
   m_waiting.clear();
 }
@@ -76,11 +76,12 @@ void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
     u.text = std::move(e.text);
     u.newTokens = static_cast<int32_t>(e.tokens.size());
     it->second.generated += u.newTokens;
+    it->second.text += u.text;
     if (e.finished) {
       u.finished = true;
       u.reason = e.reason;
       u.generatedTokens = it->second.generated;
-      if (Result<model::SequenceInfo> info = m_runner->info(e.id)) u.output = info->text;
+      u.output = std::move(it->second.text);
       (void)m_runner->release(e.id);
       m_live.erase(it);
     }

@@ -91,6 +91,7 @@ private:
     uint32_t requestId;
     bool speculative;
     int64_t generated = 0;  // tokens sampled so far
+    std::string text;       // their text, as the events gave it
   };
   std::vector<std::pair<model::SeqId, Live>> m_live;  // small: a linear map
   std::vector<GenerationJob> m_waiting;               // stageBatches: for the next batch
