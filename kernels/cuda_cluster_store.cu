@@ -141,7 +141,10 @@ public:
 
   Status beginScan(std::span<const float> queries, int64_t dim, int32_t k,
                    const std::vector<std::vector<int64_t>>& clusters) override {
-    m_pending = false;
+    if (m_pending) {  // an unfinished scan still reads the staging buffers: let it end
+      m_pending = false;
+      RAG_RETURN_IF_ERROR(fromCuda(cudaEventSynchronize(m_scanDone), "waiting for the GPU scan"));
+    }
     std::vector<ScanSegment> segments;
     std::vector<int32_t> offsets;
     RAG_RETURN_IF_ERROR(retrieval::buildScanSegments(
