@@ -28,4 +28,10 @@ std::string deviceDescription(int index) {
   return buf;
 }
 
+Status fromCuda(int err, std::string_view what) {
+  if (err == cudaSuccess) return Status::ok();
+  return Status::internal(std::string(what) + ": " +
+                          cudaGetErrorString(static_cast<cudaError_t>(err)));
+}
+
 }  // namespace rag::cuda

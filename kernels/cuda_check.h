@@ -3,6 +3,9 @@
 #pragma once
 
 #include <string>
+#include <string_view>
+
+#include "rag/status.h"
 
 namespace rag::cuda {
 
@@ -12,5 +15,9 @@ int deviceCount(std::string* why = nullptr);
 
 // Name and memory of device `index` ("NVIDIA H100 80GB HBM3, 79.1 GiB"); empty if absent.
 std::string deviceDescription(int index);
+
+// Status of a CUDA runtime call (`err` is its cudaError_t): Internal with the runtime's message
+// and `what` ("copying cluster 7 to the device") for a failure, ok for cudaSuccess.
+Status fromCuda(int err, std::string_view what);
 
 }  // namespace rag::cuda

@@ -1,5 +1,7 @@
 #include "l2_normalize.cuh"
 
+#include "cuda_check.h"
+
 #include <cuda_runtime.h>
 
 #include <string>
@@ -25,11 +27,6 @@ __global__ void l2NormalizeKernel(float* x, size_t d, float eps) {
   if (norm < eps) return;
   const float inv = static_cast<float>(1.0 / norm);
   for (size_t j = threadIdx.x; j < d; j += blockDim.x) row[j] *= inv;
-}
-
-Status fromCuda(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return Status::ok();
-  return Status::internal(std::string(what) + ": " + cudaGetErrorString(err));
 }
 
 }  // namespace

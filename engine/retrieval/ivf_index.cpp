@@ -162,6 +162,14 @@ std::vector<SearchHit> SearchTask::topK() const {
   return out;
 }
 
+void SearchTask::mergeHits(std::span<const float> sims, std::span<const int64_t> ids) {
+  const size_t k = m_heapSims.size();
+  const size_t n = std::min(sims.size(), ids.size());
+  for (size_t i = 0; i < n; ++i)
+    if (ids[i] >= 0 && k > 0 && IpHeap::cmp(m_heapSims[0], sims[i]))  // as FAISS's scanners
+      faiss::heap_replace_top<IpHeap>(k, m_heapSims.data(), m_heapIds.data(), sims[i], ids[i]);
+}
+
 // ---- IvfIndex ------------------------------------------------------------------------------
 
 struct IvfIndex::Impl {
@@ -185,7 +193,11 @@ struct IvfIndex::Impl {
                                             const std::string& source);
   ClusterCostModel calibrate() const;
   void initTask(SearchTask& t, const float* query, int32_t k) const;
-  Status runSlice(const Slice& s, const std::vector<int32_t>& take) const;
+  Status runSlice(const Slice& s, const std::vector<int32_t>& take,
+                  std::span<const uint8_t> elsewhere) const;
+  Result<StepStats> runPlanned(const std::vector<SearchTask*>& live,
+                               const std::vector<int32_t>& take, const std::vector<double>& cost,
+                               std::span<const uint8_t> elsewhere) const;
 };
 
 Result<std::unique_ptr<IvfIndex::Impl>> IvfIndex::Impl::wrap(
@@ -589,7 +601,8 @@ std::vector<Slice> cutSlices(const std::vector<SearchTask*>& live,
 
 // One search_preassigned call over a slice's tasks, each on its next take[row] clusters (shorter
 // rows padded with -1, which FAISS skips), continuing from and writing back their heaps.
-Status IvfIndex::Impl::runSlice(const Slice& s, const std::vector<int32_t>& take) const {
+Status IvfIndex::Impl::runSlice(const Slice& s, const std::vector<int32_t>& take,
+                                std::span<const uint8_t> elsewhere) const {
   const size_t n = s.tasks.size();
   const size_t d = static_cast<size_t>(dim());
   const size_t k = static_cast<size_t>(s.tasks.front()->k());
@@ -604,7 +617,9 @@ Status IvfIndex::Impl::runSlice(const Slice& s, const std::vector<int32_t>& take
     const SearchTask& t = *s.tasks[r];
     std::copy(t.m_query.begin(), t.m_query.end(), x.begin() + static_cast<std::ptrdiff_t>(r * d));
     for (size_t j = 0; j < static_cast<size_t>(take[s.rows[r]]); ++j) {
-      keys[r * width + j] = t.m_clusters[t.m_cursor + j];
+      const int64_t c = t.m_clusters[t.m_cursor + j];
+      // -1 (skipped by FAISS) for a cluster another device scans.
+      keys[r * width + j] = !elsewhere.empty() && elsewhere[static_cast<size_t>(c)] ? -1 : c;
       coarse[r * width + j] = t.m_centroidSims[t.m_cursor + j];
     }
     std::copy(t.m_heapSims.begin(), t.m_heapSims.end(), sims.begin() + static_cast<std::ptrdiff_t>(r * k));
@@ -760,70 +775,175 @@ Result<std::vector<SearchTask>> IvfIndex::makeTasks(std::span<const float> queri
   return tasks;
 }
 
-Result<StepStats> IvfIndex::step(std::span<SearchTask* const> tasks, double budgetSeconds) const {
+namespace {
+
+// The checks every step entry point makes on its tasks (the unfinished ones matter).
+Status checkStepTasks(std::span<SearchTask* const> tasks, int64_t d, int64_t nlist,
+                      const char* what) {
+  std::vector<SearchTask*> sorted;
+  sorted.reserve(tasks.size());
+  for (SearchTask* t : tasks) {
+    if (!t) return Status::invalidArgument(std::string(what) + ": a task pointer is null");
+    sorted.push_back(t);
+    if (t->done()) continue;
+    if (t->dim() != d || t->k() <= 0)
+      return Status::invalidArgument(std::string(what) + ": a task for " +
+                                     std::to_string(t->dim()) +
+                                     "-dimensional queries was given to an index of dimension " +
+                                     std::to_string(d) + "; make tasks with this index's makeTask");
+    for (size_t j = t->cursor(); j < t->clusters().size(); ++j)
+      if (t->clusters()[j] < 0 || t->clusters()[j] >= nlist)
+        return Status::invalidArgument(std::string(what) + ": a task's cluster " +
+                                       std::to_string(t->clusters()[j]) +
+                                       " is outside this index's clusters 0.." +
+                                       std::to_string(nlist - 1) +
+                                       "; the task was made by another index");
+  }
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    return Status::invalidArgument(std::string(what) +
+                                   ": the same task is listed twice; list each task once");
+  return Status::ok();
+}
+
+Status checkBudget(double budgetSeconds) {
   if (std::isnan(budgetSeconds) || budgetSeconds < 0)
     return Status::invalidArgument("step budget must be >= 0 seconds (got " +
                                    std::to_string(budgetSeconds) +
                                    "); 0 advances every task by one cluster, +infinity finishes "
                                    "them all");
-  const int64_t d = dim();
-  std::vector<SearchTask*> live;
-  live.reserve(tasks.size());
-  for (SearchTask* t : tasks) {
-    if (!t) return Status::invalidArgument("step: a task pointer is null");
-    if (t->done()) continue;
-    if (t->dim() != d || t->k() <= 0)
-      return Status::invalidArgument("step: a task for " + std::to_string(t->dim()) +
-                                     "-dimensional queries was given to an index of dimension " +
-                                     std::to_string(d) + "; make tasks with this index's makeTask");
-    live.push_back(t);
-  }
-  if (live.empty()) return StepStats{};
-  {
-    std::vector<SearchTask*> sorted = live;
-    std::sort(sorted.begin(), sorted.end());
-    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
-      return Status::invalidArgument("step: the same task is listed twice; list each task once");
-  }
-  for (SearchTask* t : live)
-    for (size_t j = t->m_cursor; j < t->m_clusters.size(); ++j)
-      if (t->m_clusters[j] < 0 || t->m_clusters[j] >= nlist())
-        return Status::invalidArgument("step: a task's cluster " +
-                                       std::to_string(t->m_clusters[j]) +
-                                       " is outside this index's clusters 0.." +
-                                       std::to_string(nlist() - 1) +
-                                       "; the task was made by another index");
+  return Status::ok();
+}
 
+}  // namespace
+
+// Runs a planned step over `live` (take[i] > 0 next clusters of live[i], estimated cost[i]) in
+// cost-balanced parallel slices; clusters flagged in `elsewhere` are skipped but marked visited.
+Result<StepStats> IvfIndex::Impl::runPlanned(const std::vector<SearchTask*>& live,
+                                             const std::vector<int32_t>& take,
+                                             const std::vector<double>& cost,
+                                             std::span<const uint8_t> elsewhere) const {
   const int threads = std::max(1, omp_get_max_threads());
-  const ClusterCostModel& model = m_impl->cost;
-  const StepPlan plan = planStep(live, budgetSeconds, threads, [&](int64_t cluster) {
-    return model.seconds(m_impl->listSize(cluster));
-  });
-  const std::vector<Slice> slices = cutSlices(live, plan.cost, threads);
-
+  const std::vector<Slice> slices = cutSlices(live, cost, threads);
   std::vector<Status> results(slices.size());
   const int64_t nslices = static_cast<int64_t>(slices.size());
   Stopwatch w;
   if (nslices == 1) {
-    results[0] = m_impl->runSlice(slices[0], plan.take);
+    results[0] = runSlice(slices[0], take, elsewhere);
   } else {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(std::min<int64_t>(threads, nslices))
     for (int64_t s = 0; s < nslices; ++s)
-      results[static_cast<size_t>(s)] = m_impl->runSlice(slices[static_cast<size_t>(s)], plan.take);
+      results[static_cast<size_t>(s)] = runSlice(slices[static_cast<size_t>(s)], take, elsewhere);
   }
   StepStats stats;
   stats.seconds = w.elapsedSeconds();
   for (const Status& r : results)
     if (!r) return r.withContext("step (tasks in other slices did advance)");
-  stats.estimatedSeconds = plan.estimatedSeconds;
   stats.tasksAdvanced = static_cast<int32_t>(live.size());
   for (size_t i = 0; i < live.size(); ++i) {
     const SearchTask& t = *live[i];
-    stats.clustersSearched += plan.take[i];
-    for (size_t j = t.cursor() - static_cast<size_t>(plan.take[i]); j < t.cursor(); ++j)
-      stats.vectorsScanned += m_impl->listSize(t.clusters()[j]);
+    for (size_t j = t.cursor() - static_cast<size_t>(take[i]); j < t.cursor(); ++j) {
+      const int64_t c = t.clusters()[j];
+      if (!elsewhere.empty() && elsewhere[static_cast<size_t>(c)]) continue;
+      stats.clustersSearched += 1;
+      stats.vectorsScanned += listSize(c);
+    }
   }
   return stats;
+}
+
+Result<StepStats> IvfIndex::step(std::span<SearchTask* const> tasks, double budgetSeconds) const {
+  RAG_RETURN_IF_ERROR(checkBudget(budgetSeconds));
+  RAG_RETURN_IF_ERROR(checkStepTasks(tasks, dim(), nlist(), "step"));
+  std::vector<SearchTask*> live;
+  for (SearchTask* t : tasks)
+    if (!t->done()) live.push_back(t);
+  if (live.empty()) return StepStats{};
+  const ClusterCostModel& model = m_impl->cost;
+  const StepPlan plan = retrieval::planStep(live, budgetSeconds, std::max(1, omp_get_max_threads()),
+                                 [&](int64_t cluster) { return model.seconds(m_impl->listSize(cluster)); });
+  RAG_ASSIGN_OR_RETURN(StepStats stats, m_impl->runPlanned(live, plan.take, plan.cost, {}));
+  stats.estimatedSeconds = plan.estimatedSeconds;
+  return stats;
+}
+
+Result<std::vector<int32_t>> IvfIndex::planStep(std::span<SearchTask* const> tasks,
+                                                double budgetSeconds) const {
+  RAG_RETURN_IF_ERROR(checkBudget(budgetSeconds));
+  RAG_RETURN_IF_ERROR(checkStepTasks(tasks, dim(), nlist(), "planStep"));
+  std::vector<SearchTask*> live;
+  for (SearchTask* t : tasks)
+    if (!t->done()) live.push_back(t);
+  std::vector<int32_t> take(tasks.size(), 0);
+  if (live.empty()) return take;
+  const ClusterCostModel& model = m_impl->cost;
+  const StepPlan plan = retrieval::planStep(live, budgetSeconds, std::max(1, omp_get_max_threads()),
+                                 [&](int64_t cluster) { return model.seconds(m_impl->listSize(cluster)); });
+  for (size_t i = 0, j = 0; i < tasks.size(); ++i)
+    if (!tasks[i]->done()) take[i] = plan.take[j++];
+  return take;
+}
+
+Result<StepStats> IvfIndex::stepPlanned(std::span<SearchTask* const> tasks,
+                                        std::span<const int32_t> take,
+                                        std::span<const uint8_t> elsewhere) const {
+  RAG_RETURN_IF_ERROR(checkStepTasks(tasks, dim(), nlist(), "stepPlanned"));
+  if (take.size() != tasks.size())
+    return Status::invalidArgument("stepPlanned: " + std::to_string(take.size()) +
+                                   " cluster counts for " + std::to_string(tasks.size()) +
+                                   " tasks; give one count per task");
+  if (!elsewhere.empty() && static_cast<int64_t>(elsewhere.size()) != nlist())
+    return Status::invalidArgument("stepPlanned: the device mask has " +
+                                   std::to_string(elsewhere.size()) + " entries, the index " +
+                                   std::to_string(nlist()) + " clusters");
+  std::vector<SearchTask*> live;
+  std::vector<int32_t> liveTake;
+  std::vector<double> cost;
+  double total = 0, costliest = 0;
+  const ClusterCostModel& model = m_impl->cost;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    if (take[i] < 0 || static_cast<size_t>(take[i]) > tasks[i]->clustersLeft())
+      return Status::invalidArgument("stepPlanned: task " + std::to_string(i) + " has " +
+                                     std::to_string(tasks[i]->clustersLeft()) +
+                                     " clusters left, asked for " + std::to_string(take[i]));
+    if (take[i] == 0) continue;
+    const SearchTask& t = *tasks[i];
+    double c = 0;
+    for (size_t j = t.cursor(); j < t.cursor() + static_cast<size_t>(take[i]); ++j)
+      if (elsewhere.empty() || !elsewhere[static_cast<size_t>(t.clusters()[j])])
+        c += model.seconds(m_impl->listSize(t.clusters()[j]));
+    live.push_back(tasks[i]);
+    liveTake.push_back(take[i]);
+    cost.push_back(c);
+    total += c;
+    costliest = std::max(costliest, c);
+  }
+  if (live.empty()) return StepStats{};
+  RAG_ASSIGN_OR_RETURN(StepStats stats, m_impl->runPlanned(live, liveTake, cost, elsewhere));
+  stats.estimatedSeconds = std::max(costliest, total / std::max(1, omp_get_max_threads()));
+  return stats;
+}
+
+Status IvfIndex::copyCluster(int64_t cluster, std::vector<float>& vectors,
+                             std::vector<int64_t>& ids) const {
+  if (cluster < 0 || cluster >= nlist())
+    return Status::invalidArgument("copyCluster: cluster " + std::to_string(cluster) +
+                                   " is outside this index's clusters 0.." +
+                                   std::to_string(nlist() - 1));
+  const faiss::InvertedLists* lists = m_impl->index->invlists;
+  const size_t c = static_cast<size_t>(cluster);
+  const size_t n = lists->list_size(c);
+  const size_t d = static_cast<size_t>(dim());
+  try {
+    faiss::InvertedLists::ScopedCodes codes(lists, c);
+    faiss::InvertedLists::ScopedIds listIds(lists, c);
+    const auto* x = reinterpret_cast<const float*>(codes.get());  // IVF-Flat codes are the floats
+    vectors.assign(x, x + n * d);
+    ids.assign(listIds.get(), listIds.get() + n);
+  } catch (const std::exception& e) {
+    return faissFailure("reading cluster " + std::to_string(cluster), e);
+  }
+  return Status::ok();
 }
 
 Result<SearchResults> IvfIndex::search(std::span<const float> queries, int32_t k,

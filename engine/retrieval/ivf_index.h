@@ -87,6 +87,14 @@ public:
   // first step).
   std::vector<SearchHit> topK() const;
 
+  // Merges hits found outside IvfIndex (the GPU cluster cache scanning some of this task's
+  // clusters, retrieval/cluster_cache.h) into the top-k, as if a step had scanned them: a hit
+  // enters when its similarity beats the current k-th (FAISS's rule). sims and ids have equal
+  // length; slots with id < 0 are empty and skipped. The hits must come from clusters of this
+  // task that no step scans on the CPU (IvfIndex::stepPlanned's `elsewhere`), or one vector
+  // could appear twice.
+  void mergeHits(std::span<const float> sims, std::span<const int64_t> ids);
+
 private:
   friend class IvfIndex;
   std::vector<float> m_query;       // F32 [dim]
@@ -161,6 +169,25 @@ public:
   // skipped. InvalidArgument for a negative or NaN budget, a task of another dimension, a
   // cluster id out of range, or one task listed twice.
   Result<StepStats> step(std::span<SearchTask* const> tasks, double budgetSeconds) const;
+
+  // Hybrid steps (HedraRAG §4.4; retrieval/cluster_cache.h): a step whose clusters are split
+  // between the CPU and a device.
+  //
+  // planStep returns how many next clusters of each task step() would search under
+  // `budgetSeconds` (same order as `tasks`; 0 for a finished task), without searching. Same
+  // errors as step().
+  Result<std::vector<int32_t>> planStep(std::span<SearchTask* const> tasks,
+                                        double budgetSeconds) const;
+  // Advances tasks[i] by exactly take[i] of its next clusters (0 leaves it alone; more than
+  // clustersLeft() is InvalidArgument), in one batched call like step(). Clusters c with
+  // elsewhere[c] != 0 (`elsewhere` is empty or has nlist() entries) are not scanned here but
+  // count as visited (cursor, vectorsScanned, access counts): the caller scans them on another
+  // device and merges the hits with SearchTask::mergeHits. StepStats counts the CPU part only.
+  Result<StepStats> stepPlanned(std::span<SearchTask* const> tasks, std::span<const int32_t> take,
+                                std::span<const uint8_t> elsewhere) const;
+  // A copy of cluster c's vectors (F32 [listSize(c), dim]) and their ids (I64 [listSize(c)]), for
+  // uploading it to a device. InvalidArgument for a cluster out of range.
+  Status copyCluster(int64_t cluster, std::vector<float>& vectors, std::vector<int64_t>& ids) const;
 
   // FAISS's own IndexIVF::search over each query's min(nprobe, nlist) nearest clusters: the
   // reference step() is compared with. nprobe = nlist makes it exact.
