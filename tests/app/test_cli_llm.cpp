@@ -142,6 +142,39 @@ private Q_SLOTS:
     QVERIFY(share >= 0.0 && share < 1.0);
     QVERIFY(doc->find("floor")->find("read_bandwidth_bytes_per_s")->asDouble() > 0);
   }
+
+  // Serving through the scheduler (after retrievalFromTrainingToAnswers built the index).
+  void servingCommands() {
+    const QStringList common = {"--corpus", corpus(), "--model", model(), "--embedder", path("emb"), "--nprobe", "4"};
+    CliRun r = runRagraph(QStringList{"workflow", "run", "--builtin", "irg", "What is entity 7 a kind of?", "--json"} + common);
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    auto one = parseJson(r.out.toStdString());
+    QVERIFY2(one.isOk(), qPrintable(r.out));
+    QCOMPARE(one->find("stages")->size(), size_t{6});  // retrieve, generate, (retrieve_again, generate) x 2
+    QVERIFY(one->find("variables")->find("docs") != nullptr);
+    QCOMPARE(one->find("passages")->size(), size_t{5});
+    r = runRagraph(QStringList{"bench", "serve", "--workflows", "oneshot,multistep", "--modes", "sequential,flashrag,hedra",
+                               "--rps", "40", "--requests", "4", "--json", path("serve.json"), "--trace", path("serve.trace.json")} + common);
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QFile f(path("serve.json"));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    auto doc = parseJson(f.readAll().toStdString());
+    QVERIFY(doc.isOk());
+    QCOMPARE(doc->find("runs")->size(), size_t{6});
+    for (const char* w : {"oneshot", "multistep"}) {
+      const auto* s = doc->find("summary")->find(w);
+      QVERIFY(s != nullptr);
+      QVERIFY(s->find("hedra_over_flashrag") != nullptr && s->find("hedra_over_sequential") != nullptr);
+      QVERIFY(s->find("max_sustained_rps")->find("hedra") != nullptr);
+    }
+    QVERIFY(QFile::exists(path("serve.trace.json")));
+    r = runRagraph(QStringList{"bench", "serve", "--modes", "fastest"} + common);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("hedra-nospec"), qPrintable(r.err));
+    r = runRagraph(QStringList{"bench", "serve", "--rps", "0"} + common);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("--rps"), qPrintable(r.err));
+  }
 };
 
 QTEST_GUILESS_MAIN(TestCliLlm)
