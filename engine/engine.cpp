@@ -141,6 +141,10 @@ ServingStats Engine::servingStats() const {
   return m_impl->scheduler ? m_impl->scheduler->stats() : ServingStats{};
 }
 
+ClusterHeat Engine::clusterHeat() const {
+  return m_impl->scheduler ? m_impl->scheduler->clusterHeat() : ClusterHeat{};
+}
+
 size_t Engine::drainTrace(std::vector<TraceEvent>& out) { return m_impl->ring.drain(out); }
 std::vector<std::string> Engine::traceLaneNames() const { return m_impl->ring.laneNames(); }
 uint64_t Engine::droppedTraceEvents() const { return m_impl->ring.dropped(); }

@@ -27,6 +27,11 @@ RetrievalWorker::RetrievalWorker(const model::TextEmbedder& embedder, const retr
                                  RetrievalWorkerParams params)
     : m_embedder(embedder), m_index(index), m_params(std::move(params)) {
   m_clusterOfIds = m_index.ivf().clusterOfIds();
+  if (m_params.clusterStore) {
+    Result<retrieval::ClusterCache> cache =
+        retrieval::ClusterCache::create(m_index.ivf(), *m_params.clusterStore, m_params.clusterCache);
+    if (cache) m_cache.emplace(std::move(*cache));  // else: searched on the CPU (stats say so)
+  }
   if (m_params.ring) {
     m_lane = m_params.ring->registerLane("retrieval");
     m_embedLane = m_params.ring->registerLane("embedding");
@@ -38,6 +43,11 @@ RetrievalWorker::~RetrievalWorker() {
   m_stop = true;
   m_inbox.poke();
   if (m_thread.joinable()) m_thread.join();
+}
+
+std::vector<uint8_t> RetrievalWorker::clusterResidency() const {
+  std::lock_guard lock(m_residencyMutex);
+  return m_residency;
 }
 
 void RetrievalWorker::add(RetrievalJob job) { m_inbox.push(Command{.cancel = false, .job = std::move(job)}); }
@@ -159,7 +169,23 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
   Result<retrieval::StepStats> stats = Status::internal("no step");
   {
     TraceZone zone(m_params.ring, m_lane, TraceStage::RetrievalStep, tasks.size() == 1 ? m_live[0].job.requestId : 0);
-    stats = m_index.ivf().step(tasks, budget);
+    if (m_cache) {
+      Result<retrieval::HybridStepStats> h = m_cache->step(tasks, budget);
+      if (h) {
+        stats = h->cpu;
+        stats->clustersSearched += h->deviceVisits;
+        zone.addFlags(h->deviceVisits > 0 ? kTraceGpu : 0);
+        m_cacheHitRate.store(m_cache->stats().hitRate(), std::memory_order_relaxed);
+        std::vector<uint8_t> residency;
+        for (retrieval::ClusterResidency c : m_cache->snapshot()) residency.push_back(static_cast<uint8_t>(c));
+        std::lock_guard lock(m_residencyMutex);
+        m_residency = std::move(residency);
+      } else {
+        stats = h.status();
+      }
+    } else {
+      stats = m_index.ivf().step(tasks, budget);
+    }
     if (stats) zone.setArgs(static_cast<uint32_t>(stats->clustersSearched), static_cast<uint32_t>(stats->tasksAdvanced));
     if (hedra && tasks.size() == 1 && m_live[0].job.speculative) zone.addFlags(kTraceSpeculative);
   }

@@ -17,12 +17,14 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "rag/engine.h"
+#include "retrieval/cluster_cache.h"
 #include "retrieval/ivf_index.h"
 #include "retrieval/locality.h"
 #include "sched/mailbox.h"
@@ -73,6 +75,9 @@ struct RetrievalWorkerParams {
   TurnLock* turns = nullptr;
   TraceRing* ring = nullptr;
   std::function<void(std::vector<RetrievalUpdate>)> post;  // called on the worker thread
+  // Hedra with a GPU: hot clusters on this device store (§4.4); null: every cluster on the CPU.
+  std::unique_ptr<retrieval::ClusterStore> clusterStore;
+  retrieval::ClusterCacheParams clusterCache;
 };
 
 class RetrievalWorker {
@@ -87,6 +92,11 @@ public:
   void cancel(JobKey key);
 
   int32_t liveTasks() const { return m_liveCount.load(std::memory_order_relaxed); }
+  // GPU cluster cache: null when there is none; else its visits on the device so far.
+  bool clusterCacheActive() const { return m_cache.has_value(); }
+  double clusterCacheHitRate() const { return m_cacheHitRate.load(std::memory_order_relaxed); }
+  // Per-cluster residency (ClusterResidency values), copied after each sub-stage; empty without a cache.
+  std::vector<uint8_t> clusterResidency() const;
   int64_t subStages() const { return m_subStages.load(std::memory_order_relaxed); }
   double budgetSeconds() const { return m_budget.load(std::memory_order_relaxed); }
 
@@ -110,6 +120,10 @@ private:
   const retrieval::PassageIndex& m_index;
   RetrievalWorkerParams m_params;
   std::vector<int32_t> m_clusterOfIds;
+  std::optional<retrieval::ClusterCache> m_cache;
+  std::atomic<double> m_cacheHitRate{0};
+  mutable std::mutex m_residencyMutex;
+  std::vector<uint8_t> m_residency;
   Mailbox<Command> m_inbox;
   std::vector<RetrievalJob> m_pending;
   std::vector<Live> m_live;

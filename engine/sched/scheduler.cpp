@@ -10,6 +10,9 @@
 #include "retrieval/passage_index.h"
 #include "telemetry/trace_ring.h"
 #include "telemetry/trace_zone.h"
+#if RAGWB_HAVE_CUDA
+#include "cuda_cluster_store.h"
+#endif
 
 namespace rag {
 
@@ -149,6 +152,15 @@ Status Scheduler::start() {
                              .post = [this](std::vector<GenerationUpdate> us) {
                                for (auto& u : us) m_inbox.push(Message(std::move(u)));
                              }});
+  // The partial GPU cluster cache (§4.4): Hedra with gpuCache on, when a CUDA device is there.
+  std::unique_ptr<retrieval::ClusterStore> store;
+#if RAGWB_HAVE_CUDA
+  if (m_params.policy.mode == ServeMode::Hedra && m_params.policy.gpuCache && m_params.gpuCacheBytes > 0) {
+    if (auto s = cuda::makeCudaClusterStore()) store = std::move(*s);
+  }
+#endif
+  retrieval::ClusterCacheParams cacheParams;
+  cacheParams.capacityBytes = m_params.gpuCacheBytes;
   m_ret = std::make_unique<RetrievalWorker>(
       *m_res.embedder, *m_res.index,
       RetrievalWorkerParams{.mode = m_params.policy.mode,
@@ -159,7 +171,9 @@ Status Scheduler::start() {
                             .ring = m_ring,
                             .post = [this](std::vector<RetrievalUpdate> us) {
                               for (auto& u : us) m_inbox.push(Message(std::move(u)));
-                            }});
+                            },
+                            .clusterStore = std::move(store),
+                            .clusterCache = cacheParams});
   m_thread = std::thread([this] { loop(); });
   return Status::ok();
 }
@@ -205,7 +219,16 @@ ServingStats Scheduler::stats() const {
   s.finishedRequests = m_finished.load();
   s.subStages = m_ret->subStages();
   s.subStageBudgetSeconds = m_ret->budgetSeconds();
+  s.gpuCacheActive = m_ret->clusterCacheActive();
+  s.gpuCacheHitRate = m_ret->clusterCacheHitRate();
   return s;
+}
+
+ClusterHeat Scheduler::clusterHeat() const {
+  ClusterHeat h;
+  h.accesses = m_res.index->ivf().clusterAccessCounts();
+  h.residency = m_ret->clusterResidency();
+  return h;
 }
 
 bool Scheduler::hedraSpeculation() const {

@@ -92,6 +92,7 @@ public:
   Result<RequestHandle> submit(std::string question, std::shared_ptr<const WorkflowGraph> graph);
   Status cancel(uint32_t requestId);
   ServingStats stats() const;
+  ClusterHeat clusterHeat() const;
 
 private:
   struct Req;

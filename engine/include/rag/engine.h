@@ -90,6 +90,9 @@ struct ServingParams {
   double specMinSearchedShare = 0.5;
   // Retrieval sub-stage budget in seconds; 0: Eq. (1) from run-time measurements.
   double subStageSeconds = 0;
+  // Device memory for the partial GPU cluster cache (Hedra with gpuCache, a CUDA build and a
+  // device); retrieval/gpu_budget.h's Eq. (2) split is the way to choose it.
+  int64_t gpuCacheBytes = 512ll << 20;
 };
 
 // ---- requests --------------------------------------------------------------------------------
@@ -153,6 +156,16 @@ struct ServingStats {
   int64_t finishedRequests = 0;
   int64_t subStages = 0;          // retrieval sub-stages run
   double subStageBudgetSeconds = 0;
+  bool gpuCacheActive = false;    // hot clusters are searched on a GPU
+  double gpuCacheHitRate = 0;     // share of cluster visits served by it
+};
+
+// IVF cluster activity for heatmaps: visits per cluster since the index was loaded (all
+// engines sharing it), and where each cluster lives (empty without a GPU cluster cache; else
+// 0 absent, 1 swapping in, 2 resident on the GPU, 3 swapping out).
+struct ClusterHeat {
+  std::vector<uint64_t> accesses;
+  std::vector<uint8_t> residency;
 };
 
 // ---- the engine ------------------------------------------------------------------------------
@@ -189,6 +202,7 @@ public:
   Result<RequestHandle> submit(std::string question, const WorkflowGraph& graph);
   Status cancel(uint32_t requestId);
   ServingStats servingStats() const;
+  ClusterHeat clusterHeat() const;  // empty while serving is off
   bool serving() const;
 
   // Moves buffered trace events (oldest first) to `out`; returns how many.
