@@ -24,6 +24,7 @@
 #include "core/fs.h"
 #include "core/json_writer.h"
 #include "corpus/qa_prompt.h"
+#include "rag/run_store.h"
 #include "model_choice.h"
 #include "retriever.h"
 #include "sched/scheduler.h"
@@ -64,21 +65,11 @@ Result<ServingParams> readServingParams(Args& args, const std::string& defaultMo
   return p;
 }
 
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(pos)), hi = static_cast<size_t>(std::ceil(pos));
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
-}
-
 struct RunFigures {
   std::string workflow, mode;
   double rps = 0;
-  int64_t requests = 0, completed = 0, failed = 0, busy = 0;
-  double meanLatency = 0, p50 = 0, p99 = 0, throughput = 0, sloAttainment = 0, accuracy = 0;
-  int64_t speculations = 0, specAccepted = 0, rollbacks = 0, subStages = 0;
-  double wallSeconds = 0;
+  int64_t busy = 0, subStages = 0;
+  RunMetrics m;
 };
 
 struct Question {
@@ -96,7 +87,6 @@ Result<RunFigures> serveRun(const sched::ServingResources& res, const ServingPar
   std::exponential_distribution<double> gap(rps);
   RunFigures f;
   f.rps = rps;
-  f.requests = static_cast<int64_t>(questions.size());
   std::vector<std::pair<size_t, RequestHandle>> handles;
   const uint64_t start = nowNs();
   double at = 0;
@@ -110,46 +100,40 @@ Result<RunFigures> serveRun(const sched::ServingResources& res, const ServingPar
     else return h.status();
     at += gap(rng);
   }
-  std::vector<double> latencies;
-  int64_t within = 0, correct = 0;
+  std::vector<RequestRecord> records;
   for (auto& [i, h] : handles) {
+    RequestRecord rec;
+    rec.requestId = h.id();
     Result<RequestResult> r = h.wait();
-    if (!r) {
-      ++f.failed;
-      continue;
+    rec.ok = r.isOk();
+    if (r) {
+      rec.latencySeconds = r->latencySeconds;
+      rec.correct = corpus::answerMatches(r->answer, questions[i].answers);
+      rec.speculations = r->speculations;
+      rec.specAccepted = r->specAccepted;
+      rec.rollbacks = r->rollbacks;
     }
-    ++f.completed;
-    latencies.push_back(r->latencySeconds);
-    within += r->latencySeconds <= slo;
-    correct += corpus::answerMatches(r->answer, questions[i].answers);
-    f.speculations += r->speculations;
-    f.specAccepted += r->specAccepted;
-    f.rollbacks += r->rollbacks;
+    records.push_back(std::move(rec));
   }
-  f.wallSeconds = static_cast<double>(nowNs() - start) * 1e-9;
+  f.m = computeRunMetrics(records, static_cast<int64_t>(questions.size()), slo, static_cast<double>(nowNs() - start) * 1e-9);
   f.subStages = s->stats().subStages;
-  f.meanLatency = latencies.empty() ? 0 : std::accumulate(latencies.begin(), latencies.end(), 0.0) / static_cast<double>(latencies.size());
-  f.p50 = percentile(latencies, 0.5);
-  f.p99 = percentile(latencies, 0.99);
-  f.throughput = f.wallSeconds > 0 ? static_cast<double>(f.completed) / f.wallSeconds : 0;
-  f.sloAttainment = static_cast<double>(within) / static_cast<double>(std::max<int64_t>(1, f.requests));
-  f.accuracy = static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(1, f.requests));
   return f;
 }
 
 void writeRun(JsonWriter& w, const RunFigures& f) {
+  const RunMetrics& m = f.m;
   w.beginObject();
   w.key("workflow").value(f.workflow).key("mode").value(f.mode).key("rps").value(f.rps);
-  w.key("requests").value(f.requests).key("completed").value(f.completed).key("failed").value(f.failed);
+  w.key("requests").value(m.requests).key("completed").value(m.completed).key("failed").value(m.failed);
   w.key("busy").value(f.busy);
-  w.key("mean_latency_s").value(f.meanLatency).key("p50_latency_s").value(f.p50).key("p99_latency_s").value(f.p99);
-  w.key("throughput_rps").value(f.throughput).key("slo_attainment").value(f.sloAttainment);
-  w.key("accuracy").value(f.accuracy);
-  w.key("speculations").value(f.speculations).key("speculation_accuracy");
-  if (f.speculations > 0) w.value(static_cast<double>(f.specAccepted) / static_cast<double>(f.speculations));
+  w.key("mean_latency_s").value(m.meanLatency).key("p50_latency_s").value(m.p50Latency).key("p99_latency_s").value(m.p99Latency);
+  w.key("throughput_rps").value(m.throughput).key("slo_attainment").value(m.sloAttainment);
+  w.key("accuracy").value(m.accuracy);
+  w.key("speculations").value(m.speculations).key("speculation_accuracy");
+  if (m.speculations > 0) w.value(static_cast<double>(m.specAccepted) / static_cast<double>(m.speculations));
   else w.null();
-  w.key("rollbacks").value(f.rollbacks).key("substages").value(f.subStages);
-  w.key("wall_s").value(f.wallSeconds);
+  w.key("rollbacks").value(m.rollbacks).key("substages").value(f.subStages);
+  w.key("wall_s").value(m.wallSeconds);
   w.endObject();
 }
 
@@ -239,9 +223,9 @@ int cmdBenchServe(Args& args) {
         f->workflow = wname;
         f->mode = servePolicyName(mode);
         std::fprintf(stderr, "[%zu/%zu] %-9s %-16s rps %-5g mean %.3f s  p99 %.3f s  slo %.2f  acc %.3f  spec %lld/%lld\n",
-                     runs.size() + 1, total, wname.c_str(), f->mode.c_str(), rps, f->meanLatency, f->p99,
-                     f->sloAttainment, f->accuracy, static_cast<long long>(f->specAccepted),
-                     static_cast<long long>(f->speculations));
+                     runs.size() + 1, total, wname.c_str(), f->mode.c_str(), rps, f->m.meanLatency, f->m.p99Latency,
+                     f->m.sloAttainment, f->m.accuracy, static_cast<long long>(f->m.specAccepted),
+                     static_cast<long long>(f->m.speculations));
         runs.push_back(*f);
         if (!tracePath.empty()) ring.drain(trace);
       }
@@ -268,9 +252,9 @@ int cmdBenchServe(Args& args) {
     std::map<std::string, double> acc;
     for (const RunFigures& f : runs) {
       if (f.workflow != wname) continue;
-      if (f.sloAttainment >= kSustainedShare) best[f.mode] = std::max(best[f.mode], f.rps);
-      meanAt[f.mode][f.rps] = f.meanLatency;
-      acc[f.mode] += f.accuracy / static_cast<double>(rates.size());
+      if (f.m.sloAttainment >= kSustainedShare) best[f.mode] = std::max(best[f.mode], f.rps);
+      meanAt[f.mode][f.rps] = f.m.meanLatency;
+      acc[f.mode] += f.m.accuracy / static_cast<double>(rates.size());
     }
     w.key("max_sustained_rps").beginObject();
     for (const ServePolicy& m : modes) {
