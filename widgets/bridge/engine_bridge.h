@@ -1,0 +1,119 @@
+// EngineBridge: the workbench's one door to the serving engine. The engine runs on its own
+// threads; the bridge turns what it does into queued Qt signals and never lets the GUI thread
+// wait on it: creating an engine (loading the model, embedder and index), running a workload
+// and saving it to the run history all happen on background threads.
+//
+//   EngineBridge bridge;
+//   connect(&bridge, &EngineBridge::traceEvents, timeline, ...);   // ~30 times a second
+//   connect(&bridge, &EngineBridge::requestFinished, table, ...);
+//   bridge.startEngine(config);                                     // -> engineReady / engineFailed
+//   bridge.startRun(run);                                           // -> runStarted, requestFinished..., runFinished
+//   bridge.stopRun();                                               // cancels what is live; finished requests stay
+//
+// Every run is recorded in the run history (rag::RunStore) as it goes: settings at the start,
+// each request when it finishes, metrics and the whole trace at the end (also after a stop).
+#pragma once
+
+#include <QObject>
+#include <QString>
+#include <QTimer>
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "rag/engine.h"
+#include "rag/run_store.h"
+#include "rag/trace.h"
+#include "rag/workflow.h"
+
+namespace ragwb {
+
+struct EngineConfig {
+  std::filesystem::path corpus;
+  std::filesystem::path modelDir;     // empty: datasets/models/rag-llama next to the sources
+  std::filesystem::path embedderDir;  // empty: datasets/models/rag-embedder
+  std::filesystem::path runStore;     // empty: rag::defaultRunStoreLocation()
+  rag::ServePolicy policy;
+  int64_t nprobe = 128;
+};
+
+struct RunQuestion {
+  std::string text;
+  std::vector<std::string> goldAnswers;  // empty for free text
+};
+
+struct RunRequest {
+  rag::WorkflowGraph graph;
+  std::vector<RunQuestion> questions;
+  QString split;             // where the questions came from, for the history
+  double rps = 4;            // Poisson arrivals; 0: all at once
+  double sloSeconds = 1.0;
+};
+
+class EngineBridge : public QObject {
+  Q_OBJECT
+public:
+  explicit EngineBridge(QObject* parent = nullptr);
+  ~EngineBridge() override;  // stops a run (its finished requests stay recorded), then the engine
+
+  // Loads (or reloads, e.g. for another policy) the engine in the background.
+  void startEngine(const EngineConfig& config);
+  bool engineReady() const { return m_engine != nullptr; }
+  const EngineConfig& config() const { return m_config; }
+  std::filesystem::path runStorePath() const;
+
+  // Starts a workload on the engine; false (and runFailed) when no engine or a run is going.
+  bool startRun(const RunRequest& run);
+  void stopRun();
+  bool running() const { return m_running.load(); }
+
+  rag::ServingStats stats() const;
+  // The trace collected so far in the current (or last) run, for exports.
+  std::vector<rag::TraceEvent> runTrace() const;
+  std::vector<std::string> laneNames() const;
+
+Q_SIGNALS:
+  void engineLoading(const QString& what);
+  void engineReady(const QString& description);
+  void engineFailed(const QString& message);
+  void runStarted(qint64 runId, int requests);
+  void requestFinished(const rag::RequestRecord& record);
+  void runProgress(int finished, int total);
+  void runFinished(qint64 runId, const rag::RunMetrics& metrics);
+  void runFailed(const QString& message);
+  // New trace events since the last emission (drained from the engine's ring).
+  void traceEvents(const std::vector<rag::TraceEvent>& events, const std::vector<std::string>& lanes);
+  // Cluster visits and residency (twice a second while an engine is up).
+  void clusterHeat(const rag::ClusterHeat& heat, const rag::ServingStats& stats);
+  void requestEvent(const rag::RequestEvent& event);
+
+private:
+  void drainTrace();
+  void pollHeat();
+  void runDriver(RunRequest run, int64_t runId);
+  void joinDriver();
+
+  EngineConfig m_config;
+  std::shared_ptr<rag::Engine> m_engine;  // shared with the driver thread
+  std::atomic<int> m_generation{0};       // engine loads started; stale loads are dropped
+  std::thread m_loader;
+  std::thread m_driver;
+  std::atomic<bool> m_running{false};
+  std::atomic<bool> m_stop{false};
+  QTimer m_traceTimer, m_heatTimer;
+  mutable std::mutex m_traceMutex;
+  std::vector<rag::TraceEvent> m_runTrace;
+  std::vector<std::string> m_lanes;
+};
+
+}  // namespace ragwb
+
+Q_DECLARE_METATYPE(rag::RequestRecord)
+Q_DECLARE_METATYPE(rag::RunMetrics)
+Q_DECLARE_METATYPE(rag::ClusterHeat)
+Q_DECLARE_METATYPE(rag::ServingStats)
+Q_DECLARE_METATYPE(rag::RequestEvent)
