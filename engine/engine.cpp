@@ -84,6 +84,16 @@ EngineParams defaultEngineParams() {
   return p;
 }
 
+std::filesystem::path defaultModelDirectory() {
+  const std::filesystem::path datasets = findShippedDir("datasets");
+  return datasets.empty() ? std::filesystem::path() : datasets / "models" / "rag-llama";
+}
+
+std::filesystem::path defaultEmbedderDirectory() {
+  const std::filesystem::path datasets = findShippedDir("datasets");
+  return datasets.empty() ? std::filesystem::path() : datasets / "models" / "rag-embedder";
+}
+
 Engine::Engine(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 
 Engine::~Engine() { shutdown(); }

@@ -1,5 +1,7 @@
 #include "model_choice.h"
 
+#include "rag/engine.h"
+
 #include "core/fs.h"
 
 namespace rag::cli {
@@ -23,10 +25,7 @@ model::LlamaConfig syntheticConfig() {
 }
 }  // namespace
 
-std::filesystem::path defaultModelDir() {
-  std::filesystem::path datasets = findShippedDir("datasets");
-  return datasets.empty() ? std::filesystem::path() : datasets / "models" / "rag-llama";
-}
+std::filesystem::path defaultModelDir() { return defaultModelDirectory(); }
 
 Result<ModelChoice> readModelChoice(Args& args, bool allowSynthetic) {
   ModelChoice c;

@@ -1,13 +1,12 @@
 #include "retriever.h"
 
+#include "rag/engine.h"
+
 #include "core/fs.h"
 
 namespace rag::cli {
 
-std::filesystem::path defaultEmbedderDir() {
-  std::filesystem::path datasets = findShippedDir("datasets");
-  return datasets.empty() ? std::filesystem::path() : datasets / "models" / "rag-embedder";
-}
+std::filesystem::path defaultEmbedderDir() { return defaultEmbedderDirectory(); }
 
 Result<std::filesystem::path> readEmbedderDir(Args& args) {
   if (auto e = args.get("embedder")) return std::filesystem::path(*e);

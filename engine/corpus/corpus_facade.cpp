@@ -1,6 +1,8 @@
 // rag/corpus.h: the public, Qt-free view of a built corpus used by the CLI and the workbench.
 #include "rag/corpus.h"
 
+#include "corpus/qa_prompt.h"
+
 #include "core/fs.h"
 #include "corpus/corpus_db.h"
 
@@ -15,6 +17,10 @@ int64_t CorpusStats::qaTotal(const std::string& split) const {
 }
 
 std::filesystem::path defaultCorpusLocation() { return defaultCorpusPath(); }
+
+bool answerContainsGold(std::string_view answer, std::span<const std::string> gold) {
+  return corpus::answerMatches(answer, gold);
+}
 
 Result<CorpusStats> readCorpusStats(const std::filesystem::path& path) {
   RAG_ASSIGN_OR_RETURN(sql::Db db, corpus::openCorpus(path));

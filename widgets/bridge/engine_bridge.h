@@ -48,8 +48,9 @@ struct RunQuestion {
 
 struct RunRequest {
   rag::WorkflowGraph graph;
-  std::vector<RunQuestion> questions;
-  QString split;             // where the questions came from, for the history
+  std::vector<RunQuestion> questions;  // empty: `count` questions of `split`, read on the driver thread
+  QString split;             // QA split ("test", "dev", "train"); recorded in the history
+  int count = 20;            // questions taken from `split`, spread over its question types
   double rps = 4;            // Poisson arrivals; 0: all at once
   double sloSeconds = 1.0;
 };

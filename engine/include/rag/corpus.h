@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rag/status.h"
@@ -47,6 +49,10 @@ struct QaItem {
   std::vector<Passage> goldPassages; // in reasoning order
   std::string kgPath;                // JSON: alternating entity ids and relation names
 };
+
+// True when `answer` contains one of `gold` (case- and punctuation-insensitive): the accuracy
+// rule of every evaluation (the Block-Attention paper's).
+bool answerContainsGold(std::string_view answer, std::span<const std::string> gold);
 
 // The corpus every command uses when no --corpus flag is given (see core/fs.h for the rules).
 std::filesystem::path defaultCorpusLocation();

@@ -180,6 +180,11 @@ struct EngineParams {
 
 EngineParams defaultEngineParams();  // corpus = defaultCorpusLocation()
 
+// The models shipped in datasets/models (found next to the sources or the installed binaries);
+// empty paths when there is no datasets directory.
+std::filesystem::path defaultModelDirectory();     // datasets/models/rag-llama
+std::filesystem::path defaultEmbedderDirectory();  // datasets/models/rag-embedder
+
 class Engine {
 public:
   // Opens the corpus (checking its schema) and starts the workers; with serving.modelDir set,

@@ -1,0 +1,309 @@
+#include "bridge/engine_bridge.h"
+
+#include <QMetaObject>
+#include <QPointer>
+
+#include "rag/corpus.h"
+
+#include <chrono>
+#include <random>
+
+namespace ragwb {
+
+namespace {
+
+// Runs `fn` on `target`'s thread (the GUI thread) unless `target` is gone by then.
+template <typename F>
+void onGuiThread(QObject* target, F&& fn) {
+  QMetaObject::invokeMethod(target, std::forward<F>(fn), Qt::QueuedConnection);
+}
+
+void registerMetaTypes() {
+  static const bool once = [] {
+    qRegisterMetaType<rag::RequestRecord>();
+    qRegisterMetaType<rag::RunMetrics>();
+    qRegisterMetaType<rag::ClusterHeat>();
+    qRegisterMetaType<rag::ServingStats>();
+    qRegisterMetaType<rag::RequestEvent>();
+    return true;
+  }();
+  (void)once;
+}
+
+}  // namespace
+
+EngineBridge::EngineBridge(QObject* parent) : QObject(parent) {
+  registerMetaTypes();
+  m_traceTimer.setInterval(33);
+  connect(&m_traceTimer, &QTimer::timeout, this, &EngineBridge::drainTrace);
+  m_heatTimer.setInterval(500);
+  connect(&m_heatTimer, &QTimer::timeout, this, &EngineBridge::pollHeat);
+}
+
+EngineBridge::~EngineBridge() {
+  stopRun();
+  joinDriver();
+  if (m_loader.joinable()) m_loader.join();
+  m_engine.reset();  // cancels anything left and stops the engine's threads
+}
+
+std::filesystem::path EngineBridge::runStorePath() const {
+  return m_config.runStore.empty() ? rag::defaultRunStoreLocation() : m_config.runStore;
+}
+
+void EngineBridge::startEngine(const EngineConfig& config) {
+  if (m_running.load()) {
+    Q_EMIT engineFailed(tr("Stop the running workload before reloading the engine."));
+    return;
+  }
+  m_config = config;
+  if (m_config.modelDir.empty()) m_config.modelDir = rag::defaultModelDirectory();
+  if (m_config.embedderDir.empty()) m_config.embedderDir = rag::defaultEmbedderDirectory();
+  m_traceTimer.stop();
+  m_heatTimer.stop();
+  m_engine.reset();
+  if (m_loader.joinable()) m_loader.join();
+  const int generation = ++m_generation;
+  Q_EMIT engineLoading(tr("Loading the model, the embedder and the passage index (%1)…")
+                           .arg(QString::fromStdString(rag::servePolicyName(m_config.policy))));
+  rag::EngineParams p;
+  p.corpus = m_config.corpus;
+  p.workerThreads = 1;
+  p.traceCapacity = 1u << 18;
+  p.serving.modelDir = m_config.modelDir;
+  p.serving.embedderDir = m_config.embedderDir;
+  p.serving.policy = m_config.policy;
+  p.serving.nprobe = m_config.nprobe;
+  QPointer<EngineBridge> self(this);
+  p.onEvent = [self](const rag::RequestEvent& e) {
+    if (e.kind == rag::RequestEvent::Kind::Tokens) return;  // per-token traffic stays off the GUI queue
+    if (!self) return;
+    onGuiThread(self.data(), [self, e] {
+      if (self) Q_EMIT self->requestEvent(e);
+    });
+  };
+  m_loader = std::thread([self, p, generation] {
+    auto engine = rag::Engine::create(p);
+    if (!self) return;
+    std::shared_ptr<rag::Engine> shared;
+    QString error;
+    if (engine) shared = std::shared_ptr<rag::Engine>(std::move(*engine));
+    else error = QString::fromStdString(engine.status().message());
+    onGuiThread(self.data(), [self, shared, error, generation] {
+      if (!self || generation != self->m_generation.load()) return;  // a newer load superseded this one
+      if (!shared) {
+        Q_EMIT self->engineFailed(error);
+        return;
+      }
+      self->m_engine = shared;
+      self->m_lanes = shared->traceLaneNames();
+      self->m_traceTimer.start();
+      self->m_heatTimer.start();
+      Q_EMIT self->engineReady(QString::fromStdString(rag::servePolicyName(self->m_config.policy)));
+    });
+  });
+}
+
+rag::ServingStats EngineBridge::stats() const { return m_engine ? m_engine->servingStats() : rag::ServingStats{}; }
+
+std::vector<rag::TraceEvent> EngineBridge::runTrace() const {
+  std::lock_guard lock(m_traceMutex);
+  return m_runTrace;
+}
+
+std::vector<std::string> EngineBridge::laneNames() const { return m_lanes; }
+
+void EngineBridge::drainTrace() {
+  if (!m_engine) return;
+  std::vector<rag::TraceEvent> fresh;
+  if (m_engine->drainTrace(fresh) == 0) return;
+  m_lanes = m_engine->traceLaneNames();
+  {
+    std::lock_guard lock(m_traceMutex);
+    m_runTrace.insert(m_runTrace.end(), fresh.begin(), fresh.end());
+  }
+  Q_EMIT traceEvents(fresh, m_lanes);
+}
+
+void EngineBridge::pollHeat() {
+  if (!m_engine) return;
+  Q_EMIT clusterHeat(m_engine->clusterHeat(), m_engine->servingStats());
+}
+
+bool EngineBridge::startRun(const RunRequest& run) {
+  if (!m_engine) {
+    Q_EMIT runFailed(tr("The engine is not loaded yet."));
+    return false;
+  }
+  if (m_running.load()) {
+    Q_EMIT runFailed(tr("A workload is already running; stop it first."));
+    return false;
+  }
+  if (run.questions.empty() && (run.split.isEmpty() || run.count < 1)) {
+    Q_EMIT runFailed(tr("No questions to run: give questions, or a QA split and a count."));
+    return false;
+  }
+  if (rag::Status v = run.graph.validate(); !v) {
+    Q_EMIT runFailed(QString::fromStdString(v.message()));
+    return false;
+  }
+  joinDriver();
+  auto store = rag::RunStore::open(runStorePath());
+  if (!store) {
+    Q_EMIT runFailed(QString::fromStdString(store.status().message()));
+    return false;
+  }
+  rag::RunSettings s;
+  s.workflow = run.graph.name();
+  s.workflowJson = run.graph.toJson();
+  s.mode = rag::servePolicyName(m_config.policy);
+  s.split = run.split.toStdString();
+  s.rps = run.rps;
+  s.requests = run.questions.empty() ? run.count : static_cast<int64_t>(run.questions.size());
+  s.nprobe = m_config.nprobe;
+  s.sloSeconds = run.sloSeconds;
+  auto id = store->beginRun(s);
+  if (!id) {
+    Q_EMIT runFailed(QString::fromStdString(id.status().message()));
+    return false;
+  }
+  {
+    std::lock_guard lock(m_traceMutex);
+    m_runTrace.clear();
+  }
+  drainTrace();  // what happened before the run belongs to no run
+  {
+    std::lock_guard lock(m_traceMutex);
+    m_runTrace.clear();
+  }
+  m_stop = false;
+  m_running = true;
+  Q_EMIT runStarted(*id, static_cast<int>(s.requests));
+  m_driver = std::thread([this, run, runId = *id] { runDriver(run, runId); });
+  return true;
+}
+
+void EngineBridge::stopRun() { m_stop = true; }
+
+void EngineBridge::joinDriver() {
+  if (m_driver.joinable()) m_driver.join();
+}
+
+// On the driver thread: Poisson arrivals, then every answer recorded as it comes.
+void EngineBridge::runDriver(RunRequest run, int64_t runId) {
+  std::shared_ptr<rag::Engine> engine = m_engine;
+  auto store = rag::RunStore::open(runStorePath());
+  QPointer<EngineBridge> self(this);
+  auto fail = [&](const QString& message) {
+    onGuiThread(this, [self, message] {
+      if (self) Q_EMIT self->runFailed(message);
+    });
+  };
+  if (!store) {
+    fail(QString::fromStdString(store.status().message()));
+    m_running = false;
+    return;
+  }
+  if (run.questions.empty()) {
+    // `count` questions of the split, spread evenly over its ids (ids are grouped by type).
+    rag::Result<std::vector<int64_t>> ids = engine->listQa(run.split.toStdString()).get();
+    if (!ids || ids->empty()) {
+      fail(ids ? tr("The %1 split has no questions.").arg(run.split) : QString::fromStdString(ids.status().message()));
+      m_running = false;
+      return;
+    }
+    const size_t n = std::min(ids->size(), static_cast<size_t>(run.count));
+    for (size_t k = 0; k < n; ++k) {
+      rag::Result<rag::QaItem> item = engine->lookupQa((*ids)[k * ids->size() / n]).get();
+      if (item) run.questions.push_back({item->question, item->answers});
+    }
+  }
+  const auto graph = std::make_shared<const rag::WorkflowGraph>(run.graph);
+  std::mt19937_64 rng(static_cast<uint64_t>(runId));
+  std::exponential_distribution<double> gap(run.rps > 0 ? run.rps : 1.0);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::pair<size_t, rag::RequestHandle>> live;
+  std::vector<rag::RequestRecord> records;
+  double at = 0;
+  size_t submitted = 0;
+  auto record = [&](size_t i, const rag::RequestHandle& h) {
+    rag::RequestRecord rec;
+    rec.requestId = h.id();
+    rec.question = run.questions[i].text;
+    rec.goldAnswers = run.questions[i].goldAnswers;
+    rag::Result<rag::RequestResult> r = h.wait();
+    rec.ok = r.isOk();
+    if (r) {
+      rec.answer = r->answer;
+      rec.latencySeconds = r->latencySeconds;
+      rec.speculations = r->speculations;
+      rec.specAccepted = r->specAccepted;
+      rec.rollbacks = r->rollbacks;
+      rec.stages = r->stages;
+      rec.correct = !rec.goldAnswers.empty() && rag::answerContainsGold(rec.answer, rec.goldAnswers);
+    } else {
+      rec.error = r.status().message();
+    }
+    if (rag::Status s = store->addRequests(runId, std::span<const rag::RequestRecord>(&rec, 1)); !s)
+      fail(QString::fromStdString(s.message()));
+    records.push_back(rec);
+    const int done = static_cast<int>(records.size()), total = static_cast<int>(run.questions.size());
+    onGuiThread(this, [self, rec, done, total] {
+      if (!self) return;
+      Q_EMIT self->requestFinished(rec);
+      Q_EMIT self->runProgress(done, total);
+    });
+  };
+  while (submitted < run.questions.size() || !live.empty()) {
+    if (m_stop.load()) {
+      for (auto& [i, h] : live) (void)engine->cancel(h.id());
+    }
+    if (!m_stop.load() && submitted < run.questions.size()) {
+      const auto due = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(at));
+      if (run.rps <= 0 || std::chrono::steady_clock::now() >= due) {
+        auto h = engine->submit(run.questions[submitted].text, *graph);
+        if (h) {
+          live.emplace_back(submitted, *h);
+        } else {
+          rag::RequestRecord rec;
+          rec.question = run.questions[submitted].text;
+          rec.ok = false;
+          rec.error = h.status().message();
+          records.push_back(rec);
+        }
+        ++submitted;
+        at += run.rps > 0 ? gap(rng) : 0.0;
+        continue;
+      }
+    }
+    if (m_stop.load() && submitted < run.questions.size()) submitted = run.questions.size();  // never sent
+    // Collect whatever finished; wait a little when nothing did.
+    bool any = false;
+    for (size_t k = 0; k < live.size();) {
+      if (live[k].second.done()) {
+        record(live[k].first, live[k].second);
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+        any = true;
+      } else {
+        ++k;
+      }
+    }
+    if (!any) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  rag::RunMetrics metrics = rag::computeRunMetrics(records, static_cast<int64_t>(run.questions.size()), run.sloSeconds, wall);
+  // The trace: what the GUI drained during the run, plus what is still in the ring.
+  std::vector<rag::TraceEvent> trace;
+  std::vector<std::string> lanes = engine->traceLaneNames();
+  {
+    std::lock_guard lock(m_traceMutex);
+    trace = m_runTrace;
+  }
+  if (rag::Status s = store->finishRun(runId, metrics, trace, lanes); !s) fail(QString::fromStdString(s.message()));
+  m_running = false;
+  onGuiThread(this, [self, runId, metrics] {
+    if (self) Q_EMIT self->runFinished(runId, metrics);
+  });
+}
+
+}  // namespace ragwb

@@ -1,0 +1,274 @@
+#include "run/run_panel.h"
+
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTableView>
+#include <QVBoxLayout>
+#include <chrono>
+#include <qcustomplot.h>
+
+#include "history/request_table_model.h"
+
+namespace ragwb {
+
+namespace {
+
+double nowSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+RunPanel::RunPanel(EngineBridge* bridge, QWidget* parent) : QWidget(parent), m_bridge(bridge) {
+  m_workflow = new QComboBox;
+  for (rag::Workflow w : rag::kAllWorkflows) m_workflow->addItem(QString::fromUtf8(rag::workflowName(w).data()));
+  m_mode = new QComboBox;
+  for (const std::string& n : rag::servePolicyNames()) m_mode->addItem(QString::fromStdString(n));
+  m_mode->setCurrentText("hedra");
+  m_split = new QComboBox;
+  m_split->addItems({"test", "dev", "train"});
+  m_requests = new QSpinBox;
+  m_requests->setRange(1, 5000);
+  m_requests->setValue(20);
+  m_rps = new QDoubleSpinBox;
+  m_rps->setRange(0.0, 500.0);
+  m_rps->setDecimals(1);
+  m_rps->setValue(8.0);
+  m_rps->setSpecialValueText(tr("all at once"));
+  m_rps->setSuffix(tr(" req/s"));
+  m_nprobe = new QSpinBox;
+  m_nprobe->setRange(1, 4096);
+  m_nprobe->setValue(128);
+  m_slo = new QDoubleSpinBox;
+  m_slo->setRange(0.05, 600.0);
+  m_slo->setValue(1.0);
+  m_slo->setSuffix(tr(" s"));
+
+  auto* form = new QFormLayout;
+  form->addRow(tr("&Workflow"), m_workflow);
+  form->addRow(tr("&Mode"), m_mode);
+  form->addRow(tr("QA &split"), m_split);
+  form->addRow(tr("&Requests"), m_requests);
+  form->addRow(tr("&Rate"), m_rps);
+  form->addRow(tr("&nprobe"), m_nprobe);
+  form->addRow(tr("S&LO"), m_slo);
+
+  m_start = new QPushButton(tr("&Start"));
+  m_start->setToolTip(tr("Send the requests to the engine (Poisson arrivals at the rate)"));
+  m_stop = new QPushButton(tr("S&top"));
+  m_stop->setEnabled(false);
+  auto* buttons = new QHBoxLayout;
+  buttons->addWidget(m_start);
+  buttons->addWidget(m_stop);
+  m_progress = new QProgressBar;
+  m_progress->setRange(0, 1);
+  m_progress->setValue(0);
+  m_status = new QLabel(tr("Loading the engine…"));
+  m_status->setWordWrap(true);
+
+  m_plot = new QCustomPlot;
+  m_plot->setMinimumHeight(160);
+  m_plot->addGraph();  // 0: latency per request
+  m_plot->graph(0)->setName(tr("latency"));
+  m_plot->graph(0)->setLineStyle(QCPGraph::lsNone);
+  m_plot->graph(0)->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, QColor(40, 110, 200), 5));
+  m_plot->addGraph(m_plot->xAxis, m_plot->yAxis2);  // 1: throughput
+  m_plot->graph(1)->setName(tr("throughput"));
+  m_plot->graph(1)->setPen(QPen(QColor(220, 120, 30), 2));
+  m_plot->addGraph();  // 2: the SLO
+  m_plot->graph(2)->setName(tr("SLO"));
+  m_plot->graph(2)->setPen(QPen(QColor(200, 40, 40), 1, Qt::DashLine));
+  m_plot->xAxis->setLabel(tr("time since start (s)"));
+  m_plot->yAxis->setLabel(tr("latency (s)"));
+  m_plot->yAxis2->setLabel(tr("completed / s"));
+  m_plot->yAxis2->setVisible(true);
+  m_plot->legend->setVisible(true);
+  m_plot->legend->setFont(QFont(font().family(), 8));
+  m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+
+  m_model = new RequestTableModel(this);
+  m_table = new QTableView;
+  m_table->setModel(m_model);
+  m_table->horizontalHeader()->setStretchLastSection(true);
+  m_table->verticalHeader()->hide();
+  m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+  m_table->setAlternatingRowColors(true);
+
+  auto* left = new QVBoxLayout;
+  left->addLayout(form);
+  left->addLayout(buttons);
+  left->addWidget(m_progress);
+  left->addWidget(m_status);
+  left->addStretch();
+  auto* leftBox = new QWidget;
+  leftBox->setLayout(left);
+  leftBox->setMaximumWidth(300);
+  auto* right = new QSplitter(Qt::Vertical);
+  right->addWidget(m_plot);
+  right->addWidget(m_table);
+  auto* layout = new QHBoxLayout(this);
+  layout->setContentsMargins(4, 4, 4, 4);
+  layout->addWidget(leftBox);
+  layout->addWidget(right, 1);
+
+  connect(m_start, &QPushButton::clicked, this, &RunPanel::start);
+  connect(m_stop, &QPushButton::clicked, this, &RunPanel::stop);
+  connect(m_bridge, &EngineBridge::engineLoading, this, [this](const QString& what) {
+    m_status->setText(what);
+    m_start->setEnabled(false);
+  });
+  connect(m_bridge, &EngineBridge::engineReady, this, [this](const QString& mode) {
+    m_status->setText(tr("Engine ready (%1).").arg(mode));
+    m_start->setEnabled(true);
+    if (m_waitingForEngine) {
+      m_waitingForEngine = false;
+      launch();
+    }
+  });
+  connect(m_bridge, &EngineBridge::engineFailed, this, [this](const QString& message) {
+    m_waitingForEngine = false;
+    m_status->setText(tr("<b>Engine not available:</b> %1").arg(message.toHtmlEscaped()));
+    setRunning(false);
+  });
+  connect(m_bridge, &EngineBridge::runStarted, this, [this](qint64 id, int total) {
+    m_progress->setRange(0, total);
+    m_progress->setValue(0);
+    m_status->setText(tr("Run %1: %2 requests…").arg(id).arg(total));
+  });
+  connect(m_bridge, &EngineBridge::requestFinished, this, &RunPanel::onRequestFinished);
+  connect(m_bridge, &EngineBridge::runProgress, this, [this](int done, int) { m_progress->setValue(done); });
+  connect(m_bridge, &EngineBridge::runFailed, this, [this](const QString& message) {
+    m_status->setText(tr("<b>Run failed:</b> %1").arg(message.toHtmlEscaped()));
+    if (!m_bridge->running()) setRunning(false);
+  });
+  connect(m_bridge, &EngineBridge::runFinished, this, [this](qint64 id, const rag::RunMetrics& m) {
+    setRunning(false);
+    m_status->setText(tr("Run %1 done: %2 of %3 answered, mean latency %4 s (p99 %5 s), %6 req/s, "
+                         "SLO attainment %7 %, accuracy %8 %, %9 speculations (%10 kept).")
+                          .arg(id)
+                          .arg(m.completed)
+                          .arg(m.requests)
+                          .arg(m.meanLatency, 0, 'f', 3)
+                          .arg(m.p99Latency, 0, 'f', 3)
+                          .arg(m.throughput, 0, 'f', 2)
+                          .arg(100.0 * m.sloAttainment, 0, 'f', 0)
+                          .arg(100.0 * m.accuracy, 0, 'f', 1)
+                          .arg(m.speculations)
+                          .arg(m.specAccepted));
+    Q_EMIT runFinished(id);
+  });
+}
+
+void RunPanel::setEditorGraph(const rag::WorkflowGraph& graph) {
+  m_editorGraph = graph;
+  const QString label = tr("editor: %1").arg(QString::fromStdString(graph.name().empty() ? "untitled" : graph.name()));
+  if (m_workflow->count() > static_cast<int>(rag::kAllWorkflows.size())) m_workflow->setItemText(0, label);
+  else m_workflow->insertItem(0, label);
+  m_workflow->setCurrentIndex(0);
+}
+
+void RunPanel::configure(const QString& workflow, const QString& mode, double rps, int requests) {
+  m_workflow->setCurrentText(workflow);
+  m_mode->setCurrentText(mode);
+  m_rps->setValue(rps);
+  m_requests->setValue(requests);
+}
+
+std::optional<rag::WorkflowGraph> RunPanel::chosenGraph(QString* error) const {
+  const bool editorFirst = m_editorGraph && m_workflow->count() > static_cast<int>(rag::kAllWorkflows.size());
+  if (editorFirst && m_workflow->currentIndex() == 0) return m_editorGraph;
+  auto w = rag::workflowFromName(m_workflow->currentText().toStdString());
+  if (!w) {
+    *error = tr("Unknown workflow %1").arg(m_workflow->currentText());
+    return std::nullopt;
+  }
+  auto g = rag::builtinWorkflow(*w);
+  if (!g) {
+    *error = QString::fromStdString(g.status().message());
+    return std::nullopt;
+  }
+  return *g;
+}
+
+void RunPanel::start() {
+  if (m_bridge->running()) return;
+  auto policy = rag::parseServePolicy(m_mode->currentText().toStdString());
+  if (!policy) {
+    m_status->setText(QString::fromStdString(policy.status().message()));
+    return;
+  }
+  setRunning(true);
+  const EngineConfig& cur = m_bridge->config();
+  if (!m_bridge->engineReady() || !(cur.policy == *policy) || cur.nprobe != m_nprobe->value()) {
+    EngineConfig c = cur;
+    c.policy = *policy;
+    c.nprobe = m_nprobe->value();
+    m_waitingForEngine = true;
+    m_bridge->startEngine(c);
+    return;
+  }
+  launch();
+}
+
+void RunPanel::launch() {
+  QString error;
+  std::optional<rag::WorkflowGraph> graph = chosenGraph(&error);
+  if (!graph) {
+    m_status->setText(error);
+    setRunning(false);
+    return;
+  }
+  RunRequest run;
+  run.graph = std::move(*graph);
+  run.split = m_split->currentText();
+  run.count = m_requests->value();
+  run.rps = m_rps->value();
+  run.sloSeconds = m_slo->value();
+  m_model->clear();
+  for (int g = 0; g < m_plot->graphCount(); ++g) m_plot->graph(g)->data()->clear();
+  m_finished = m_within = 0;
+  m_runStartSeconds = nowSeconds();
+  if (!m_bridge->startRun(run)) setRunning(false);
+}
+
+void RunPanel::stop() {
+  m_bridge->stopRun();
+  m_status->setText(tr("Stopping: cancelling the requests still running…"));
+}
+
+void RunPanel::onRequestFinished(const rag::RequestRecord& r) {
+  m_model->append(r);
+  const double t = nowSeconds() - m_runStartSeconds;
+  ++m_finished;
+  if (r.ok) {
+    m_plot->graph(0)->addData(t, r.latencySeconds);
+    m_within += r.latencySeconds <= m_slo->value();
+  }
+  m_plot->graph(1)->addData(t, t > 0 ? m_finished / t : 0.0);
+  m_plot->graph(2)->data()->clear();
+  m_plot->graph(2)->addData(0, m_slo->value());
+  m_plot->graph(2)->addData(std::max(t, 1.0), m_slo->value());
+  m_plot->rescaleAxes();
+  m_plot->yAxis->setRangeLower(0);
+  m_plot->yAxis2->setRangeLower(0);
+  m_plot->replot(QCustomPlot::rpQueuedReplot);
+  m_table->scrollToBottom();
+}
+
+void RunPanel::setRunning(bool running) {
+  m_start->setEnabled(!running);
+  m_stop->setEnabled(running);
+  for (QWidget* w : {static_cast<QWidget*>(m_workflow), static_cast<QWidget*>(m_mode), static_cast<QWidget*>(m_split),
+                     static_cast<QWidget*>(m_requests), static_cast<QWidget*>(m_rps), static_cast<QWidget*>(m_nprobe)})
+    w->setEnabled(!running);
+}
+
+}  // namespace ragwb

@@ -1,0 +1,68 @@
+// The run panel: choose a workflow, a QA split, a serving mode, a rate and a request count;
+// start and stop; watch progress, latency, throughput and SLO attainment live; read every
+// request's answer, correctness and stage timings in a table. Runs go through the EngineBridge,
+// which reloads the engine when the mode or nprobe changed.
+#pragma once
+
+#include <QWidget>
+
+#include <optional>
+
+#include "bridge/engine_bridge.h"
+#include "rag/workflow.h"
+
+class QComboBox;
+class QSpinBox;
+class QDoubleSpinBox;
+class QPushButton;
+class QProgressBar;
+class QLabel;
+class QTableView;
+class QCustomPlot;
+
+namespace ragwb {
+
+class RequestTableModel;
+
+class RunPanel : public QWidget {
+  Q_OBJECT
+public:
+  explicit RunPanel(EngineBridge* bridge, QWidget* parent = nullptr);
+
+  // The editor's graph, offered as the first workflow choice ("Editor: <name>").
+  void setEditorGraph(const rag::WorkflowGraph& graph);
+  // Selects a built-in workflow, mode, rate and count (the demo and tests use this).
+  void configure(const QString& workflow, const QString& mode, double rps, int requests);
+  RequestTableModel* requests() const { return m_model; }
+  QCustomPlot* plot() const { return m_plot; }
+
+public Q_SLOTS:
+  void start();
+  void stop();
+
+Q_SIGNALS:
+  void runFinished(qint64 runId);
+
+private:
+  std::optional<rag::WorkflowGraph> chosenGraph(QString* error) const;
+  void launch();
+  void onRequestFinished(const rag::RequestRecord& r);
+  void setRunning(bool running);
+
+  EngineBridge* m_bridge;
+  std::optional<rag::WorkflowGraph> m_editorGraph;
+  QComboBox *m_workflow, *m_mode, *m_split;
+  QSpinBox *m_requests, *m_nprobe;
+  QDoubleSpinBox *m_rps, *m_slo;
+  QPushButton *m_start, *m_stop;
+  QProgressBar* m_progress;
+  QLabel* m_status;
+  QCustomPlot* m_plot;
+  QTableView* m_table;
+  RequestTableModel* m_model;
+  bool m_waitingForEngine = false;
+  double m_runStartSeconds = 0;
+  int m_finished = 0, m_within = 0;
+};
+
+}  // namespace ragwb
