@@ -545,6 +545,8 @@ Result<std::shared_ptr<const LlamaModel>> randomModel(const LlamaConfig& config,
   return std::make_shared<const LlamaModel>(t == torch::kFloat32 ? std::move(m) : m.to(t));
 }
 
+Status saveModel(const LlamaModel& model, const std::filesystem::path& dir) { return model.save(dir); }
+
 // Element-wise work runs on one thread and matrix products on `threads` BLAS threads. With
 // libtorch's OpenMP pool and OpenBLAS's pthread pool both at full width, each pool's spinning
 // idle workers starve the other's (measured here: batch-1 decode 3-4x slower, most of the time

@@ -137,6 +137,8 @@ struct KvPoolStats {
 Result<std::shared_ptr<const LlamaModel>> loadModel(const std::filesystem::path& dir, std::string_view dtype = "f32");
 Result<std::shared_ptr<const LlamaModel>> randomModel(const LlamaConfig& config, uint64_t seed,
                                                       std::string_view dtype = "f32");
+// Writes `model` as a Hugging Face directory (config.json + model.safetensors).
+Status saveModel(const LlamaModel& model, const std::filesystem::path& dir);
 // Threads for matrix products (the BLAS pool); element-wise work stays on the calling thread
 // so that two thread pools never spin against each other. Call once at start-up.
 void setComputeThreads(int threads);

@@ -109,4 +109,9 @@ Result<std::vector<float>> TextEmbedder::embed(std::span<const std::string> text
   return out;
 }
 
+Status saveRandomEmbedder(const BertConfig& config, uint64_t seed, const std::filesystem::path& dir) {
+  RAG_ASSIGN_OR_RETURN(BertModel bert, BertModel::initRandom(config, seed));
+  return bert.save(dir);
+}
+
 }  // namespace rag::model

@@ -21,6 +21,13 @@
 
 namespace rag::model {
 
+struct BertConfig;
+
+// Writes a randomly initialised encoder of `config` (seeded) as a Hugging Face directory, for
+// tests and tools that need an embedder without training one; the directory still needs a
+// tokenizer.json to load as a TextEmbedder.
+Status saveRandomEmbedder(const BertConfig& config, uint64_t seed, const std::filesystem::path& dir);
+
 class TextEmbedder {
 public:
   // dir holds config.json (a BERT architecture), model.safetensors and tokenizer.json. dtype

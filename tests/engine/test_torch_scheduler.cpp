@@ -11,17 +11,9 @@
 #include <map>
 #include <mutex>
 
-#include "../fixtures/workload/tiny_corpus.h"
-#include "core/fs.h"
+#include "../fixtures/serving/tiny_serving.h"
 #include "corpus/qa_prompt.h"
-#include "model/bert.h"
-#include "model/bpe_trainer.h"
-#include "model/llama.h"
-#include "model/runner.h"
-#include "model/text_embedder.h"
-#include "model/tokenizer.h"
 #include "rag/engine.h"
-#include "retrieval/passage_index.h"
 #include "status_checks.h"
 
 using namespace rag;
@@ -87,59 +79,11 @@ class TestTorchScheduler : public QObject {
 private Q_SLOTS:
   void initTestCase() {
     QVERIFY(m_dir.isValid());
-    m_corpus = root() / "corpus.db";
-    testing::TinyCorpusSpec spec;
-    spec.entities = 40;
-    spec.passages = true;
-    QVERIFY(testing::makeTinyCorpus(m_corpus, spec).isOk());
-    std::vector<std::string> texts;
-    for (int e = 1; e <= 40; ++e) texts.push_back(testing::tinyPassage(e));
-    texts.push_back("Question: Answer: Sub-question: We asked: We learned: Write the next DONE Summary: Passage:");
-    model::BpeTrainParams bp;
-    bp.vocabSize = 320;
-    auto json = model::trainByteLevelBpe(model::textsFrom(texts), bp);
-    QVERIFY(json.isOk());
-    m_lm = root() / "lm";
-    m_emb = root() / "emb";
-    for (const fs::path& d : {m_lm, m_emb}) {
-      fs::create_directories(d);
-      QVERIFY(writeFileAtomic(d / "tokenizer.json", *json).isOk());
-    }
-    auto tok = model::Tokenizer::load(m_lm);
-    QVERIFY(tok.isOk());
-    model::LlamaConfig lc;
-    lc.architectureName = "LlamaForCausalLM";
-    lc.hiddenSize = 32;
-    lc.intermediateSize = 64;
-    lc.numHiddenLayers = 2;
-    lc.numAttentionHeads = 4;
-    lc.numKeyValueHeads = 2;
-    lc.headDim = 8;
-    lc.maxPositionEmbeddings = 2048;
-    lc.vocabSize = tok->vocabSize();
-    auto lm = model::randomModel(lc, 11);
-    QVERIFY2(lm.isOk(), lm.status().message().c_str());
-    QVERIFY((*lm)->save(m_lm).isOk());
-    model::BertConfig bc;
-    bc.architectureName = "BertModel";
-    bc.hiddenSize = 16;
-    bc.numHiddenLayers = 1;
-    bc.numAttentionHeads = 2;
-    bc.intermediateSize = 32;
-    bc.vocabSize = tok->vocabSize();
-    bc.maxPositionEmbeddings = 128;
-    auto bert = model::BertModel::initRandom(bc, 5);
-    QVERIFY(bert.isOk());
-    QVERIFY(bert->save(m_emb).isOk());
-    auto emb = model::TextEmbedder::load(m_emb);
-    QVERIFY(emb.isOk());
-    retrieval::PassageIndexParams ip;
-    ip.corpus = m_corpus;
-    ip.fingerprint = (*emb)->fingerprint();
-    ip.dim = (*emb)->dim();
-    ip.nlist = 8;
-    auto built = retrieval::buildPassageIndex(ip, [&](std::span<const std::string> t) { return (*emb)->embed(t); });
-    QVERIFY2(built.isOk(), built.status().message().c_str());
+    auto t = testing::makeTinyServing(root());
+    QVERIFY2(t.isOk(), t.status().message().c_str());
+    m_corpus = t->corpus;
+    m_lm = t->model;
+    m_emb = t->embedder;
     auto reader = corpus::QaPromptReader::open(m_corpus);
     QVERIFY(reader.isOk());
     auto ids = reader->splitIds("test");

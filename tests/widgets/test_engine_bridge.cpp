@@ -1,0 +1,146 @@
+// EngineBridge (widgets/bridge): the engine loads in the background, a run's requests arrive as
+// queued signals, every finished request and the run's trace land in the run history, Stop
+// cancels what is live and keeps what finished, and the GUI thread never waits on any of it.
+#include <QtTest>
+
+#include <QSignalSpy>
+#include <filesystem>
+
+#include "../fixtures/serving/tiny_serving.h"
+#include "bridge/engine_bridge.h"
+#include "bridge/gui_stall_meter.h"
+#include "rag/run_store.h"
+
+using namespace ragwb;
+namespace fs = std::filesystem;
+
+class TestEngineBridge : public QObject {
+  Q_OBJECT
+  QTemporaryDir m_dir;
+  rag::testing::TinyServing m_t;
+
+  EngineConfig config(const char* policy) const {
+    EngineConfig c;
+    c.corpus = m_t.corpus;
+    c.modelDir = m_t.model;
+    c.embedderDir = m_t.embedder;
+    c.runStore = fs::path(m_dir.path().toStdString()) / "runs.db";
+    c.policy = *rag::parseServePolicy(policy);
+    c.nprobe = 8;
+    return c;
+  }
+
+  static bool load(EngineBridge& b, const EngineConfig& c) {
+    QSignalSpy ready(&b, &EngineBridge::engineReady);
+    b.startEngine(c);
+    return ready.wait(60000);
+  }
+
+private Q_SLOTS:
+  void initTestCase() {
+    QVERIFY(m_dir.isValid());
+    auto t = rag::testing::makeTinyServing(fs::path(m_dir.path().toStdString()));
+    QVERIFY2(t.isOk(), t.status().message().c_str());
+    m_t = *t;
+  }
+
+  void runIsStreamedAndRecorded() {
+    EngineBridge bridge;
+    QVERIFY(load(bridge, config("hedra")));
+    QSignalSpy finished(&bridge, &EngineBridge::requestFinished);
+    QSignalSpy done(&bridge, &EngineBridge::runFinished);
+    QSignalSpy trace(&bridge, &EngineBridge::traceEvents);
+    QSignalSpy heat(&bridge, &EngineBridge::clusterHeat);
+    GuiStallMeter meter;
+    meter.start();
+    RunRequest run;
+    run.graph = *rag::builtinWorkflow(rag::Workflow::Irg);
+    run.split = "test";
+    run.count = 6;
+    run.rps = 50;
+    QVERIFY(bridge.startRun(run));
+    QVERIFY(bridge.running());
+    QVERIFY(!bridge.startRun(run));  // one run at a time
+    QVERIFY(done.wait(120000));
+    meter.stop();
+    QCOMPARE(finished.count(), 6);
+    const qint64 runId = done.at(0).at(0).toLongLong();
+    const auto metrics = done.at(0).at(1).value<rag::RunMetrics>();
+    QCOMPARE(metrics.completed, int64_t{6});
+    QVERIFY(trace.count() > 0);
+    QTRY_VERIFY_WITH_TIMEOUT(heat.count() > 0, 3000);
+    const auto h = heat.last().at(0).value<rag::ClusterHeat>();
+    QCOMPARE(h.accesses.size(), size_t{8});  // nlist of the tiny index
+    uint64_t visits = 0;
+    for (uint64_t v : h.accesses) visits += v;
+    QVERIFY(visits > 0);
+    QVERIFY(meter.ticks() > 10);
+    // The history has the run, its six requests with stage timings, and its trace.
+    auto store = rag::RunStore::open(bridge.runStorePath());
+    QVERIFY(store.isOk());
+    auto runs = store->listRuns();
+    QVERIFY(runs.isOk() && !runs->empty());
+    QCOMPARE((*runs)[0].id, runId);
+    QVERIFY((*runs)[0].finished);
+    QCOMPARE((*runs)[0].settings.workflow, std::string("irg"));
+    QCOMPARE((*runs)[0].settings.mode, std::string("hedra"));
+    auto reqs = store->requests(runId);
+    QCOMPARE(reqs->size(), size_t{6});
+    for (const rag::RequestRecord& r : *reqs) {
+      QVERIFY(r.ok);
+      QCOMPARE(r.stages.size(), size_t{6});
+      QVERIFY(!r.goldAnswers.empty());
+    }
+    auto t = store->trace(runId);
+    QVERIFY(t.isOk());
+    std::set<uint32_t> spanRequests;
+    for (const rag::TraceEvent& e : t->events)
+      if (e.stage == rag::TraceStage::Request) spanRequests.insert(e.requestId);
+    QCOMPARE(spanRequests.size(), size_t{6});
+  }
+
+  void stopKeepsWhatFinished() {
+    EngineBridge bridge;
+    QVERIFY(load(bridge, config("sequential")));
+    QSignalSpy finished(&bridge, &EngineBridge::requestFinished);
+    QSignalSpy done(&bridge, &EngineBridge::runFinished);
+    RunRequest run;
+    run.graph = *rag::builtinWorkflow(rag::Workflow::Multistep);
+    run.split = "test";
+    run.count = 30;
+    run.rps = 20;
+    QVERIFY(bridge.startRun(run));
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() >= 1, 60000);
+    bridge.stopRun();
+    QVERIFY(done.wait(60000));
+    const qint64 runId = done.at(0).at(0).toLongLong();
+    const auto metrics = done.at(0).at(1).value<rag::RunMetrics>();
+    QVERIFY(metrics.completed >= 1);
+    QVERIFY(metrics.completed < 30);
+    auto store = rag::RunStore::open(bridge.runStorePath());
+    auto reqs = store->requests(runId);
+    int64_t ok = 0;
+    for (const rag::RequestRecord& r : *reqs) ok += r.ok;
+    QCOMPARE(ok, metrics.completed);  // every finished request is in the history
+    QTRY_COMPARE_WITH_TIMEOUT(bridge.stats().kvBlocksUsed, 0, 5000);
+  }
+
+  void badSetUpIsReported() {
+    EngineBridge bridge;
+    QSignalSpy failed(&bridge, &EngineBridge::engineFailed);
+    EngineConfig c = config("hedra");
+    c.modelDir = fs::path(m_dir.path().toStdString()) / "missing-model";
+    bridge.startEngine(c);
+    QVERIFY(failed.wait(30000));
+    QVERIFY2(failed.at(0).at(0).toString().contains("missing-model"), qPrintable(failed.at(0).at(0).toString()));
+    QSignalSpy runFailed(&bridge, &EngineBridge::runFailed);
+    RunRequest run;
+    run.graph = *rag::builtinWorkflow(rag::Workflow::OneShot);
+    run.split = "test";
+    QVERIFY(!bridge.startRun(run));
+    QCOMPARE(runFailed.count(), 1);
+  }
+};
+
+QTEST_MAIN(TestEngineBridge)
+#include "test_engine_bridge.moc"
