@@ -13,9 +13,8 @@ namespace ragwb {
 namespace {
 
 constexpr double kArrowSize = 10.0;
-constexpr double kClearance = 28.0;  // between a detouring curve and the box it avoids
-// A cubic whose two control points sit `w` to one side bulges by 3/4 w.
-constexpr double kBulge = 0.75;
+constexpr double kClearance = 24.0;  // between a lane and the boxes it passes
+constexpr double kTurn = 22.0;       // how far a curve runs before it turns into a lane
 
 QPainterPath cubic(QPointF a, QPointF c1, QPointF c2, QPointF b) {
   QPainterPath p(a);
@@ -54,42 +53,54 @@ void EdgeItem::route(const QList<QRectF>& obstacles) {
   const QPointF a = m_from->outputPort(), b = m_to->inputPort();
   const QRectF fromBox = m_from->sceneBox(), toBox = m_to->sceneBox();
   const double dy = b.y() - a.y();
+  const double halfLabel = labelSize().width() / 2;
   if (dy > 10) {
     QPainterPath direct = cubic(a, a + QPointF(0, dy / 2), b - QPointF(0, dy / 2), b);
-    double left = std::min(a.x(), b.x());
     bool blocked = false;
-    for (const QRectF& r : obstacles) {
-      if (r == fromBox || r == toBox) continue;
-      if (direct.intersects(r)) {
-        blocked = true;
-        left = std::min(left, r.left());
-      }
-    }
+    for (const QRectF& r : obstacles)
+      if (r != fromBox && r != toBox && direct.intersects(r)) blocked = true;
     if (!blocked) {
       m_path = direct;
-    } else {
-      double w = (std::min(a.x(), b.x()) - left + kClearance) / kBulge;
-      m_path = cubic(a, QPointF(a.x() - w, a.y() + dy / 4), QPointF(b.x() - w, b.y() - dy / 4), b);
+      m_labelCentre = m_path.pointAtPercent(0.5);
+      return;
     }
+    // Down a lane left of every box between the ends, the label in the lane.
+    double left = std::min(fromBox.left(), toBox.left());
+    for (const QRectF& r : obstacles)
+      if (r.bottom() > a.y() && r.top() < b.y()) left = std::min(left, r.left());
+    const double lane = left - kClearance - halfLabel;
+    m_path = QPainterPath(a);
+    m_path.cubicTo(a + QPointF(0, kTurn), QPointF(lane, a.y()), QPointF(lane, a.y() + kTurn));
+    m_path.lineTo(lane, b.y() - kTurn);
+    m_path.cubicTo(QPointF(lane, b.y()), b - QPointF(0, kTurn), b);
+    m_labelCentre = QPointF(lane, (a.y() + b.y()) / 2);
   } else {
-    // Back up (a loop) or sideways: swing out to the right of every box in the way.
-    const double top = b.y() - 1, bottom = a.y() + 1;
+    // Back up (a loop) or sideways: a U-turn up a lane right of every box between the ends.
     double right = std::max(fromBox.right(), toBox.right());
     for (const QRectF& r : obstacles)
-      if (r.bottom() >= top && r.top() <= bottom) right = std::max(right, r.right());
-    double w = (right - std::max(a.x(), b.x()) + kClearance) / kBulge;
-    m_path = cubic(a, QPointF(a.x() + w, a.y() + 70), QPointF(b.x() + w, b.y() - 70), b);
+      if (r.bottom() >= toBox.top() && r.top() <= fromBox.bottom()) right = std::max(right, r.right());
+    const double lane = right + kClearance + halfLabel;
+    m_path = QPainterPath(a);
+    m_path.cubicTo(a + QPointF(0, kTurn), QPointF(lane, a.y() + kTurn), QPointF(lane, a.y()));
+    m_path.lineTo(lane, b.y());
+    m_path.cubicTo(QPointF(lane, b.y() - kTurn), b - QPointF(0, kTurn), b);
+    m_labelCentre = QPointF(lane, (a.y() + b.y()) / 2);
   }
 }
 
-QRectF EdgeItem::labelRect() const {
+QSizeF EdgeItem::labelSize() const {
   if (m_label.isEmpty()) return {};
   QFont f;
   f.setPointSizeF(f.pointSizeF() - 1);
   QFontMetricsF fm(f);
-  QSizeF s(fm.horizontalAdvance(m_label) + 12, fm.height() + 4);
-  QPointF c = m_path.pointAtPercent(0.5);
-  return QRectF(c.x() - s.width() / 2, c.y() - s.height() / 2, s.width(), s.height());
+  return QSizeF(fm.horizontalAdvance(m_label) + 12, fm.height() + 4);
+}
+
+QRectF EdgeItem::labelRect() const {
+  if (m_label.isEmpty()) return {};
+  const QSizeF s = labelSize();
+  return QRectF(m_labelCentre.x() - s.width() / 2, m_labelCentre.y() - s.height() / 2, s.width(),
+                s.height());
 }
 
 QRectF EdgeItem::boundingRect() const {

@@ -1,8 +1,8 @@
 // One edge of the RAGraph canvas: a curve with an arrow from a node's output port to another
 // node's input port, labelled with its condition and, when its node has several edges, its
 // place in the checking order ("1 · if docs is empty", "2 · otherwise"). An edge whose direct
-// curve would cross another node swings around it: to the left going down, to the right when it
-// runs back up (a loop).
+// curve would cross another node runs down a lane left of the boxes in between; an edge back up
+// (a loop) makes a U-turn up a lane to their right. A lane is wide enough for the label.
 #pragma once
 
 #include <QGraphicsItem>
@@ -35,6 +35,7 @@ public:
   void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget* widget) override;
 
 private:
+  QSizeF labelSize() const;
   QRectF labelRect() const;
 
   int m_index;
@@ -43,6 +44,7 @@ private:
   QString m_label;
   QStringList m_issues;
   QPainterPath m_path;
+  QPointF m_labelCentre;
 };
 
 }  // namespace ragwb

@@ -69,11 +69,13 @@ GraphEditor::GraphEditor(QWidget* parent) : QWidget(parent), m_model(new GraphMo
   auto* issues = new QWidget;
   auto* issuesLayout = new QVBoxLayout(issues);
   issuesLayout->setContentsMargins(0, 0, 0, 0);
-  issuesLayout->addWidget(new QLabel(tr("<b>Problems</b>")));
+  m_issueTitle = new QLabel;
+  issuesLayout->addWidget(m_issueTitle);
   issuesLayout->addWidget(m_issueList);
   centre->addWidget(issues);
-  centre->setStretchFactor(0, 5);
-  centre->setStretchFactor(1, 1);
+  centre->setStretchFactor(0, 1);
+  centre->setStretchFactor(1, 0);
+  centre->setSizes({700, 110});
 
   auto* split = new QSplitter(Qt::Horizontal);
   split->addWidget(buildPalette());
@@ -96,6 +98,13 @@ GraphEditor::GraphEditor(QWidget* parent) : QWidget(parent), m_model(new GraphMo
   connect(m_panel, &PropertyPanel::editFailed, this, [this](const QString& m) { showStatus(m, true); });
   connect(m_panel, &PropertyPanel::nodeRenamed, m_scene, &GraphScene::selectNode);
   connect(m_panel, &PropertyPanel::edgeMoved, m_scene, &GraphScene::selectEdge);
+  auto countIssues = [this] {
+    const int n = m_issueModel->rowCount();
+    m_issueTitle->setText(n == 0 ? tr("<b>Problems:</b> none, the workflow is valid")
+                                 : tr("<b>Problems:</b> %1 (click one to select what it names)").arg(n));
+  };
+  connect(m_issueModel, &QAbstractItemModel::modelReset, this, countIssues);
+  countIssues();
   connect(m_issueList, &QListView::clicked, this, &GraphEditor::onIssueActivated);
   connect(m_issueList, &QListView::activated, this, &GraphEditor::onIssueActivated);
   connect(m_templates, &QComboBox::activated, this, [this](int index) {
@@ -211,10 +220,10 @@ void GraphEditor::loadTemplate(rag::Workflow workflow) {
     return;
   }
   m_templates->setCurrentIndex(m_templates->findData(int(workflow)));
+  m_templates->setToolTip(qs(m_model->graph().description()));
   setFilePath({});
   fitGraph();
-  showStatus(tr("Loaded the built-in workflow \"%1\": %2")
-                 .arg(qs(rag::workflowName(workflow)), qs(m_model->graph().description())),
+  showStatus(tr("Loaded the built-in workflow \"%1\".").arg(qs(rag::workflowName(workflow))),
              false);
 }
 

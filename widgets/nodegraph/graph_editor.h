@@ -90,6 +90,7 @@ private:
   PaletteModel* m_palette;
   IssueListModel* m_issueModel;
   QListView* m_issueList;
+  QLabel* m_issueTitle;
   QComboBox* m_templates;
   QLabel* m_status;
   QString m_path;

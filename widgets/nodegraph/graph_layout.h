@@ -13,7 +13,7 @@
 namespace ragwb {
 
 // Vertical distance between layers and horizontal distance between nodes of one layer.
-inline constexpr double kLayerSpacing = 116.0;
+inline constexpr double kLayerSpacing = 130.0;
 inline constexpr double kColumnSpacing = 240.0;
 
 // Centres for START, every node and END. START is layer 0; edges that close a loop (found by a

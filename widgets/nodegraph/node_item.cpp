@@ -34,7 +34,7 @@ void NodeItem::setNode(const rag::WorkflowNode& node) {
     m_detail = QStringLiteral("generation · max %1 tokens").arg(node.generation.maxTokens);
     m_summary = QStringLiteral("Generation node. Prompt:\n%1").arg(qs(node.promptTemplate));
   } else {
-    m_detail = QStringLiteral("retrieval · top-%1 of {%2}").arg(node.topk).arg(qs(node.queryVar));
+    m_detail = QStringLiteral("retrieval · top-%1").arg(node.topk);
     m_summary = QStringLiteral("Retrieval node: the top %1 passages for {%2}%3")
                     .arg(node.topk)
                     .arg(qs(node.queryVar),
@@ -42,7 +42,9 @@ void NodeItem::setNode(const rag::WorkflowNode& node) {
                              ? QStringLiteral(", %1 clusters probed").arg(node.retrieval.nprobe)
                              : QString());
   }
-  m_output = QStringLiteral("→ {%1}").arg(qs(node.outputVar));
+  m_output = node.kind == rag::NodeKind::Generation
+                 ? QStringLiteral("→ {%1}").arg(qs(node.outputVar))
+                 : QStringLiteral("{%1} → {%2}").arg(qs(node.queryVar), qs(node.outputVar));
   updateToolTip();
   update();
 }

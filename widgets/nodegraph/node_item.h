@@ -51,8 +51,8 @@ private:
   QString m_id;
   Role m_role;
   rag::NodeKind m_kind = rag::NodeKind::Generation;
-  QString m_detail;  // "retrieval · top-5 of {subquestion}"
-  QString m_output;  // "→ docs"
+  QString m_detail;  // "retrieval · top-5"
+  QString m_output;  // "{subquestion} → {docs}"
   QString m_summary;  // the tooltip's description of the node
   QStringList m_issues;
   std::function<void()> m_onMoved;

@@ -2,7 +2,7 @@
 
 #include <QComboBox>
 #include <QDoubleSpinBox>
-#include <QFormLayout>
+#include <QHBoxLayout>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QLabel>
@@ -33,6 +33,14 @@ QSpinBox* spinBox(int min, int max) {
   box->setRange(min, max);
   box->setKeyboardTracking(false);  // commit "12", not "1" then "12"
   return box;
+}
+
+// A column of rows at the top of `page`; the stretch below takes the spare height.
+QVBoxLayout* columnOn(QWidget* page) {
+  auto* column = new QVBoxLayout(page);
+  column->setContentsMargins(0, 0, 0, 0);
+  column->addStretch(1);
+  return column;
 }
 
 }  // namespace
@@ -77,9 +85,7 @@ PropertyPanel::PropertyPanel(GraphModel* model, QWidget* parent)
 }
 
 void PropertyPanel::buildNodePage(QWidget* page) {
-  m_nodeForm = new QFormLayout(page);
-  m_nodeForm->setContentsMargins(0, 0, 0, 0);
-  m_nodeForm->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  m_nodeColumn = columnOn(page);
   m_id = new QLineEdit;
   m_kind = new QLabel;
   m_output = new QLineEdit;
@@ -105,16 +111,16 @@ void PropertyPanel::buildNodePage(QWidget* page) {
   m_nprobe = spinBox(0, 1 << 20);
   m_nprobe->setSpecialValueText(tr("engine default"));
 
-  m_nodeForm->addRow(tr("Id"), m_id);
-  m_nodeForm->addRow(tr("Kind"), m_kind);
-  m_nodeForm->addRow(tr("Output variable"), m_output);
-  m_nodeForm->addRow(tr("Prompt template"), m_prompt);
-  m_nodeForm->addRow(tr("Max tokens"), m_maxTokens);
-  m_nodeForm->addRow(tr("Temperature"), m_temperature);
-  m_nodeForm->addRow(tr("Stop strings"), m_stop);
-  m_nodeForm->addRow(tr("Query variable"), m_query);
-  m_nodeForm->addRow(tr("Top-k"), m_topk);
-  m_nodeForm->addRow(tr("nprobe"), m_nprobe);
+  addRow(m_nodeColumn, tr("Id"), m_id);
+  addRow(m_nodeColumn, tr("Kind"), m_kind);
+  addRow(m_nodeColumn, tr("Output variable"), m_output);
+  addRow(m_nodeColumn, tr("Prompt template"), m_prompt);
+  addRow(m_nodeColumn, tr("Max tokens"), m_maxTokens);
+  addRow(m_nodeColumn, tr("Temperature"), m_temperature);
+  addRow(m_nodeColumn, tr("Stop strings"), m_stop);
+  addRow(m_nodeColumn, tr("Query variable"), m_query);
+  addRow(m_nodeColumn, tr("Top-k"), m_topk);
+  addRow(m_nodeColumn, tr("nprobe"), m_nprobe);
 
   connect(m_id, &QLineEdit::editingFinished, this, &PropertyPanel::commitRename);
   connect(m_output, &QLineEdit::editingFinished, this,
@@ -134,9 +140,7 @@ void PropertyPanel::buildNodePage(QWidget* page) {
 }
 
 void PropertyPanel::buildEdgePage(QWidget* page) {
-  m_edgeForm = new QFormLayout(page);
-  m_edgeForm->setContentsMargins(0, 0, 0, 0);
-  m_edgeForm->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  m_edgeColumn = columnOn(page);
   m_ends = new QLabel;
   m_order = spinBox(1, 1);
   m_order->setToolTip(tr("The edges leaving a node are checked in this order; the first whose "
@@ -148,19 +152,37 @@ void PropertyPanel::buildEdgePage(QWidget* page) {
   m_condText = new QLineEdit;
   m_condNode = new QLineEdit;
   m_condLimit = spinBox(1, 1000);
-  m_edgeForm->addRow(tr("Edge"), m_ends);
-  m_edgeForm->addRow(tr("Checked"), m_order);
-  m_edgeForm->addRow(tr("Condition"), m_condition);
-  m_edgeForm->addRow(tr("Variable"), m_condVar);
-  m_edgeForm->addRow(tr("Contains text"), m_condText);
-  m_edgeForm->addRow(tr("Node"), m_condNode);
-  m_edgeForm->addRow(tr("Runs below"), m_condLimit);
+  addRow(m_edgeColumn, tr("Edge"), m_ends);
+  addRow(m_edgeColumn, tr("Checked"), m_order);
+  addRow(m_edgeColumn, tr("Condition"), m_condition);
+  addRow(m_edgeColumn, tr("Variable"), m_condVar);
+  addRow(m_edgeColumn, tr("Contains text"), m_condText);
+  addRow(m_edgeColumn, tr("Node"), m_condNode);
+  addRow(m_edgeColumn, tr("Runs below"), m_condLimit);
 
   connect(m_order, &QSpinBox::valueChanged, this, &PropertyPanel::commitOrder);
   connect(m_condition, &QComboBox::currentIndexChanged, this, [this] { commitCondition(true); });
   for (QLineEdit* e : {m_condVar, m_condText, m_condNode})
     connect(e, &QLineEdit::editingFinished, this, [this] { commitCondition(false); });
   connect(m_condLimit, &QSpinBox::valueChanged, this, [this] { commitCondition(false); });
+}
+
+void PropertyPanel::addRow(QVBoxLayout* column, const QString& label, QWidget* field) {
+  auto* row = new QWidget;
+  auto* layout = new QHBoxLayout(row);
+  layout->setContentsMargins(0, 0, 0, 0);
+  auto* name = new QLabel(label);
+  name->setBuddy(field);
+  name->setFixedWidth(fontMetrics().horizontalAdvance(QStringLiteral("Prompt template")) + 12);
+  const bool tall = qobject_cast<QPlainTextEdit*>(field) != nullptr;
+  layout->addWidget(name, 0, tall ? Qt::AlignTop : Qt::AlignVCenter);
+  layout->addWidget(field, 1);
+  column->insertWidget(column->count() - 1, row);  // above the stretch
+  m_rows.insert(field, row);
+}
+
+void PropertyPanel::setRowVisible(QWidget* field, bool visible) {
+  m_rows.value(field)->setVisible(visible);
 }
 
 void PropertyPanel::showNode(const QString& id) {
@@ -216,10 +238,10 @@ void PropertyPanel::refreshNode(const rag::WorkflowNode& n) {
   setText(m_output, qs(n.outputVar));
   for (QWidget* w : {static_cast<QWidget*>(m_prompt), static_cast<QWidget*>(m_maxTokens),
                      static_cast<QWidget*>(m_temperature), static_cast<QWidget*>(m_stop)})
-    m_nodeForm->setRowVisible(w, gen);
+    setRowVisible(w, gen);
   for (QWidget* w : {static_cast<QWidget*>(m_query), static_cast<QWidget*>(m_topk),
                      static_cast<QWidget*>(m_nprobe)})
-    m_nodeForm->setRowVisible(w, !gen);
+    setRowVisible(w, !gen);
   if (gen) {
     // Only a different text is set, so the cursor stays where the user is typing.
     if (m_prompt->toPlainText() != qs(n.promptTemplate))
@@ -251,12 +273,12 @@ void PropertyPanel::refreshEdge(const rag::WorkflowEdge& e) {
   setText(m_condNode, qs(e.when.node));
   m_condLimit->setValue(int(std::max<int64_t>(1, e.when.limit)));
   const rag::ConditionKind k = e.when.kind;
-  m_edgeForm->setRowVisible(m_condVar, k == rag::ConditionKind::Empty ||
+  setRowVisible(m_condVar, k == rag::ConditionKind::Empty ||
                                            k == rag::ConditionKind::NonEmpty ||
                                            k == rag::ConditionKind::Contains);
-  m_edgeForm->setRowVisible(m_condText, k == rag::ConditionKind::Contains);
-  m_edgeForm->setRowVisible(m_condNode, k == rag::ConditionKind::RunsBelow);
-  m_edgeForm->setRowVisible(m_condLimit, k == rag::ConditionKind::RunsBelow);
+  setRowVisible(m_condText, k == rag::ConditionKind::Contains);
+  setRowVisible(m_condNode, k == rag::ConditionKind::RunsBelow);
+  setRowVisible(m_condLimit, k == rag::ConditionKind::RunsBelow);
 }
 
 void PropertyPanel::report(const rag::Status& status) {

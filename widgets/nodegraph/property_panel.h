@@ -8,18 +8,19 @@
 // one command. The form follows the model's signals, so undo and redo show in it at once.
 #pragma once
 
+#include <QHash>
 #include <QWidget>
 
 #include "nodegraph/graph_model.h"
 
 class QComboBox;
 class QDoubleSpinBox;
-class QFormLayout;
 class QLabel;
 class QLineEdit;
 class QPlainTextEdit;
 class QSpinBox;
 class QStackedWidget;
+class QVBoxLayout;
 
 namespace ragwb {
 
@@ -64,6 +65,9 @@ Q_SIGNALS:
 private:
   void buildNodePage(QWidget* page);
   void buildEdgePage(QWidget* page);
+  // A labelled row of fields; setRowVisible shows or hides label and field together.
+  void addRow(QVBoxLayout* column, const QString& label, QWidget* field);
+  void setRowVisible(QWidget* field, bool visible);
   void refresh();
   void refreshNode(const rag::WorkflowNode& node);
   void refreshEdge(const rag::WorkflowEdge& edge);
@@ -82,8 +86,9 @@ private:
   QStackedWidget* m_pages;
   QLabel* m_title;
   QLabel* m_issues;
-  QFormLayout* m_nodeForm;
-  QFormLayout* m_edgeForm;
+  QVBoxLayout* m_nodeColumn;
+  QVBoxLayout* m_edgeColumn;
+  QHash<QWidget*, QWidget*> m_rows;  // field -> its labelled row
   QLineEdit* m_id;
   QLabel* m_kind;
   QLineEdit* m_output;
