@@ -6,6 +6,7 @@
 #include <QAction>
 #include <QComboBox>
 #include <QGraphicsSceneDragDropEvent>
+#include <QGraphicsSceneMouseEvent>
 #include <QGraphicsView>
 #include <QLabel>
 #include <QLineEdit>
@@ -35,6 +36,15 @@ QColor colorAt(QTextDocument* doc, int pos) {
   for (const QTextLayout::FormatRange& r : doc->firstBlock().layout()->formats())
     if (pos >= r.start && pos < r.start + r.length) return r.format.foreground().color();
   return {};
+}
+
+void sendMouse(QGraphicsScene* scene, QEvent::Type type, QPointF at, Qt::MouseButtons buttons) {
+  QGraphicsSceneMouseEvent e(type);
+  e.setScenePos(at);
+  e.setButton(Qt::LeftButton);
+  e.setButtons(buttons);
+  e.setButtonDownScenePos(Qt::LeftButton, at);
+  QCoreApplication::sendEvent(scene, &e);
 }
 
 void sendKey(QGraphicsScene* scene, Qt::Key key) {
@@ -194,6 +204,42 @@ private Q_SLOTS:
     QCOMPARE(added->kind, rag::NodeKind::Retrieval);
     QCOMPARE(scene->nodeItem("retrieval")->pos(), QPointF(500, 60));
     QCOMPARE(editor.propertyPanel()->nodeId(), QString("retrieval"));  // selected for editing
+  }
+
+  void draggingFromAPortConnectsAndMovesCommit() {
+    GraphEditor editor;
+    editor.loadTemplate(rag::Workflow::OneShot);
+    ragwb::GraphScene* scene = editor.scene();
+    GraphModel* m = editor.model();
+    const size_t edges = m->graph().edges().size();
+    // From the output port of answer back onto retrieve: a new (loop) edge, one undo step.
+    const QPointF port = scene->nodeItem("answer")->outputPort();
+    sendMouse(scene, QEvent::GraphicsSceneMousePress, port, Qt::LeftButton);
+    sendMouse(scene, QEvent::GraphicsSceneMouseMove, port + QPointF(80, 40), Qt::LeftButton);
+    sendMouse(scene, QEvent::GraphicsSceneMouseRelease, scene->nodeItem("retrieve")->pos(),
+              Qt::NoButton);
+    QCOMPARE(m->graph().edges().size(), edges + 1);
+    QCOMPARE(m->graph().edges().back().from, std::string("answer"));
+    QCOMPARE(m->graph().edges().back().to, std::string("retrieve"));
+    QCOMPARE(scene->edgeItems().size(), edges + 1);
+    QVERIFY(!m->edgeIssues(int(edges)).isEmpty());  // after answer -> END: never taken
+    QVERIFY(scene->edgeItems().back()->toolTip().contains("Problems"));
+    // Dropped on START: refused with a reason, nothing added.
+    QSignalSpy failed(scene, &ragwb::GraphScene::editFailed);
+    sendMouse(scene, QEvent::GraphicsSceneMousePress, port, Qt::LeftButton);
+    sendMouse(scene, QEvent::GraphicsSceneMouseRelease, scene->nodeItem("START")->pos(), Qt::NoButton);
+    QCOMPARE(failed.count(), 1);
+    QCOMPARE(m->graph().edges().size(), edges + 1);
+
+    // An item dragged on the canvas is committed when the button goes up.
+    const int steps = m->undoStack()->count();
+    scene->nodeItem("retrieve")->setPos(333, 44);
+    sendMouse(scene, QEvent::GraphicsSceneMouseRelease, {333, 44}, Qt::NoButton);
+    QCOMPARE(m->nodePosition("retrieve"), QPointF(333, 44));
+    QCOMPARE(m->undoStack()->count(), steps + 1);
+    editor.undoAction()->trigger();
+    QCOMPARE(scene->nodeItem("retrieve")->pos(), m->nodePosition("retrieve"));
+    QVERIFY(scene->nodeItem("retrieve")->pos() != QPointF(333, 44));
   }
 
   void corruptFileShowsWhyAndKeepsTheWork() {

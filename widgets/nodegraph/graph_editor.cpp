@@ -15,12 +15,12 @@
 #include "nodegraph/issue_list_model.h"
 #include "nodegraph/palette_model.h"
 #include "nodegraph/property_panel.h"
+#include "nodegraph/strings.h"
 
 namespace ragwb {
 
 namespace {
 
-QString qs(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
 QString message(const rag::Status& s) { return QString::fromStdString(s.message()); }
 
 const QString kFileFilter = QStringLiteral("RAGraph workflows (*.json);;All files (*)");
@@ -48,7 +48,7 @@ GraphEditor::GraphEditor(QWidget* parent) : QWidget(parent), m_model(new GraphMo
 
   m_templates = new QComboBox;
   m_templates->setPlaceholderText(tr("Built-in template…"));
-  for (rag::Workflow w : rag::kAllWorkflows) m_templates->addItem(qs(rag::workflowName(w)), int(w));
+  for (rag::Workflow w : rag::kAllWorkflows) m_templates->addItem(toQString(rag::workflowName(w)), int(w));
   m_templates->setCurrentIndex(-1);
   m_templates->setToolTip(tr("Start from one of the five built-in workflows (HedraRAG §6.1)"));
 
@@ -220,10 +220,10 @@ void GraphEditor::loadTemplate(rag::Workflow workflow) {
     return;
   }
   m_templates->setCurrentIndex(m_templates->findData(int(workflow)));
-  m_templates->setToolTip(qs(m_model->graph().description()));
+  m_templates->setToolTip(toQString(m_model->graph().description()));
   setFilePath({});
   fitGraph();
-  showStatus(tr("Loaded the built-in workflow \"%1\".").arg(qs(rag::workflowName(workflow))),
+  showStatus(tr("Loaded the built-in workflow \"%1\".").arg(toQString(rag::workflowName(workflow))),
              false);
 }
 
@@ -275,7 +275,7 @@ bool GraphEditor::save() {
 
 bool GraphEditor::saveAs() {
   const QString suggested =
-      m_path.isEmpty() ? qs(m_model->graph().name()) + QStringLiteral(".json") : m_path;
+      m_path.isEmpty() ? toQString(m_model->graph().name()) + QStringLiteral(".json") : m_path;
   const QString path = QFileDialog::getSaveFileName(this, tr("Save workflow"), suggested, kFileFilter);
   return !path.isEmpty() && saveFile(path).isOk();
 }
@@ -299,7 +299,7 @@ bool GraphEditor::validate() {
 
 void GraphEditor::run() {
   if (!validate()) return;
-  showStatus(tr("Sent \"%1\" to the engine.").arg(qs(m_model->graph().name())), false);
+  showStatus(tr("Sent \"%1\" to the engine.").arg(toQString(m_model->graph().name())), false);
   Q_EMIT runRequested(m_model->graph());
 }
 

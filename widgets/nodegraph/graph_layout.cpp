@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "nodegraph/strings.h"
+
 namespace ragwb {
 
 namespace {
 
 constexpr const char* kLayoutFormat = "ragraph-layout";
-
-QString qs(const std::string& s) { return QString::fromStdString(s); }
 
 }  // namespace
 
@@ -74,7 +74,7 @@ QHash<QString, QPointF> layeredLayout(const rag::WorkflowGraph& graph) {
   for (const auto& [l, ids] : rows) {
     double x0 = -(static_cast<double>(ids.size()) - 1.0) * kColumnSpacing / 2.0;
     for (size_t i = 0; i < ids.size(); ++i)
-      positions.insert(qs(ids[i]), QPointF(x0 + static_cast<double>(i) * kColumnSpacing,
+      positions.insert(toQString(ids[i]), QPointF(x0 + static_cast<double>(i) * kColumnSpacing,
                                            l * kLayerSpacing));
   }
   return positions;
@@ -88,7 +88,7 @@ std::filesystem::path layoutPathFor(const std::filesystem::path& workflowPath) {
 
 rag::Result<QHash<QString, QPointF>> readLayout(const std::filesystem::path& layoutPath) {
   const std::string name = layoutPath.string();
-  QFile f(qs(name));
+  QFile f(toQString(name));
   if (!f.exists()) return rag::Status::notFound("no layout file " + name);
   if (!f.open(QIODevice::ReadOnly))
     return rag::Status::ioError("cannot read " + name + ": " + f.errorString().toStdString());
@@ -118,7 +118,7 @@ rag::Status writeLayout(const std::filesystem::path& layoutPath,
   for (auto it = positions.begin(); it != positions.end(); ++it)
     ps.insert(it.key(), QJsonArray{it.value().x(), it.value().y()});
   QJsonObject root{{"format", kLayoutFormat}, {"version", 1}, {"positions", ps}};
-  QSaveFile f(qs(layoutPath.string()));
+  QSaveFile f(toQString(layoutPath.string()));
   if (!f.open(QIODevice::WriteOnly) || f.write(QJsonDocument(root).toJson()) < 0 || !f.commit())
     return rag::Status::ioError("cannot write " + layoutPath.string() + ": " +
                                 f.errorString().toStdString());

@@ -5,16 +5,14 @@
 #include <set>
 
 #include "nodegraph/graph_layout.h"
+#include "nodegraph/strings.h"
 
 namespace ragwb {
 
 namespace {
 
-QString qs(const std::string& s) { return QString::fromStdString(s); }
-
 bool isTerminal(const QString& id) {
-  return id == QLatin1String(rag::kStart.data(), qsizetype(rag::kStart.size())) ||
-         id == QLatin1String(rag::kEnd.data(), qsizetype(rag::kEnd.size()));
+  return id == toQString(rag::kStart) || id == toQString(rag::kEnd);
 }
 
 // The graph with `meta`'s settings and these nodes and edges. WorkflowGraph has builders only,
@@ -52,7 +50,7 @@ rag::Status unknownEdge(int index, size_t count) {
 
 rag::WorkflowNode* findIn(std::vector<rag::WorkflowNode>& nodes, const QString& id) {
   auto it = std::find_if(nodes.begin(), nodes.end(),
-                         [&](const rag::WorkflowNode& n) { return qs(n.id) == id; });
+                         [&](const rag::WorkflowNode& n) { return toQString(n.id) == id; });
   return it == nodes.end() ? nullptr : &*it;
 }
 
@@ -107,21 +105,21 @@ const rag::WorkflowNode* GraphModel::node(const QString& id) const {
 QStringList GraphModel::nodeIssues(const QString& id) const {
   QStringList out;
   for (const rag::WorkflowIssue& i : m_issues)
-    if (qs(i.node) == id) out << qs(i.message);
+    if (toQString(i.node) == id) out << toQString(i.message);
   return out;
 }
 
 QStringList GraphModel::edgeIssues(int edge) const {
   QStringList out;
   for (const rag::WorkflowIssue& i : m_issues)
-    if (i.edge == edge) out << qs(i.message);
+    if (i.edge == edge) out << toQString(i.message);
   return out;
 }
 
 QStringList GraphModel::knownVariables() const {
-  QStringList vars{qs(std::string(rag::kQuestionVar))};
+  QStringList vars{toQString(rag::kQuestionVar)};
   for (const rag::WorkflowNode& n : m_doc.graph.nodes())
-    if (!vars.contains(qs(n.outputVar))) vars << qs(n.outputVar);
+    if (!vars.contains(toQString(n.outputVar))) vars << toQString(n.outputVar);
   vars.sort();
   return vars;
 }
@@ -178,7 +176,7 @@ rag::Status GraphModel::edit(const QString& text, const QString& mergeKey,
 }
 
 rag::Status GraphModel::addNode(rag::WorkflowNode n, QPointF pos) {
-  const QString id = qs(n.id);
+  const QString id = toQString(n.id);
   if (id.isEmpty() || isTerminal(id) || node(id))
     return rag::Status::invalidArgument("a new node needs an id that is not empty, START, END "
                                         "or the id of another node; got \"" + n.id + "\"");
@@ -203,11 +201,11 @@ rag::Status GraphModel::removeItems(const QStringList& nodes, const QList<int>& 
                  : nodes.isEmpty() && edges.size() == 1 ? tr("Remove edge")
                                                          : tr("Remove selection");
   return edit(text, {}, [&](Parts& p) {
-    std::erase_if(p.nodes, [&](const rag::WorkflowNode& n) { return nodes.contains(qs(n.id)); });
+    std::erase_if(p.nodes, [&](const rag::WorkflowNode& n) { return nodes.contains(toQString(n.id)); });
     std::vector<rag::WorkflowEdge> kept;
     for (size_t i = 0; i < p.edges.size(); ++i) {
       const rag::WorkflowEdge& e = p.edges[i];
-      if (!edges.contains(int(i)) && !nodes.contains(qs(e.from)) && !nodes.contains(qs(e.to)))
+      if (!edges.contains(int(i)) && !nodes.contains(toQString(e.from)) && !nodes.contains(toQString(e.to)))
         kept.push_back(e);
     }
     p.edges = std::move(kept);
@@ -298,7 +296,7 @@ rag::Status GraphModel::moveNode(const QString& id, QPointF pos) {
 }
 
 rag::Status GraphModel::addEdge(const QString& from, const QString& to, rag::EdgeCondition when) {
-  const QString start = qs(std::string(rag::kStart)), end = qs(std::string(rag::kEnd));
+  const QString start = toQString(rag::kStart), end = toQString(rag::kEnd);
   if (from != start && !node(from))
     return rag::Status::invalidArgument("an edge must leave START or a node; \"" +
                                         from.toStdString() + "\" is neither");
@@ -392,9 +390,9 @@ void GraphModel::apply(const GraphDocument& doc) {
   GraphDocument old = std::exchange(m_doc, doc);
   std::vector<rag::WorkflowIssue> oldIssues = std::exchange(m_issues, m_doc.graph.issues());
   for (const rag::WorkflowNode& n : old.graph.nodes())
-    if (!m_doc.graph.findNode(n.id)) Q_EMIT nodeRemoved(qs(n.id));
+    if (!m_doc.graph.findNode(n.id)) Q_EMIT nodeRemoved(toQString(n.id));
   for (const rag::WorkflowNode& n : m_doc.graph.nodes()) {
-    const QString id = qs(n.id);
+    const QString id = toQString(n.id);
     const rag::WorkflowNode* was = old.graph.findNode(n.id);
     if (!was)
       Q_EMIT nodeAdded(id);
@@ -402,7 +400,7 @@ void GraphModel::apply(const GraphDocument& doc) {
       Q_EMIT nodeChanged(id);
   }
   for (std::string_view t : {rag::kStart, rag::kEnd}) {
-    const QString id = qs(std::string(t));
+    const QString id = toQString(t);
     if (old.positions.value(id) != m_doc.positions.value(id)) Q_EMIT nodeChanged(id);
   }
   if (old.graph.edges() != m_doc.graph.edges()) Q_EMIT edgesChanged();

@@ -9,12 +9,11 @@
 
 #include "nodegraph/graph_model.h"
 #include "nodegraph/palette_model.h"
+#include "nodegraph/strings.h"
 
 namespace ragwb {
 
 namespace {
-
-QString qs(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
 
 // "1 · if docs is empty" / "2 · otherwise" when the node has several edges; the condition alone
 // (or nothing for an unconditional edge) when it has one.
@@ -22,10 +21,10 @@ QString edgeLabel(const rag::WorkflowGraph& g, size_t index) {
   const rag::WorkflowEdge& e = g.edges()[index];
   const std::vector<size_t> siblings = g.edgesFrom(e.from);
   const bool always = e.when.kind == rag::ConditionKind::Always;
-  if (siblings.size() <= 1) return always ? QString() : qs(rag::describeCondition(e.when));
+  if (siblings.size() <= 1) return always ? QString() : toQString(rag::describeCondition(e.when));
   const auto rank = std::find(siblings.begin(), siblings.end(), index) - siblings.begin() + 1;
   const QString what = always && rank > 1 ? QStringLiteral("otherwise")
-                                          : qs(rag::describeCondition(e.when));
+                                          : toQString(rag::describeCondition(e.when));
   return QStringLiteral("%1 · %2").arg(rank).arg(what);
 }
 
@@ -48,9 +47,9 @@ void GraphScene::rebuild() {
   m_edges.clear();
   m_nodes.clear();
   clear();
-  createNodeItem(qs(rag::kStart), NodeItem::Role::Start);
-  createNodeItem(qs(rag::kEnd), NodeItem::Role::End);
-  for (const rag::WorkflowNode& n : m_model->graph().nodes()) syncNode(qs(n.id));
+  createNodeItem(toQString(rag::kStart), NodeItem::Role::Start);
+  createNodeItem(toQString(rag::kEnd), NodeItem::Role::End);
+  for (const rag::WorkflowNode& n : m_model->graph().nodes()) syncNode(toQString(n.id));
   syncEdges();
   syncIssues();
 }
@@ -255,7 +254,7 @@ void GraphScene::dropEvent(QGraphicsSceneDragDropEvent* event) {
   if (mime->hasFormat(kNodeKindMime)) {
     auto kind = nodeKindFromName(mime->data(kNodeKindMime));
     if (!kind) return;
-    const QString id = m_model->uniqueNodeId(qs(rag::nodeKindName(*kind)));
+    const QString id = m_model->uniqueNodeId(toQString(rag::nodeKindName(*kind)));
     report(m_model->addNode(GraphModel::defaultNode(*kind, id), event->scenePos()));
     selectNode(id);
   } else if (mime->hasFormat(kConditionMime)) {

@@ -4,6 +4,8 @@
 #include <QPainter>
 #include <QStyleOptionGraphicsItem>
 
+#include "nodegraph/strings.h"
+
 namespace ragwb {
 
 namespace {
@@ -12,8 +14,6 @@ constexpr double kPortRadius = 6.0;
 constexpr double kBadgeRadius = 10.0;
 const QSizeF kNodeSize(200, 64);
 const QSizeF kTerminalSize(96, 30);
-
-QString qs(const std::string& s) { return QString::fromStdString(s); }
 
 }  // namespace
 
@@ -32,19 +32,19 @@ void NodeItem::setNode(const rag::WorkflowNode& node) {
   m_kind = node.kind;
   if (node.kind == rag::NodeKind::Generation) {
     m_detail = QStringLiteral("generation · max %1 tokens").arg(node.generation.maxTokens);
-    m_summary = QStringLiteral("Generation node. Prompt:\n%1").arg(qs(node.promptTemplate));
+    m_summary = QStringLiteral("Generation node. Prompt:\n%1").arg(toQString(node.promptTemplate));
   } else {
     m_detail = QStringLiteral("retrieval · top-%1").arg(node.topk);
     m_summary = QStringLiteral("Retrieval node: the top %1 passages for {%2}%3")
                     .arg(node.topk)
-                    .arg(qs(node.queryVar),
+                    .arg(toQString(node.queryVar),
                          node.retrieval.nprobe > 0
                              ? QStringLiteral(", %1 clusters probed").arg(node.retrieval.nprobe)
                              : QString());
   }
   m_output = node.kind == rag::NodeKind::Generation
-                 ? QStringLiteral("→ {%1}").arg(qs(node.outputVar))
-                 : QStringLiteral("{%1} → {%2}").arg(qs(node.queryVar), qs(node.outputVar));
+                 ? QStringLiteral("→ {%1}").arg(toQString(node.outputVar))
+                 : QStringLiteral("{%1} → {%2}").arg(toQString(node.queryVar), toQString(node.outputVar));
   updateToolTip();
   update();
 }

@@ -14,14 +14,13 @@
 
 #include "nodegraph/palette_model.h"
 #include "nodegraph/prompt_highlighter.h"
+#include "nodegraph/strings.h"
 
 namespace ragwb {
 
 namespace {
 
 using Prop = GraphModel::NodeProperty;
-
-QString qs(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
 
 // Sets a widget's value without committing it back: `m_refreshing` is checked by the slots.
 void setText(QLineEdit* e, const QString& t) {
@@ -147,7 +146,7 @@ void PropertyPanel::buildEdgePage(QWidget* page) {
                          "condition holds is taken"));
   m_condition = new QComboBox;
   for (rag::ConditionKind k : kConditionKinds)
-    m_condition->addItem(qs(rag::conditionKindName(k)), int(k));
+    m_condition->addItem(toQString(rag::conditionKindName(k)), int(k));
   m_condVar = new QLineEdit;
   m_condText = new QLineEdit;
   m_condNode = new QLineEdit;
@@ -233,9 +232,9 @@ void PropertyPanel::refreshNode(const rag::WorkflowNode& n) {
   const bool gen = n.kind == rag::NodeKind::Generation;
   m_title->setText(tr("<b>%1 node</b>").arg(gen ? tr("Generation") : tr("Retrieval")));
   m_pages->setCurrentIndex(1);
-  setText(m_id, qs(n.id));
-  m_kind->setText(qs(rag::nodeKindName(n.kind)));
-  setText(m_output, qs(n.outputVar));
+  setText(m_id, toQString(n.id));
+  m_kind->setText(toQString(rag::nodeKindName(n.kind)));
+  setText(m_output, toQString(n.outputVar));
   for (QWidget* w : {static_cast<QWidget*>(m_prompt), static_cast<QWidget*>(m_maxTokens),
                      static_cast<QWidget*>(m_temperature), static_cast<QWidget*>(m_stop)})
     setRowVisible(w, gen);
@@ -244,15 +243,15 @@ void PropertyPanel::refreshNode(const rag::WorkflowNode& n) {
     setRowVisible(w, !gen);
   if (gen) {
     // Only a different text is set, so the cursor stays where the user is typing.
-    if (m_prompt->toPlainText() != qs(n.promptTemplate))
-      m_prompt->setPlainText(qs(n.promptTemplate));
+    if (m_prompt->toPlainText() != toQString(n.promptTemplate))
+      m_prompt->setPlainText(toQString(n.promptTemplate));
     m_maxTokens->setValue(int(n.generation.maxTokens));
     m_temperature->setValue(n.generation.temperature);
     QJsonArray stops;
-    for (const std::string& s : n.generation.stop) stops.append(qs(s));
+    for (const std::string& s : n.generation.stop) stops.append(toQString(s));
     setText(m_stop, QString::fromUtf8(QJsonDocument(stops).toJson(QJsonDocument::Compact)));
   } else {
-    setText(m_query, qs(n.queryVar));
+    setText(m_query, toQString(n.queryVar));
     m_topk->setValue(int(n.topk));
     m_nprobe->setValue(int(n.retrieval.nprobe));
   }
@@ -261,16 +260,16 @@ void PropertyPanel::refreshNode(const rag::WorkflowNode& n) {
 void PropertyPanel::refreshEdge(const rag::WorkflowEdge& e) {
   m_title->setText(tr("<b>Edge</b>"));
   m_pages->setCurrentIndex(2);
-  m_ends->setText(QStringLiteral("%1 → %2").arg(qs(e.from), qs(e.to)));
+  m_ends->setText(QStringLiteral("%1 → %2").arg(toQString(e.from), toQString(e.to)));
   const std::vector<size_t> siblings = m_model->graph().edgesFrom(e.from);
   const auto rank = std::find(siblings.begin(), siblings.end(), size_t(m_edge)) - siblings.begin();
   m_order->setRange(1, std::max(1, int(siblings.size())));
   m_order->setValue(int(rank) + 1);
   m_order->setSuffix(tr(" of %1").arg(siblings.size()));
   m_condition->setCurrentIndex(m_condition->findData(int(e.when.kind)));
-  setText(m_condVar, qs(e.when.var));
-  setText(m_condText, qs(e.when.text));
-  setText(m_condNode, qs(e.when.node));
+  setText(m_condVar, toQString(e.when.var));
+  setText(m_condText, toQString(e.when.text));
+  setText(m_condNode, toQString(e.when.node));
   m_condLimit->setValue(int(std::max<int64_t>(1, e.when.limit)));
   const rag::ConditionKind k = e.when.kind;
   setRowVisible(m_condVar, k == rag::ConditionKind::Empty ||
