@@ -1,0 +1,362 @@
+#include "nodegraph/property_panel.h"
+
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QHBoxLayout>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QSpinBox>
+#include <QStackedWidget>
+#include <QVBoxLayout>
+
+#include "nodegraph/palette_model.h"
+#include "nodegraph/prompt_highlighter.h"
+#include "nodegraph/strings.h"
+
+namespace ragwb {
+
+namespace {
+
+using Prop = GraphModel::NodeProperty;
+
+// Sets a widget's value without committing it back: `m_refreshing` is checked by the slots.
+void setText(QLineEdit* e, const QString& t) {
+  if (e->text() != t) e->setText(t);
+}
+
+QSpinBox* spinBox(int min, int max) {
+  auto* box = new QSpinBox;
+  box->setRange(min, max);
+  box->setKeyboardTracking(false);  // commit "12", not "1" then "12"
+  return box;
+}
+
+// A column of rows at the top of `page`; the stretch below takes the spare height.
+QVBoxLayout* columnOn(QWidget* page) {
+  auto* column = new QVBoxLayout(page);
+  column->setContentsMargins(0, 0, 0, 0);
+  column->addStretch(1);
+  return column;
+}
+
+}  // namespace
+
+PropertyPanel::PropertyPanel(GraphModel* model, QWidget* parent)
+    : QWidget(parent), m_model(model) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(6, 6, 6, 6);
+  m_title = new QLabel;
+  m_title->setTextFormat(Qt::RichText);
+  m_pages = new QStackedWidget;
+  auto* empty = new QLabel(tr("Select a node or an edge to edit it.\n\n"
+                              "Drag a node kind from the palette onto the canvas to add a node; "
+                              "drag from the dot below a node onto another node to connect them; "
+                              "drop a condition on an edge to guard it."));
+  empty->setWordWrap(true);
+  empty->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+  auto* nodePage = new QWidget;
+  auto* edgePage = new QWidget;
+  buildNodePage(nodePage);
+  buildEdgePage(edgePage);
+  m_pages->addWidget(empty);
+  m_pages->addWidget(nodePage);
+  m_pages->addWidget(edgePage);
+  m_issues = new QLabel;
+  m_issues->setWordWrap(true);
+  m_issues->setTextFormat(Qt::RichText);
+  m_issues->setStyleSheet(QStringLiteral("color: #b02020;"));
+  m_issues->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  layout->addWidget(m_title);
+  layout->addWidget(m_pages);
+  layout->addWidget(m_issues);
+  layout->addStretch(1);
+
+  connect(model, &GraphModel::nodeChanged, this, &PropertyPanel::refresh);
+  connect(model, &GraphModel::nodeAdded, this, &PropertyPanel::refresh);
+  connect(model, &GraphModel::nodeRemoved, this, &PropertyPanel::refresh);
+  connect(model, &GraphModel::edgesChanged, this, &PropertyPanel::refresh);
+  connect(model, &GraphModel::issuesChanged, this, &PropertyPanel::refresh);
+  connect(model, &GraphModel::modelReset, this, &PropertyPanel::showNothing);
+  showNothing();
+}
+
+void PropertyPanel::buildNodePage(QWidget* page) {
+  m_nodeColumn = columnOn(page);
+  m_id = new QLineEdit;
+  m_kind = new QLabel;
+  m_output = new QLineEdit;
+  m_prompt = new QPlainTextEdit;
+  m_prompt->setTabChangesFocus(true);
+  m_prompt->setMinimumHeight(110);
+  QFont mono(QStringLiteral("monospace"));
+  mono.setStyleHint(QFont::Monospace);
+  m_prompt->setFont(mono);
+  m_prompt->setLineWrapMode(QPlainTextEdit::WidgetWidth);
+  m_highlighter = new PromptHighlighter(m_prompt->document());
+  m_maxTokens = spinBox(1, 4096);
+  m_temperature = new QDoubleSpinBox;
+  m_temperature->setRange(0.0, 5.0);
+  m_temperature->setSingleStep(0.1);
+  m_temperature->setDecimals(2);
+  m_temperature->setSpecialValueText(tr("0 (greedy)"));
+  m_temperature->setKeyboardTracking(false);
+  m_stop = new QLineEdit;
+  m_stop->setToolTip(tr("A JSON array of strings; generation ends at the first one: [\"\\n\"]"));
+  m_query = new QLineEdit;
+  m_topk = spinBox(1, 1000);
+  m_nprobe = spinBox(0, 1 << 20);
+  m_nprobe->setSpecialValueText(tr("engine default"));
+
+  addRow(m_nodeColumn, tr("Id"), m_id);
+  addRow(m_nodeColumn, tr("Kind"), m_kind);
+  addRow(m_nodeColumn, tr("Output variable"), m_output);
+  addRow(m_nodeColumn, tr("Prompt template"), m_prompt);
+  addRow(m_nodeColumn, tr("Max tokens"), m_maxTokens);
+  addRow(m_nodeColumn, tr("Temperature"), m_temperature);
+  addRow(m_nodeColumn, tr("Stop strings"), m_stop);
+  addRow(m_nodeColumn, tr("Query variable"), m_query);
+  addRow(m_nodeColumn, tr("Top-k"), m_topk);
+  addRow(m_nodeColumn, tr("nprobe"), m_nprobe);
+
+  connect(m_id, &QLineEdit::editingFinished, this, &PropertyPanel::commitRename);
+  connect(m_output, &QLineEdit::editingFinished, this,
+          [this] { setNodeProperty(Prop::OutputVar, m_output->text()); });
+  connect(m_prompt, &QPlainTextEdit::textChanged, this,
+          [this] { setNodeProperty(Prop::Prompt, m_prompt->toPlainText()); });
+  connect(m_maxTokens, &QSpinBox::valueChanged, this,
+          [this](int v) { setNodeProperty(Prop::MaxTokens, v); });
+  connect(m_temperature, &QDoubleSpinBox::valueChanged, this,
+          [this](double v) { setNodeProperty(Prop::Temperature, v); });
+  connect(m_stop, &QLineEdit::editingFinished, this, &PropertyPanel::commitStop);
+  connect(m_query, &QLineEdit::editingFinished, this,
+          [this] { setNodeProperty(Prop::QueryVar, m_query->text()); });
+  connect(m_topk, &QSpinBox::valueChanged, this, [this](int v) { setNodeProperty(Prop::TopK, v); });
+  connect(m_nprobe, &QSpinBox::valueChanged, this,
+          [this](int v) { setNodeProperty(Prop::NProbe, v); });
+}
+
+void PropertyPanel::buildEdgePage(QWidget* page) {
+  m_edgeColumn = columnOn(page);
+  m_ends = new QLabel;
+  m_order = spinBox(1, 1);
+  m_order->setToolTip(tr("The edges leaving a node are checked in this order; the first whose "
+                         "condition holds is taken"));
+  m_condition = new QComboBox;
+  for (rag::ConditionKind k : kConditionKinds)
+    m_condition->addItem(toQString(rag::conditionKindName(k)), int(k));
+  m_condVar = new QLineEdit;
+  m_condText = new QLineEdit;
+  m_condNode = new QLineEdit;
+  m_condLimit = spinBox(1, 1000);
+  addRow(m_edgeColumn, tr("Edge"), m_ends);
+  addRow(m_edgeColumn, tr("Checked"), m_order);
+  addRow(m_edgeColumn, tr("Condition"), m_condition);
+  addRow(m_edgeColumn, tr("Variable"), m_condVar);
+  addRow(m_edgeColumn, tr("Contains text"), m_condText);
+  addRow(m_edgeColumn, tr("Node"), m_condNode);
+  addRow(m_edgeColumn, tr("Runs below"), m_condLimit);
+
+  connect(m_order, &QSpinBox::valueChanged, this, &PropertyPanel::commitOrder);
+  connect(m_condition, &QComboBox::currentIndexChanged, this, [this] { commitCondition(true); });
+  for (QLineEdit* e : {m_condVar, m_condText, m_condNode})
+    connect(e, &QLineEdit::editingFinished, this, [this] { commitCondition(false); });
+  connect(m_condLimit, &QSpinBox::valueChanged, this, [this] { commitCondition(false); });
+}
+
+void PropertyPanel::addRow(QVBoxLayout* column, const QString& label, QWidget* field) {
+  auto* row = new QWidget;
+  auto* layout = new QHBoxLayout(row);
+  layout->setContentsMargins(0, 0, 0, 0);
+  auto* name = new QLabel(label);
+  name->setBuddy(field);
+  name->setFixedWidth(fontMetrics().horizontalAdvance(QStringLiteral("Prompt template")) + 12);
+  const bool tall = qobject_cast<QPlainTextEdit*>(field) != nullptr;
+  layout->addWidget(name, 0, tall ? Qt::AlignTop : Qt::AlignVCenter);
+  layout->addWidget(field, 1);
+  column->insertWidget(column->count() - 1, row);  // above the stretch
+  m_rows.insert(field, row);
+}
+
+void PropertyPanel::setRowVisible(QWidget* field, bool visible) {
+  m_rows.value(field)->setVisible(visible);
+}
+
+void PropertyPanel::showNode(const QString& id) {
+  m_node = id;
+  m_edge = -1;
+  refresh();
+}
+
+void PropertyPanel::showEdge(int index) {
+  m_node.clear();
+  m_edge = index;
+  refresh();
+}
+
+void PropertyPanel::showNothing() {
+  m_node.clear();
+  m_edge = -1;
+  refresh();
+}
+
+void PropertyPanel::refresh() {
+  m_refreshing = true;
+  m_highlighter->setKnownVariables(m_model->knownVariables());
+  const auto& edges = m_model->graph().edges();
+  const rag::WorkflowNode* node = m_node.isEmpty() ? nullptr : m_model->node(m_node);
+  QStringList issues;
+  if (node) {
+    refreshNode(*node);
+    issues = m_model->nodeIssues(m_node);
+  } else if (m_edge >= 0 && size_t(m_edge) < edges.size()) {
+    refreshEdge(edges[size_t(m_edge)]);
+    issues = m_model->edgeIssues(m_edge);
+  } else {
+    m_node.clear();
+    m_edge = -1;
+    m_title->setText(tr("<b>Properties</b>"));
+    m_pages->setCurrentIndex(0);
+  }
+  QStringList escaped;
+  for (const QString& i : issues) escaped << i.toHtmlEscaped();
+  m_issues->setText(issues.isEmpty() ? QString()
+                                     : tr("<b>Problems</b><ul><li>%1</li></ul>")
+                                           .arg(escaped.join(QStringLiteral("</li><li>"))));
+  m_refreshing = false;
+}
+
+void PropertyPanel::refreshNode(const rag::WorkflowNode& n) {
+  const bool gen = n.kind == rag::NodeKind::Generation;
+  m_title->setText(tr("<b>%1 node</b>").arg(gen ? tr("Generation") : tr("Retrieval")));
+  m_pages->setCurrentIndex(1);
+  setText(m_id, toQString(n.id));
+  m_kind->setText(toQString(rag::nodeKindName(n.kind)));
+  setText(m_output, toQString(n.outputVar));
+  for (QWidget* w : {static_cast<QWidget*>(m_prompt), static_cast<QWidget*>(m_maxTokens),
+                     static_cast<QWidget*>(m_temperature), static_cast<QWidget*>(m_stop)})
+    setRowVisible(w, gen);
+  for (QWidget* w : {static_cast<QWidget*>(m_query), static_cast<QWidget*>(m_topk),
+                     static_cast<QWidget*>(m_nprobe)})
+    setRowVisible(w, !gen);
+  if (gen) {
+    // Only a different text is set, so the cursor stays where the user is typing.
+    if (m_prompt->toPlainText() != toQString(n.promptTemplate))
+      m_prompt->setPlainText(toQString(n.promptTemplate));
+    m_maxTokens->setValue(int(n.generation.maxTokens));
+    m_temperature->setValue(n.generation.temperature);
+    QJsonArray stops;
+    for (const std::string& s : n.generation.stop) stops.append(toQString(s));
+    setText(m_stop, QString::fromUtf8(QJsonDocument(stops).toJson(QJsonDocument::Compact)));
+  } else {
+    setText(m_query, toQString(n.queryVar));
+    m_topk->setValue(int(n.topk));
+    m_nprobe->setValue(int(n.retrieval.nprobe));
+  }
+}
+
+void PropertyPanel::refreshEdge(const rag::WorkflowEdge& e) {
+  m_title->setText(tr("<b>Edge</b>"));
+  m_pages->setCurrentIndex(2);
+  m_ends->setText(QStringLiteral("%1 → %2").arg(toQString(e.from), toQString(e.to)));
+  const std::vector<size_t> siblings = m_model->graph().edgesFrom(e.from);
+  const auto rank = std::find(siblings.begin(), siblings.end(), size_t(m_edge)) - siblings.begin();
+  m_order->setRange(1, std::max(1, int(siblings.size())));
+  m_order->setValue(int(rank) + 1);
+  m_order->setSuffix(tr(" of %1").arg(siblings.size()));
+  m_condition->setCurrentIndex(m_condition->findData(int(e.when.kind)));
+  setText(m_condVar, toQString(e.when.var));
+  setText(m_condText, toQString(e.when.text));
+  setText(m_condNode, toQString(e.when.node));
+  m_condLimit->setValue(int(std::max<int64_t>(1, e.when.limit)));
+  const rag::ConditionKind k = e.when.kind;
+  setRowVisible(m_condVar, k == rag::ConditionKind::Empty ||
+                                           k == rag::ConditionKind::NonEmpty ||
+                                           k == rag::ConditionKind::Contains);
+  setRowVisible(m_condText, k == rag::ConditionKind::Contains);
+  setRowVisible(m_condNode, k == rag::ConditionKind::RunsBelow);
+  setRowVisible(m_condLimit, k == rag::ConditionKind::RunsBelow);
+}
+
+void PropertyPanel::report(const rag::Status& status) {
+  if (!status) Q_EMIT editFailed(QString::fromStdString(status.message()));
+}
+
+void PropertyPanel::setNodeProperty(GraphModel::NodeProperty property, const QVariant& value) {
+  if (m_refreshing || m_node.isEmpty()) return;
+  report(m_model->setNodeProperty(m_node, property, value));
+}
+
+void PropertyPanel::commitStop() {
+  if (m_refreshing || m_node.isEmpty()) return;
+  QJsonParseError err;
+  QJsonDocument doc = QJsonDocument::fromJson(m_stop->text().toUtf8(), &err);
+  QStringList stops;
+  bool ok = doc.isArray();
+  for (const QJsonValue& v : doc.array()) {
+    ok = ok && v.isString();
+    stops << v.toString();
+  }
+  if (!ok) {
+    Q_EMIT editFailed(tr("Stop strings must be a JSON array of strings, e.g. [\"\\n\"]"));
+    refresh();
+    return;
+  }
+  setNodeProperty(Prop::Stop, stops);
+}
+
+void PropertyPanel::commitRename() {
+  if (m_refreshing || m_node.isEmpty() || m_id->text() == m_node) return;
+  const QString newId = m_id->text();
+  rag::Status s = m_model->renameNode(m_node, newId);
+  if (!s) {
+    report(s);
+    refresh();  // back to the current id
+    return;
+  }
+  m_node = newId;
+  refresh();
+  Q_EMIT nodeRenamed(newId);
+}
+
+void PropertyPanel::commitOrder(int rank) {
+  if (m_refreshing || m_edge < 0) return;
+  const auto& edges = m_model->graph().edges();
+  const std::vector<size_t> siblings = m_model->graph().edgesFrom(edges[size_t(m_edge)].from);
+  if (rank < 1 || size_t(rank) > siblings.size()) return;
+  const int target = int(siblings[size_t(rank - 1)]);
+  if (target == m_edge) return;
+  const int from = m_edge;
+  m_edge = target;  // where the edge will be once the model emits edgesChanged
+  rag::Status s = m_model->moveEdge(from, target);
+  if (!s) m_edge = from;
+  report(s);
+  refresh();
+  if (s) Q_EMIT edgeMoved(target);
+}
+
+void PropertyPanel::commitCondition(bool kindChanged) {
+  if (m_refreshing || m_edge < 0) return;
+  const auto kind = rag::ConditionKind(m_condition->currentData().toInt());
+  rag::EdgeCondition c = m_model->defaultCondition(kind, m_edge);
+  if (!kindChanged) {
+    // Only the fields of the kind are kept, so the JSON has no stray keys.
+    const std::string var = m_condVar->text().toStdString();
+    switch (kind) {
+      case rag::ConditionKind::Always: break;
+      case rag::ConditionKind::Empty: c = rag::EdgeCondition::empty(var); break;
+      case rag::ConditionKind::NonEmpty: c = rag::EdgeCondition::nonEmpty(var); break;
+      case rag::ConditionKind::Contains:
+        c = rag::EdgeCondition::contains(var, m_condText->text().toStdString());
+        break;
+      case rag::ConditionKind::RunsBelow:
+        c = rag::EdgeCondition::runsBelow(m_condNode->text().toStdString(), m_condLimit->value());
+        break;
+    }
+  }
+  report(m_model->setEdgeCondition(m_edge, c));
+}
+
+}  // namespace ragwb
