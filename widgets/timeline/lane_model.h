@@ -16,9 +16,10 @@
 // a vector sorted by begin with a running max of ends beside it, so the spans overlapping
 // [t0, t1) are found with two binary searches even when a long span began before t0.
 //
-// Drained events arrive in end order (a zone is pushed when it closes), so a long span often
-// arrives after shorter ones that began later: append() inserts in place, which is cheap because
-// such inserts land near the tail.
+// A GUI-thread object: feed it from a queued signal (EngineBridge drains the ring on its own
+// thread). Drained events arrive in end order (a zone is pushed when it closes), so a long span
+// often arrives after shorter ones that began later: append() inserts in place, which is cheap
+// because such inserts land near the tail.
 #pragma once
 
 #include <QObject>
