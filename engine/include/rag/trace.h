@@ -63,12 +63,14 @@ static_assert(std::is_trivially_copyable_v<TraceEvent>);
 #define RAGWB_TRACING 1
 #endif
 
-#if RAGWB_TRACING
+// The zone guard is engine-internal (telemetry/trace_zone.h): code outside engine/ (widgets) sees
+// the event types only, and RAG_TRACE_ZONE stays undefined there.
+#if RAGWB_TRACING && __has_include("telemetry/trace_zone.h")
 #include "telemetry/trace_zone.h"
 #define RAG_TRACE_ZONE(ring, lane, stage, requestId) \
   ::rag::TraceZone RAG_TRACE_CONCAT(rag_trace_zone_, __LINE__)((ring), (lane), (stage), (requestId))
 #define RAG_TRACE_CONCAT_INNER(a, b) a##b
 #define RAG_TRACE_CONCAT(a, b) RAG_TRACE_CONCAT_INNER(a, b)
-#else
+#elif !RAGWB_TRACING
 #define RAG_TRACE_ZONE(ring, lane, stage, requestId) ((void)0)
 #endif
