@@ -1,15 +1,22 @@
 // ragraph-workbench: the desktop workbench.
-//   ragraph-workbench [--corpus PATH] [--screenshot FILE.png]
-// --screenshot renders the window once its pages have loaded, saves the PNG and exits
-// (used for the README and for looking at the GUI on machines without a display).
+//   ragraph-workbench [--corpus PATH] [--screenshot FILE.png] [--demo] [--bench-timeline [--spans N]]
+// --screenshot renders the window once its pages have loaded (with --demo: once the demo run has
+// finished), saves the PNG and exits; --demo runs a short Multistep workload on the default
+// corpus through the editor's graph, so the timeline, heatmap and tables fill; --bench-timeline
+// prints the timeline's drawing speed as JSON and exits.
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QJsonDocument>
 #include <QTimer>
 #include <cstdio>
 
+#include "bridge/gui_stall_meter.h"
 #include "main_window.h"
+#include "nodegraph/graph_editor.h"
 #include "overview/overview_page.h"
 #include "rag/corpus.h"
+#include "run/run_panel.h"
+#include "timeline/timeline_bench.h"
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -22,10 +29,24 @@ int main(int argc, char** argv) {
   parser.addHelpOption();
   parser.addVersionOption();
   QCommandLineOption corpusOpt("corpus", "Corpus database (default: the one `ragraph corpus build` made).", "PATH");
-  QCommandLineOption shotOpt("screenshot", "Save a PNG of the window once loaded, then exit.", "FILE");
-  parser.addOption(corpusOpt);
-  parser.addOption(shotOpt);
+  QCommandLineOption shotOpt("screenshot", "Save a PNG of the window once loaded (with --demo: after the run), then exit.", "FILE");
+  QCommandLineOption demoOpt("demo", "Run a short Multistep workload (hedra) so every view fills.");
+  QCommandLineOption benchOpt("bench-timeline", "Print the timeline's frames per second as JSON and exit.");
+  QCommandLineOption spansOpt("spans", "Spans for --bench-timeline (default 200000).", "N", "200000");
+  parser.addOptions({corpusOpt, shotOpt, demoOpt, benchOpt, spansOpt});
   parser.process(app);
+
+  if (parser.isSet(benchOpt)) {
+    bool ok = false;
+    const int spans = parser.value(spansOpt).toInt(&ok);
+    if (!ok || spans < 1) {
+      std::fprintf(stderr, "error: --spans takes a positive number, not '%s'\n", qPrintable(parser.value(spansOpt)));
+      return 2;
+    }
+    const ragwb::TimelineBenchResult r = ragwb::benchmarkTimeline(spans);
+    std::printf("%s\n", QJsonDocument(r.toJson()).toJson(QJsonDocument::Indented).constData());
+    return 0;
+  }
 
   std::filesystem::path corpus = parser.isSet(corpusOpt)
                                      ? std::filesystem::path(parser.value(corpusOpt).toStdString())
@@ -33,15 +54,38 @@ int main(int argc, char** argv) {
   ragwb::MainWindow window(corpus);
   window.show();
 
-  if (parser.isSet(shotOpt)) {
-    const QString file = parser.value(shotOpt);
-    auto shoot = [&window, file] {
-      QTimer::singleShot(200, &window, [&window, file] {  // one more paint after the data arrived
-        bool ok = window.grab().save(file);
-        std::fprintf(ok ? stdout : stderr, ok ? "saved %s\n" : "error: cannot write %s\n", qPrintable(file));
-        QApplication::exit(ok ? 0 : 1);
-      });
-    };
+  const QString shotFile = parser.value(shotOpt);
+  auto shoot = [&window, shotFile] {
+    if (shotFile.isEmpty()) return;
+    QTimer::singleShot(400, &window, [&window, shotFile] {  // a few more paints after the data arrived
+      bool ok = window.grab().save(shotFile);
+      std::fprintf(ok ? stdout : stderr, ok ? "saved %s\n" : "error: cannot write %s\n", qPrintable(shotFile));
+      QApplication::exit(ok ? 0 : 1);
+    });
+  };
+  if (parser.isSet(demoOpt)) {
+    window.editor()->loadTemplate(rag::Workflow::Multistep);
+    window.runPanel()->configure("multistep", "hedra", 6.0, 16);
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, &window, [&window] {
+      static bool started = false;
+      if (started) return;
+      started = true;
+      window.runPanel()->setEditorGraph(window.editor()->model()->graph());
+      window.runPanel()->start();
+    });
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window,
+                     [&window, shoot](qint64 id, const rag::RunMetrics& m) {
+                       std::printf("demo run %lld: %lld/%lld answered, mean latency %.3f s, longest GUI stall %.1f ms\n",
+                                   static_cast<long long>(id), static_cast<long long>(m.completed),
+                                   static_cast<long long>(m.requests), m.meanLatency, window.stallMeter()->maxStallMs());
+                       std::fflush(stdout);
+                       shoot();
+                     });
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, &window, [shoot](const QString& why) {
+      std::fprintf(stderr, "demo: the engine is not available: %s\n", qPrintable(why));
+      shoot();
+    });
+  } else if (!shotFile.isEmpty()) {
     QObject::connect(window.overview(), &ragwb::OverviewPage::loaded, &window, shoot);
     QObject::connect(window.overview(), &ragwb::OverviewPage::failed, &window, shoot);
   }

@@ -2,52 +2,196 @@
 
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDockWidget>
 #include <QFileDialog>
 #include <QKeySequence>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QSettings>
 #include <QStatusBar>
+#include <QTimer>
+#include <QToolBar>
+#include <QVBoxLayout>
 
+#include "bridge/gui_stall_meter.h"
+#include "heatmap/cluster_heatmap.h"
+#include "history/run_history_panel.h"
+#include "nodegraph/graph_editor.h"
 #include "overview/overview_page.h"
+#include "run/run_panel.h"
+#include "timeline/lane_model.h"
+#include "timeline/timeline_view.h"
 
 namespace ragwb {
 
 MainWindow::MainWindow(std::filesystem::path corpus, QWidget* parent)
     : QMainWindow(parent), m_corpus(std::move(corpus)) {
   setWindowTitle(tr("RAGraph Workbench"));
-  m_overview = new OverviewPage(this);
-  setCentralWidget(m_overview);
-  m_engineState = new QLabel(tr("Engine: idle"));
+  setDockNestingEnabled(true);
+  m_editor = new GraphEditor(this);
+  m_editor->loadTemplate(rag::Workflow::Multistep);
+  setCentralWidget(m_editor);
+  m_stall = new GuiStallMeter(this);
+  m_engineState = new QLabel(tr("Engine: loading…"));
+  m_servingState = new QLabel;
+  statusBar()->addPermanentWidget(m_servingState);
   statusBar()->addPermanentWidget(m_engineState);
+  buildDocks();
   buildMenus();
 
   connect(m_overview, &OverviewPage::loaded, this, [this](const QString& summary) {
-    statusBar()->showMessage(tr("Corpus loaded: %1").arg(summary));
+    statusBar()->showMessage(tr("Corpus loaded: %1").arg(summary), 8000);
   });
   connect(m_overview, &OverviewPage::failed, this, [this](const QString& message) {
     statusBar()->showMessage(tr("No corpus: %1").arg(message));
   });
+  connect(m_editor, &GraphEditor::statusMessage, this, [this](const QString& m) { statusBar()->showMessage(m, 6000); });
+  connect(m_editor, &GraphEditor::runRequested, this, [this](const rag::WorkflowGraph& g) {
+    m_runPanel->setEditorGraph(g);
+    m_runPanel->start();
+  });
+  connect(&m_bridge, &EngineBridge::engineLoading, this, [this](const QString&) { m_engineState->setText(tr("Engine: loading…")); });
+  connect(&m_bridge, &EngineBridge::engineReady, this, [this](const QString& mode) {
+    m_engineState->setText(tr("Engine: ready (%1)").arg(mode));
+  });
+  connect(&m_bridge, &EngineBridge::engineFailed, this, [this](const QString& message) {
+    m_engineState->setText(tr("Engine: not available"));
+    m_engineState->setToolTip(message);
+    statusBar()->showMessage(message);
+  });
+  connect(&m_bridge, &EngineBridge::traceEvents, this,
+          [this](const std::vector<rag::TraceEvent>& events, const std::vector<std::string>& lanes) {
+            m_lanes->setLaneNames(lanes);
+            m_lanes->append(events);
+          });
+  connect(&m_bridge, &EngineBridge::clusterHeat, m_heatmap, &ClusterHeatmap::addSample);
+  connect(&m_bridge, &EngineBridge::runStarted, this, [this](qint64, int) {
+    m_lanes->clear();
+    m_heatmap->clear();
+    m_timeline->setFollowLive(true);
+    m_stall->start();
+  });
+  connect(&m_bridge, &EngineBridge::runFinished, this, [this](qint64, const rag::RunMetrics&) {
+    m_stall->stop();
+    m_history->refresh();
+    updateStatus();
+  });
+  connect(m_history, &RunHistoryPanel::runOpened, this,
+          [this](qint64 id, const rag::StoredTrace& trace, const std::vector<rag::RequestRecord>&, const rag::RunSummary&) {
+            m_lanes->clear();
+            m_lanes->setLaneNames(trace.lanes);
+            m_lanes->append(trace.events);
+            m_timeline->setFollowLive(false);
+            m_timeline->zoomToFit();
+            statusBar()->showMessage(tr("Run %1 reopened: %2 trace spans").arg(id).arg(trace.events.size()), 8000);
+          });
+  auto* statusTimer = new QTimer(this);
+  connect(statusTimer, &QTimer::timeout, this, &MainWindow::updateStatus);
+  statusTimer->start(1000);
 
   QSettings settings;
-  if (!restoreGeometry(settings.value("mainWindow/geometry").toByteArray())) resize(1100, 720);
+  if (!restoreGeometry(settings.value("mainWindow/geometry").toByteArray())) resize(1600, 1000);
   restoreState(settings.value("mainWindow/state").toByteArray());
   m_overview->loadCorpus(m_corpus);
+  m_history->setStorePath(QString::fromStdString(rag::defaultRunStoreLocation().string()));
+  EngineConfig config;
+  config.corpus = m_corpus;
+  m_bridge.startEngine(config);
+}
+
+MainWindow::~MainWindow() = default;
+
+QDockWidget* MainWindow::dock(const QString& title, const QString& objectName, QWidget* w, Qt::DockWidgetArea area) {
+  auto* d = new QDockWidget(title, this);
+  d->setObjectName(objectName);  // for saveState()
+  d->setWidget(w);
+  addDockWidget(area, d);
+  return d;
+}
+
+void MainWindow::buildDocks() {
+  m_lanes = new LaneModel(this);
+  auto* timelineBox = new QWidget;
+  auto* tl = new QVBoxLayout(timelineBox);
+  tl->setContentsMargins(0, 0, 0, 0);
+  auto* bar = new QToolBar;
+  bar->setIconSize(QSize(16, 16));
+  m_timeline = new TimelineView(m_lanes);
+  QAction* follow = bar->addAction(tr("Follow live"));
+  follow->setCheckable(true);
+  follow->setChecked(true);
+  follow->setShortcut(QKeySequence(Qt::Key_F));
+  connect(follow, &QAction::toggled, m_timeline, &TimelineView::setFollowLive);
+  connect(m_timeline, &TimelineView::followLiveChanged, follow, &QAction::setChecked);
+  bar->addAction(tr("Zoom to fit"), m_timeline, &TimelineView::zoomToFit);
+  tl->addWidget(bar);
+  tl->addWidget(m_timeline, 1);
+  m_heatmap = new ClusterHeatmap;
+  m_runPanel = new RunPanel(&m_bridge);
+  m_history = new RunHistoryPanel;
+  m_overview = new OverviewPage;
+
+  QDockWidget* timelineDock = dock(tr("Pipeline timeline"), "timelineDock", timelineBox, Qt::BottomDockWidgetArea);
+  QDockWidget* heatDock = dock(tr("Cluster heatmap"), "heatmapDock", m_heatmap, Qt::BottomDockWidgetArea);
+  QDockWidget* runDock = dock(tr("Run"), "runDock", m_runPanel, Qt::RightDockWidgetArea);
+  QDockWidget* historyDock = dock(tr("Run history"), "historyDock", m_history, Qt::RightDockWidgetArea);
+  QDockWidget* overviewDock = dock(tr("Corpus"), "overviewDock", m_overview, Qt::RightDockWidgetArea);
+  splitDockWidget(timelineDock, heatDock, Qt::Horizontal);
+  tabifyDockWidget(runDock, historyDock);
+  tabifyDockWidget(historyDock, overviewDock);
+  runDock->raise();
+  resizeDocks({timelineDock, heatDock}, {1000, 500}, Qt::Horizontal);
+  resizeDocks({timelineDock}, {380}, Qt::Vertical);
+  resizeDocks({runDock}, {640}, Qt::Horizontal);
 }
 
 void MainWindow::buildMenus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
-  QAction* open = file->addAction(tr("&Open Corpus…"), this, &MainWindow::openCorpus);
-  open->setShortcut(QKeySequence::Open);
-  QAction* reload = file->addAction(tr("&Reload"), this, [this] { m_overview->loadCorpus(m_corpus); });
+  file->addAction(m_editor->openAction());
+  file->addAction(m_editor->saveAction());
+  file->addAction(m_editor->saveAsAction());
+  file->addSeparator();
+  file->addAction(tr("Open &Corpus…"), this, &MainWindow::openCorpus);
+  QAction* reload = file->addAction(tr("&Reload Corpus"), this, [this] { m_overview->loadCorpus(m_corpus); });
   reload->setShortcut(QKeySequence::Refresh);
+  file->addAction(tr("Export &Trace (Chrome JSON)…"), this, &MainWindow::exportTrace);
   file->addSeparator();
   QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
   quit->setShortcut(QKeySequence::Quit);
 
+  QMenu* edit = menuBar()->addMenu(tr("&Edit"));
+  edit->addAction(m_editor->undoAction());
+  edit->addAction(m_editor->redoAction());
+  edit->addSeparator();
+  edit->addAction(m_editor->validateAction());
+
+  QMenu* run = menuBar()->addMenu(tr("&Run"));
+  QAction* start = run->addAction(tr("&Start"), m_runPanel, &RunPanel::start);
+  start->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
+  QAction* stop = run->addAction(tr("S&top"), m_runPanel, &RunPanel::stop);
+  stop->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
+  run->addAction(m_editor->runAction());
+
+  m_viewMenu = menuBar()->addMenu(tr("&View"));
+  for (QDockWidget* d : findChildren<QDockWidget*>()) m_viewMenu->addAction(d->toggleViewAction());
+  m_viewMenu->addSeparator();
+  m_viewMenu->addAction(tr("Zoom Timeline to &Fit"), m_timeline, &TimelineView::zoomToFit);
+
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&About RAGraph Workbench"), this, &MainWindow::about);
   help->addAction(tr("About &Qt"), qApp, &QApplication::aboutQt);
+}
+
+void MainWindow::updateStatus() {
+  const rag::ServingStats s = m_bridge.stats();
+  QString text = tr("%1 live · %2 sequences · KV %3/%4 blocks · %5 search tasks")
+                     .arg(s.liveRequests)
+                     .arg(s.runningSequences)
+                     .arg(s.kvBlocksUsed)
+                     .arg(s.kvBlocksTotal)
+                     .arg(s.searchTasks);
+  if (m_stall->ticks() > 0) text += tr(" · longest GUI stall %1 ms").arg(m_stall->maxStallMs(), 0, 'f', 1);
+  m_servingState->setText(text);
 }
 
 void MainWindow::openCorpus() {
@@ -57,6 +201,20 @@ void MainWindow::openCorpus() {
   if (file.isEmpty()) return;
   m_corpus = file.toStdString();
   m_overview->loadCorpus(m_corpus);
+  EngineConfig c = m_bridge.config();
+  c.corpus = m_corpus;
+  m_bridge.startEngine(c);
+}
+
+void MainWindow::exportTrace() {
+  const QString file = QFileDialog::getSaveFileName(this, tr("Export Trace"), "trace.json", tr("Chrome trace (*.json)"));
+  if (file.isEmpty()) return;
+  rag::StoredTrace t{m_bridge.runTrace(), m_bridge.laneNames()};
+  QString error;
+  if (!RunHistoryPanel::writeChromeTrace(file, t, &error))
+    QMessageBox::warning(this, tr("Export Trace"), tr("Could not write %1: %2").arg(file, error));
+  else
+    statusBar()->showMessage(tr("Trace written to %1 (%2 spans)").arg(file).arg(t.events.size()), 6000);
 }
 
 void MainWindow::about() {
@@ -69,6 +227,9 @@ void MainWindow::about() {
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {
+  // A run in progress is stopped; its finished requests are already in the history, and the
+  // bridge records the rest (cancelled) and the trace before the engine goes.
+  if (m_bridge.running()) m_bridge.stopRun();
   QSettings settings;
   settings.setValue("mainWindow/geometry", saveGeometry());
   settings.setValue("mainWindow/state", saveState());

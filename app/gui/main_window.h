@@ -1,32 +1,69 @@
-// The workbench's main window: menus, status bar with the engine's state, and the tool pages.
+// The workbench's main window: the RAGraph editor in the middle; docks for the live pipeline
+// timeline, the cluster heatmap, the run panel, the run history and the corpus overview (the
+// layout is saved with QSettings); menus and shortcuts; a status bar with the engine's state and
+// the longest GUI-thread stall. The engine lives behind the EngineBridge, on its own threads.
 #pragma once
 
 #include <QLabel>
 #include <QMainWindow>
 #include <filesystem>
 
+#include "bridge/engine_bridge.h"
+
+class QDockWidget;
+
 namespace ragwb {
 
 class OverviewPage;
+class GraphEditor;
+class LaneModel;
+class TimelineView;
+class ClusterHeatmap;
+class RunPanel;
+class RunHistoryPanel;
+class GuiStallMeter;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
 public:
   explicit MainWindow(std::filesystem::path corpus, QWidget* parent = nullptr);
+  ~MainWindow() override;
 
   OverviewPage* overview() { return m_overview; }
+  GraphEditor* editor() { return m_editor; }
+  RunPanel* runPanel() { return m_runPanel; }
+  TimelineView* timeline() { return m_timeline; }
+  LaneModel* lanes() { return m_lanes; }
+  ClusterHeatmap* heatmap() { return m_heatmap; }
+  RunHistoryPanel* history() { return m_history; }
+  EngineBridge* bridge() { return &m_bridge; }
+  GuiStallMeter* stallMeter() { return m_stall; }
 
 protected:
   void closeEvent(QCloseEvent* e) override;
 
 private:
+  void buildDocks();
   void buildMenus();
   void openCorpus();
+  void exportTrace();
   void about();
+  void updateStatus();
+  QDockWidget* dock(const QString& title, const QString& objectName, QWidget* w, Qt::DockWidgetArea area);
 
   std::filesystem::path m_corpus;
+  EngineBridge m_bridge;
   OverviewPage* m_overview;
+  GraphEditor* m_editor;
+  LaneModel* m_lanes;
+  TimelineView* m_timeline;
+  ClusterHeatmap* m_heatmap;
+  RunPanel* m_runPanel;
+  RunHistoryPanel* m_history;
+  GuiStallMeter* m_stall;
+  QMenu* m_viewMenu = nullptr;
   QLabel* m_engineState;
+  QLabel* m_servingState;
 };
 
 }  // namespace ragwb
