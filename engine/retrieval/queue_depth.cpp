@@ -74,6 +74,13 @@ int64_t depthWithinSlo(const LatencyFit& fit, double slo, int64_t cap) {
   return std::min(c, cap);
 }
 
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const auto mid = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), mid, values.end());
+  return *mid;
+}
+
 MeasureLatency medianOf(MeasureLatency measure, int repeats) {
   repeats = std::max(1, repeats);
   return [measure = std::move(measure), repeats](int64_t c) -> Result<double> {
@@ -82,8 +89,7 @@ MeasureLatency medianOf(MeasureLatency measure, int repeats) {
       RAG_ASSIGN_OR_RETURN(double s, measure(c));
       v.push_back(s);
     }
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-    return v[v.size() / 2];
+    return median(std::move(v));
   };
 }
 

@@ -48,6 +48,8 @@ int64_t depthWithinSlo(const LatencyFit& fit, double slo, int64_t cap);
 // Seconds until the last of `concurrency` queries, submitted at once, is answered.
 using MeasureLatency = std::function<Result<double>(int64_t concurrency)>;
 
+// The middle value (the upper one of an even count); 0 for none.
+double median(std::vector<double> values);
 // The median of `repeats` measurements (a shared machine is noisy).
 MeasureLatency medianOf(MeasureLatency measure, int repeats);
 

@@ -68,6 +68,16 @@ private:
   std::vector<int64_t> m_batches;
 };
 
+// One query held in the worker's embed call, then `waiting` more queued behind it.
+std::vector<Submission> holdOneThenQueue(EmbeddingService& svc, FakeEmbedder& e, int waiting) {
+  e.close();
+  std::vector<Submission> subs;
+  subs.push_back(svc.submit("first"));
+  if (!e.waitEntered(1)) qFatal("the worker never started the first batch");
+  for (int i = 0; i < waiting; ++i) subs.push_back(svc.submit(std::string("t").append(std::to_string(i))));
+  return subs;
+}
+
 std::unique_ptr<EmbeddingService> makeService(std::shared_ptr<FakeEmbedder> main, std::shared_ptr<FakeEmbedder> aux,
                                               EmbeddingServiceParams p) {
   std::optional<EmbeddingInstance> a;
@@ -103,7 +113,7 @@ private Q_SLOTS:
     aux->close();
     auto svc = makeService(main, aux, {.mainDepth = 3, .auxDepth = 2, .heterogeneous = true, .maxBatch = 8});
     std::vector<Submission> subs;
-    for (int i = 0; i < 7; ++i) subs.push_back(svc->submit("q" + std::to_string(i)));
+    for (int i = 0; i < 7; ++i) subs.push_back(svc->submit(std::string("q").append(std::to_string(i))));
     const std::vector<Route> want = {Route::Main, Route::Main, Route::Main, Route::Auxiliary,
                                      Route::Auxiliary, Route::Busy, Route::Busy};
     for (size_t i = 0; i < want.size(); ++i) QCOMPARE(subs[i].route, want[i]);
@@ -180,12 +190,8 @@ private Q_SLOTS:
 
   void dynamicBatchingGroupsQueuedQueries() {
     auto main = std::make_shared<FakeEmbedder>(1.f);
-    main->close();
     auto svc = makeService(main, nullptr, {.mainDepth = 100, .maxBatch = 4});
-    std::vector<Submission> subs;
-    subs.push_back(svc->submit("first"));
-    QVERIFY(main->waitEntered(1));  // the worker holds a batch of one; the next ten wait
-    for (int i = 0; i < 10; ++i) subs.push_back(svc->submit("t" + std::to_string(i)));
+    std::vector<Submission> subs = holdOneThenQueue(*svc, *main, 10);
     QCOMPARE(svc->stats().main.queued, int64_t{10});
     QCOMPARE(svc->stats().main.running, int64_t{1});
     main->open();
@@ -219,12 +225,8 @@ private Q_SLOTS:
 
   void shutdownAnswersEveryFuture() {
     auto main = std::make_shared<FakeEmbedder>(1.f);
-    main->close();
     auto svc = makeService(main, nullptr, {.mainDepth = 10, .maxBatch = 2});
-    std::vector<Submission> subs;
-    subs.push_back(svc->submit("q"));
-    QVERIFY(main->waitEntered(1));  // a batch of one is being embedded, five will wait
-    for (int i = 0; i < 5; ++i) subs.push_back(svc->submit("q"));
+    std::vector<Submission> subs = holdOneThenQueue(*svc, *main, 5);
     std::thread opener([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       main->open();
@@ -427,6 +429,8 @@ private Q_SLOTS:
       return v[call++ % 3];
     };
     QCOMPARE(*medianOf(m, 3)(1), 3.0);
+    QCOMPARE(median({}), 0.0);
+    QCOMPARE(median({2.0, 9.0, 1.0, 4.0}), 4.0);
   }
 
   void timeBurstWaitsForEveryAnswerAndReportsBusy() {
