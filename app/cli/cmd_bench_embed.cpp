@@ -28,6 +28,7 @@
 #include "retrieval/queue_depth.h"
 #include "retrieval/text_embedder_instance.h"
 #include "retriever.h"
+#include "storage/sqlite.h"
 
 namespace rag::cli {
 
@@ -48,10 +49,14 @@ Result<QueryTexts> loadQueryTexts(const fs::path& corpus, const fs::path& embedd
   if (fs::exists(corpus, ec)) {
     RAG_ASSIGN_OR_RETURN(corpus::QaPromptReader reader, corpus::QaPromptReader::open(corpus));
     RAG_ASSIGN_OR_RETURN(std::vector<int64_t> all, reader.splitIds("test"));
+    // Only the question text is needed (QaPromptReader::item would read the gold passages too).
+    RAG_ASSIGN_OR_RETURN(sql::Stmt ask, reader.db().prepare("SELECT question FROM qa WHERE id = ?"));
     QueryTexts q;
     for (int64_t id : spreadEvenly(all, count)) {
-      RAG_ASSIGN_OR_RETURN(QaItem item, reader.item(id));
-      if (!item.question.empty()) q.texts.push_back(std::move(item.question));
+      ask.reset();
+      ask.bind(1, id);
+      RAG_ASSIGN_OR_RETURN(bool row, ask.step());
+      if (row && !ask.columnTextView(0).empty()) q.texts.emplace_back(ask.columnTextView(0));
     }
     if (!q.texts.empty()) {
       q.source = "test-split QA questions of " + corpus.string();
@@ -77,8 +82,12 @@ Result<QueryTexts> loadQueryTexts(const fs::path& corpus, const fs::path& embedd
   QueryTexts q;
   for (int64_t i = 0; i < count; ++i) {
     std::string s;
-    for (int n = length(rng), j = 0; j < n; ++j) s += (j ? " " : "") + words[pick(rng)];
-    q.texts.push_back(s + "?");
+    for (int n = length(rng), j = 0; j < n; ++j) {
+      if (j) s += ' ';
+      s += words[pick(rng)];
+    }
+    s += '?';
+    q.texts.push_back(std::move(s));
   }
   q.source = "generated from the embedder's tokenizer vocabulary (no corpus at " + corpus.string() + ")";
   return q;
@@ -222,13 +231,13 @@ int cmdBenchEmbed(Args& args) {
     if (d.spec.kind == DeviceKind::Cpu) threads = std::min(threads, d.spec.cores.size());
   model::setComputeThreads(static_cast<int>(threads == SIZE_MAX ? 1 : std::max<size_t>(1, threads)));
 
-  Result<QueryTexts> texts = loadQueryTexts(corpus, *dir, *maxConcurrency);
-  if (!texts) return fail(texts.status());
   for (DeviceResult& d : devices) {
     auto e = TextEmbedderInstance::load({.dir = *dir, .device = d.spec.kind});
     if (!e) return fail(e.status().withContext("loading the embedder for " + d.spec.name));
     d.embedder = std::move(*e);
   }
+  Result<QueryTexts> texts = loadQueryTexts(corpus, *dir, *maxConcurrency);
+  if (!texts) return fail(texts.status());
   const std::vector<std::string>& q = texts->texts;
   const int reps = static_cast<int>(*repeats);
   if (!json) std::fprintf(stderr, "%s\nqueries: %s (%zu)\n", plan->note.c_str(), texts->source.c_str(), q.size());
@@ -237,7 +246,8 @@ int cmdBenchEmbed(Args& args) {
   for (DeviceResult& d : devices) {
     auto svc = serviceFor(d, nullptr, {*maxConcurrency, 0}, *maxBatch);
     if (!svc) return fail(svc.status());
-    if (auto warm = timeBurst(**svc, q, *maxBatch); !warm) return fail(warm.status());
+    // Every text once: the tokenizer's word cache and the allocator warm up before timing.
+    if (auto warm = timeBurst(**svc, q, static_cast<int64_t>(q.size())); !warm) return fail(warm.status());
     MeasureLatency measure = burstsOf(**svc, q, reps);
     auto profile = profileLevels(measure, {.slo = *slo, .maxConcurrency = *maxConcurrency});
     if (!profile) return fail(profile.status().withContext("profiling " + d.spec.name));
@@ -280,14 +290,18 @@ int cmdBenchEmbed(Args& args) {
         return burstsOf(*svc, q, reps)(total);
       };
     };
-    for (bool withAux : {false, true}) {
-      if (withAux && auxFit < 1) break;
-      const int64_t start = mainDev.depthFit + (withAux ? auxFit : 0);
-      auto found = largestWithinSlo(capacityOf(withAux), start, std::max<int64_t>(1, start / 32), *slo);
-      if (!found) return fail(found.status());
-      (withAux ? mainAux : mainOnly) = splitCapacity(found->concurrency, mainDev.depthFit, withAux ? auxFit : 0);
+    // Both searches step down in lockstep, so the shared machine's load drifts over both alike.
+    std::vector<MeasureLatency> measures = {capacityOf(false)};
+    std::vector<int64_t> starts = {mainDev.depthFit}, steps;
+    if (auxFit > 0) {
+      measures.push_back(capacityOf(true));
+      starts.push_back(mainDev.depthFit + auxFit);
     }
-    if (mainAux.total() == 0) mainAux = mainOnly;
+    for (int64_t s : starts) steps.push_back(std::max<int64_t>(1, s / 32));
+    auto found = largestWithinSlo(measures, starts, steps, *slo);
+    if (!found) return fail(found.status());
+    mainOnly = {(*found)[0].concurrency, 0};
+    mainAux = auxFit > 0 ? splitCapacity((*found)[1].concurrency, mainDev.depthFit, auxFit) : mainOnly;
     // Side by side: the two capacities alternately, then one query past each.
     auto one = serviceFor(mainDev, auxDev, mainOnly, *maxBatch);
     auto two = serviceFor(mainDev, auxDev, mainAux, *maxBatch);

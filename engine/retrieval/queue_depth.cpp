@@ -120,12 +120,34 @@ Result<StressResult> stressDepth(const MeasureLatency& measure, const StressPara
 }
 
 Result<LatencySample> largestWithinSlo(const MeasureLatency& measure, int64_t start, int64_t step, double slo) {
-  step = std::max<int64_t>(1, step);
-  for (int64_t c = start; c >= 1; c -= step) {
-    RAG_ASSIGN_OR_RETURN(double s, measure(c));
-    if (s <= slo) return LatencySample{c, s};
+  RAG_ASSIGN_OR_RETURN(std::vector<LatencySample> one,
+                       largestWithinSlo(std::span(&measure, 1), std::span(&start, 1), std::span(&step, 1), slo));
+  return one[0];
+}
+
+Result<std::vector<LatencySample>> largestWithinSlo(std::span<const MeasureLatency> measures,
+                                                    std::span<const int64_t> starts,
+                                                    std::span<const int64_t> steps, double slo) {
+  if (starts.size() != measures.size() || steps.size() != measures.size())
+    return Status::invalidArgument("largestWithinSlo needs one start and one step per measure");
+  std::vector<LatencySample> found(measures.size());
+  std::vector<int64_t> c(starts.begin(), starts.end());
+  std::vector<bool> done(measures.size());
+  for (size_t i = 0; i < c.size(); ++i) done[i] = c[i] < 1;
+  while (std::find(done.begin(), done.end(), false) != done.end()) {
+    for (size_t i = 0; i < measures.size(); ++i) {
+      if (done[i]) continue;
+      RAG_ASSIGN_OR_RETURN(double s, measures[i](c[i]));
+      if (s <= slo) {
+        found[i] = {c[i], s};
+        done[i] = true;
+      } else {
+        c[i] -= std::max<int64_t>(1, steps[i]);
+        done[i] = c[i] < 1;
+      }
+    }
   }
-  return LatencySample{0, 0};
+  return found;
 }
 
 Result<double> timeBurst(EmbeddingService& service, std::span<const std::string> texts, int64_t concurrency) {

@@ -83,6 +83,13 @@ Result<StressResult> stressDepth(const MeasureLatency& measure, const StressPara
 // SLO, with that latency; {0, 0} when none down to 1.
 Result<LatencySample> largestWithinSlo(const MeasureLatency& measure, int64_t start, int64_t step, double slo);
 
+// Several such searches stepped down together (all spans of one size): round by round, each
+// unfinished search measures its current C, so that a change in a shared machine's load hits
+// every configuration alike instead of the one measured last.
+Result<std::vector<LatencySample>> largestWithinSlo(std::span<const MeasureLatency> measures,
+                                                    std::span<const int64_t> starts,
+                                                    std::span<const int64_t> steps, double slo);
+
 // Submits `concurrency` queries at once (texts[i % texts.size()]) and waits for all: the
 // seconds until the last answer. Any answer that is not a vector (Busy included) is an error
 // naming it, so the caller learns that the burst exceeded the queue depths.

@@ -422,6 +422,26 @@ private Q_SLOTS:
     QCOMPARE(largestWithinSlo(m, 5, 1, 0.05)->concurrency, int64_t{0});
   }
 
+  void lockstepSearchesAlternate() {
+    std::vector<std::pair<int, int64_t>> calls;
+    auto tagged = [&](int tag, double perQuery) -> MeasureLatency {
+      return [&calls, tag, perQuery](int64_t c) -> Result<double> {
+        calls.push_back({tag, c});
+        return perQuery * static_cast<double>(c);
+      };
+    };
+    const std::vector<MeasureLatency> ms = {tagged(0, 0.1), tagged(1, 0.05)};
+    const std::vector<int64_t> starts = {12, 24}, steps = {2, 4};
+    auto r = largestWithinSlo(ms, starts, steps, 1.0);
+    QVERIFY(r.isOk());
+    QCOMPARE((*r)[0].concurrency, int64_t{10});
+    QCOMPARE((*r)[1].concurrency, int64_t{20});
+    const std::vector<std::pair<int, int64_t>> want = {{0, 12}, {1, 24}, {0, 10}, {1, 20}};
+    QCOMPARE(calls, want);
+    const std::vector<int64_t> one = {1};
+    QCOMPARE(largestWithinSlo(ms, one, steps, 1.0).status().code(), StatusCode::InvalidArgument);
+  }
+
   void medianOfTakesTheMiddle() {
     int call = 0;
     MeasureLatency m = [&](int64_t) -> Result<double> {
