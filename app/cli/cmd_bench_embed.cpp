@@ -5,7 +5,9 @@
 //     instances on disjoint cores (on 2 cores: main on core 0, auxiliary on core 1).
 //  2. Calibration, per device alone: bursts of C = 1, 2, 4, ... concurrent queries (median of
 //     --repeats), a fit latency = α·C + β with α, β ≥ 0, and depth_fit = the largest C within
-//     the SLO. --calibrate stops here.
+//     the SLO. --calibrate stops here. On a shared machine, a burst during which other
+//     processes took over 10% of the instances' cores (thread CPU time / wall time of the
+//     embed calls) is measured again, and the count reported.
 //  3. --stress: the stress test per device (C = step, 2·step, ... until the SLO is missed).
 //  4. Maximum concurrency within the SLO through the service, main-only (heterogeneous off)
 //     and main + auxiliary, by one rule: from the fitted depth(s) down in steps of ~3%, the
@@ -134,8 +136,34 @@ Result<std::unique_ptr<EmbeddingService>> serviceFor(const DeviceResult& main, c
                                    .heterogeneous = a.has_value(), .maxBatch = maxBatch});
 }
 
-MeasureLatency burstsOf(EmbeddingService& svc, const std::vector<std::string>& texts, int repeats) {
-  return medianOf([&svc, &texts](int64_t c) { return timeBurst(svc, texts, c); }, repeats);
+// The share of their cores the service's workers got between two snapshots: CPU time over
+// wall time of their embed calls (1 when nothing was embedded).
+double coreShare(const EmbeddingServiceStats& before, const EmbeddingServiceStats& after) {
+  double cpu = after.main.embedCpuSeconds - before.main.embedCpuSeconds;
+  double wall = after.main.embedSeconds - before.main.embedSeconds;
+  if (before.auxiliary && after.auxiliary) {
+    cpu += after.auxiliary->embedCpuSeconds - before.auxiliary->embedCpuSeconds;
+    wall += after.auxiliary->embedSeconds - before.auxiliary->embedSeconds;
+  }
+  return wall > 0 ? cpu / wall : 1.0;
+}
+
+// A burst during which another process took more than 10% of the instances' cores measures the
+// machine's other load, not the device: it is measured again (at most 3 more times, counted in
+// `retried`; then the last one stands). The median of `repeats` such bursts.
+MeasureLatency burstsOf(EmbeddingService& svc, const std::vector<std::string>& texts, int repeats, int64_t& retried) {
+  return medianOf(
+      [&svc, &texts, &retried](int64_t c) -> Result<double> {
+        Result<double> t = Status::internal("no burst was measured");
+        for (int attempt = 0; attempt < 4; ++attempt) {
+          const EmbeddingServiceStats before = svc.stats();
+          t = timeBurst(svc, texts, c);
+          if (!t || coreShare(before, svc.stats()) >= 0.9) return t;
+          ++retried;
+        }
+        return t;
+      },
+      repeats);
 }
 
 // Queries of a burst one past the capacity that were answered BUSY.
@@ -243,6 +271,7 @@ int cmdBenchEmbed(Args& args) {
   if (!texts) return fail(texts.status());
   const std::vector<std::string>& q = texts->texts;
   const int reps = static_cast<int>(*repeats);
+  int64_t retried = 0;  // bursts measured again because other processes took the cores
   if (!json) std::fprintf(stderr, "%s\nqueries: %s (%zu)\n", plan->note.c_str(), texts->source.c_str(), q.size());
 
   // 2–3: each device alone.
@@ -251,7 +280,7 @@ int cmdBenchEmbed(Args& args) {
     if (!svc) return fail(svc.status());
     // Every text once: the tokenizer's word cache and the allocator warm up before timing.
     if (auto warm = timeBurst(**svc, q, static_cast<int64_t>(q.size())); !warm) return fail(warm.status());
-    MeasureLatency measure = burstsOf(**svc, q, reps);
+    MeasureLatency measure = burstsOf(**svc, q, reps, retried);
     auto profile = profileLevels(measure, {.slo = *slo, .maxConcurrency = *maxConcurrency});
     if (!profile) return fail(profile.status().withContext("profiling " + d.spec.name));
     d.profile = std::move(*profile);
@@ -279,6 +308,8 @@ int cmdBenchEmbed(Args& args) {
   // rule: from the fitted depths down until a burst of the whole capacity meets the SLO.
   Capacity mainOnly, mainAux;
   double latMainOnly = 0, latMainAux = 0;
+  double shareMainOnly = 0;                       // CPU time / wall time of the workers' embed calls
+  std::pair<double, double> shareMainAux{0, 0};
   int64_t busyMainOnly = 0, busyMainAux = 0;
   if (!calibrateOnly) {
     if (mainDev.depthFit < 1)
@@ -290,7 +321,7 @@ int cmdBenchEmbed(Args& args) {
       return [&, withAux](int64_t total) -> Result<double> {
         const Capacity c = splitCapacity(total, mainDev.depthFit, withAux ? auxFit : 0);
         RAG_ASSIGN_OR_RETURN(std::unique_ptr<EmbeddingService> svc, serviceFor(mainDev, auxDev, c, *maxBatch));
-        return burstsOf(*svc, q, reps)(total);
+        return burstsOf(*svc, q, reps, retried)(total);
       };
     };
     // Both searches step down in lockstep, so the shared machine's load drifts over both alike.
@@ -319,6 +350,10 @@ int cmdBenchEmbed(Args& args) {
     }
     latMainOnly = median(a);
     latMainAux = median(b);
+    auto share = [](const QueueStats& q) { return q.embedSeconds > 0 ? q.embedCpuSeconds / q.embedSeconds : 0.0; };
+    const EmbeddingServiceStats s1 = (*one)->stats(), s2 = (*two)->stats();
+    shareMainOnly = share(s1.main);
+    shareMainAux = {share(s2.main), s2.auxiliary ? share(*s2.auxiliary) : 0.0};
     auto b1 = busyPastCapacity(**one, q, mainOnly.total());
     auto b2 = busyPastCapacity(**two, q, mainAux.total());
     if (!b1 || !b2) return fail(!b1 ? b1.status() : b2.status());
@@ -337,6 +372,7 @@ int cmdBenchEmbed(Args& args) {
     w.key("heterogeneous").value(plan->heterogeneous);
     w.key("max_batch").value(*maxBatch);
     w.key("repeats").value(*repeats);
+    w.key("disturbed_bursts_remeasured").value(retried);
     w.key("compute_threads_per_instance").value(static_cast<int64_t>(threads == SIZE_MAX ? 1 : threads));
     w.key("devices").beginObject();
     w.key("main");
@@ -361,6 +397,11 @@ int cmdBenchEmbed(Args& args) {
         w.null();
       w.key("latency_at_max_main_only").value(latMainOnly);
       w.key("latency_at_max_main_aux").value(latMainAux);
+      // Below 1: other processes took part of the instance's core during the final bursts.
+      w.key("core_share_side_by_side").beginObject();
+      w.key("main_only").value(shareMainOnly);
+      w.key("main_aux").beginArray().value(shareMainAux.first).value(shareMainAux.second).endArray();
+      w.endObject();
       w.key("busy_one_past_capacity").beginObject();
       w.key("main_only").value(busyMainOnly);
       w.key("main_aux").value(busyMainAux);

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <time.h>
 
 #include <algorithm>
 #include <charconv>
@@ -10,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/clock.h"
 #include "core/thread_pool.h"
 
 namespace rag::retrieval {
@@ -196,6 +198,12 @@ struct Lane {
   int64_t load() const { return stats.queued + stats.running; }
 };
 
+double threadCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 template <typename T>
 std::future<T> readyFuture(T value) {
   std::promise<T> p;
@@ -242,7 +250,10 @@ void EmbeddingService::Impl::work(Lane& lane, std::promise<Status>& started) {
     }
     texts.clear();
     for (Query& q : batch) texts.push_back(std::move(q.text));
+    const Stopwatch wall;
+    const double cpu0 = threadCpuSeconds();
     Result<std::vector<float>> out = lane.instance.embedder->embed(texts);
+    const double cpu = threadCpuSeconds() - cpu0, seconds = wall.elapsedSeconds();
     if (out && out->size() != texts.size() * static_cast<size_t>(dim))
       out = Status::internal("embedder " + lane.instance.name + " returned " + std::to_string(out->size()) +
                              " values for " + std::to_string(texts.size()) + " texts of dimension " +
@@ -252,6 +263,8 @@ void EmbeddingService::Impl::work(Lane& lane, std::promise<Status>& started) {
     {
       std::lock_guard lock(mutex);
       lane.stats.running -= static_cast<int64_t>(batch.size());
+      lane.stats.embedSeconds += seconds;
+      lane.stats.embedCpuSeconds += cpu;
       (out ? lane.stats.served : lane.stats.failed) += static_cast<int64_t>(batch.size());
     }
     for (size_t i = 0; i < batch.size(); ++i) {

@@ -133,6 +133,9 @@ struct QueueStats {
   int64_t full = 0;       // queries that found this queue full
   int64_t batches = 0;
   int64_t largestBatch = 0;
+  double embedSeconds = 0;     // wall time in embed calls
+  double embedCpuSeconds = 0;  // the worker thread's CPU time in them: / embedSeconds is the
+                               // share of its core the instance got (below 1: other load)
 };
 
 // A consistent snapshot (taken under one lock), cheap enough to poll from a GUI panel.

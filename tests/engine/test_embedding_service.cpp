@@ -139,6 +139,7 @@ private Q_SLOTS:
     st = svc->stats();
     QCOMPARE(st.main.served, int64_t{3});
     QCOMPARE(st.auxiliary->served, int64_t{2});
+    QVERIFY(st.main.embedSeconds > 0 && st.main.embedCpuSeconds >= 0);  // accumulated, whatever the values
     QCOMPARE(st.main.accepted, int64_t{3});
     QCOMPARE(st.main.queued + st.main.running, int64_t{0});
     // Room again: the next query goes to the main queue.
