@@ -416,9 +416,13 @@ int cmdBenchEmbed(Args& args) {
                 d.fit.beta, static_cast<long long>(d.depthFit),
                 d.stress ? (std::string("  depth_stress ") + std::to_string(d.stress->depth)).c_str() : "");
   if (!calibrateOnly) {
-    std::printf("max concurrency within %.3f s: main only %lld (%.3f s), main + auxiliary %lld + %lld (%.3f s)",
-                *slo, static_cast<long long>(mainOnly.total()), latMainOnly, static_cast<long long>(mainAux.main),
-                static_cast<long long>(mainAux.aux), latMainAux);
+    std::printf("max concurrency within %.3f s: main only %lld (%.3f s)", *slo,
+                static_cast<long long>(mainOnly.total()), latMainOnly);
+    if (auxDev)
+      std::printf(", main + auxiliary %lld + %lld (%.3f s)", static_cast<long long>(mainAux.main),
+                  static_cast<long long>(mainAux.aux), latMainAux);
+    else
+      std::printf("; no auxiliary instance (%s)", plan->note.c_str());
     if (auxDev && mainOnly.total() > 0)
       std::printf(", ratio %.3f", static_cast<double>(mainAux.total()) / static_cast<double>(mainOnly.total()));
     std::printf("\n");
