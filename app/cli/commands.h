@@ -20,6 +20,7 @@ int cmdIndexBuild(Args& args);    // cmd_retrieval.cpp
 int cmdEvalRetrieval(Args& args);  // cmd_retrieval.cpp
 int cmdBenchRetrieval(Args& args);  // cmd_retrieval.cpp
 int cmdBenchIvf(Args& args);      // cmd_bench_ivf.cpp
+int cmdBenchEmbed(Args& args);    // cmd_bench_embed.cpp
 int cmdWorkflowValidate(Args& args);  // cmd_workflow.cpp
 int cmdWorkflowShow(Args& args);      // cmd_workflow.cpp
 int cmdWorkflowRun(Args& args);       // cmd_serve.cpp

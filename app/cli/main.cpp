@@ -93,6 +93,11 @@ const std::vector<Command>& commands() {
        "[--vectors 131072] [--dim 128] [--nlist N] [--nprobe 32] [--queries 1024] [--k 10] "
        "[--repeats 7] [--budget-ms 5] [--seed 1] [--json]",
        {"json"}, cmdBenchIvf},
+      {"bench", "embed",
+       "[--slo 1.0] [--calibrate | --stress [--stress-step N]] [--json] [--embedder DIR] [--corpus PATH] "
+       "[--main-cores LIST --aux-cores LIST] [--no-hetero] [--max-batch 32] [--repeats 3] "
+       "[--max-concurrency 1024]",
+       {"calibrate", "stress", "json", "no-hetero"}, cmdBenchEmbed},
   };
   return table;
 }

@@ -142,14 +142,14 @@ torch::Tensor BertModel::encode(const torch::Tensor& tokens, const torch::Tensor
   const int64_t nh = c.numAttentionHeads, d = c.hiddenSize / nh;
   TORCH_CHECK(n <= c.maxPositionEmbeddings, "a sequence of ", n, " tokens is longer than the encoder's ",
               c.maxPositionEmbeddings, " positions; cut it first");
-  torch::Tensor positions = torch::arange(n, torch::kLong);
+  torch::Tensor positions = torch::arange(n, tokens.options().dtype(torch::kLong));
   torch::Tensor x = F::embedding(tokens, m_weights.word) +
                     F::embedding(positions, m_weights.position).unsqueeze(0) +
                     m_weights.tokenType[0];
   x = layerNorm(x, m_weights.embedNorm, m_weights.embedNormBias);
   // Padding keys are masked out for every query: [B, 1, 1, T].
   const float inf = std::numeric_limits<float>::infinity();
-  torch::Tensor mask = torch::zeros({b, 1, 1, n}).masked_fill(valid.logical_not().view({b, 1, 1, n}), -inf);
+  torch::Tensor mask = torch::zeros({b, 1, 1, n}, tokens.options().dtype(torch::kFloat32)).masked_fill(valid.logical_not().view({b, 1, 1, n}), -inf);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   for (const BertLayerWeights& l : m_weights.layers) {
     auto heads = [&](const torch::Tensor& t) { return t.view({b, n, nh, d}).transpose(1, 2); };

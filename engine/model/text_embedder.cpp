@@ -15,6 +15,7 @@ struct TextEmbedder::Impl {
   Tokenizer tokenizer;
   int64_t maxTokens = 128;
   std::string fingerprint;
+  torch::Device device = torch::kCPU;
 };
 
 namespace {
@@ -30,15 +31,31 @@ Result<std::string> fingerprintOf(const std::filesystem::path& dir) {
   return std::string("bert-") + hex;
 }
 
+BertModel onDevice(const BertModel& m, torch::Device device) {
+  BertWeights w = m.weights();
+  for (torch::Tensor* t : {&w.word, &w.position, &w.tokenType, &w.embedNorm, &w.embedNormBias}) *t = t->to(device);
+  for (BertLayerWeights& l : w.layers)
+    for (torch::Tensor* t : {&l.q, &l.qBias, &l.k, &l.kBias, &l.v, &l.vBias, &l.attnOut, &l.attnOutBias, &l.attnNorm,
+                             &l.attnNormBias, &l.inter, &l.interBias, &l.out, &l.outBias, &l.outNorm, &l.outNormBias})
+      *t = t->to(device);
+  return BertModel(m.config(), std::move(w));
+}
+
 }  // namespace
 
 TextEmbedder::TextEmbedder(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 TextEmbedder::~TextEmbedder() = default;
 
 Result<std::unique_ptr<TextEmbedder>> TextEmbedder::load(const std::filesystem::path& dir,
-                                                         std::string_view dtype, int64_t maxTokens) {
+                                                         std::string_view dtype, int64_t maxTokens,
+                                                         std::string_view device) {
   if (dtype != "f32" && dtype != "bf16")
     return Status::invalidArgument("embedder dtype must be f32 or bf16 (got '" + std::string(dtype) + "')");
+  if (device != "cpu" && device != "cuda")
+    return Status::invalidArgument("embedder device must be cpu or cuda (got '" + std::string(device) + "')");
+  if (device == "cuda" && !torch::cuda::is_available())
+    return Status::unavailable("the embedder was asked to run on CUDA but libtorch reports no CUDA device "
+                               "(Debian's libtorch is CPU-only; configure with Torch_DIR of a CUDA libtorch)");
   if (maxTokens < 1) return Status::invalidArgument("the embedder's token limit must be at least 1");
   try {
     RAG_ASSIGN_OR_RETURN(BertModel model,
@@ -50,13 +67,17 @@ Result<std::unique_ptr<TextEmbedder>> TextEmbedder::load(const std::filesystem::
                                      std::to_string(model.config().vocabSize) +
                                      "; put the tokenizer the embedder was trained with next to it");
     RAG_ASSIGN_OR_RETURN(std::string fp, fingerprintOf(dir));
-    auto impl = std::make_unique<Impl>(Impl{std::move(model), std::move(tokenizer), 0, std::move(fp)});
+    const torch::Device dev = device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+    if (dev.is_cuda()) model = onDevice(model, dev);
+    auto impl = std::make_unique<Impl>(Impl{std::move(model), std::move(tokenizer), 0, std::move(fp), dev});
     impl->maxTokens = std::min(maxTokens, impl->model.config().maxPositionEmbeddings);
     return std::unique_ptr<TextEmbedder>(new TextEmbedder(std::move(impl)));
   } catch (const c10::Error& e) {
     return Status::internal(std::string("libtorch failed loading the embedder: ") + e.what_without_backtrace());
   }
 }
+
+bool cudaAvailable() { return torch::cuda::is_available(); }
 
 int64_t TextEmbedder::dim() const { return m_impl->model.config().hiddenSize; }
 int64_t TextEmbedder::maxTokens() const { return m_impl->maxTokens; }
@@ -95,8 +116,10 @@ Result<std::vector<float>> TextEmbedder::embed(std::span<const std::string> text
       }
       const auto rows = static_cast<int64_t>(n), cols = static_cast<int64_t>(len);
       torch::Tensor e = m_impl->model
-                            .embed(torch::from_blob(tok.data(), {rows, cols}, torch::kLong),
-                                   torch::from_blob(valid.data(), {rows, cols}, torch::kUInt8).to(torch::kBool))
+                            .embed(torch::from_blob(tok.data(), {rows, cols}, torch::kLong).to(m_impl->device),
+                                   torch::from_blob(valid.data(), {rows, cols}, torch::kUInt8)
+                                       .to(m_impl->device, torch::kBool))
+                            .to(torch::kCPU)
                             .contiguous();
       const float* src = e.data_ptr<float>();
       for (size_t r = 0; r < n; ++r)

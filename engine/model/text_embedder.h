@@ -31,10 +31,12 @@ Status saveRandomEmbedder(const BertConfig& config, uint64_t seed, const std::fi
 class TextEmbedder {
 public:
   // dir holds config.json (a BERT architecture), model.safetensors and tokenizer.json. dtype
-  // "f32" or "bf16". Texts are cut to maxTokens tokens (at most the model's positions).
+  // "f32" or "bf16". Texts are cut to maxTokens tokens (at most the model's positions). device
+  // "cpu" or "cuda" (Unavailable when libtorch has no CUDA device: Debian's is CPU-only).
   static Result<std::unique_ptr<TextEmbedder>> load(const std::filesystem::path& dir,
                                                     std::string_view dtype = "f32",
-                                                    int64_t maxTokens = 128);
+                                                    int64_t maxTokens = 128,
+                                                    std::string_view device = "cpu");
   ~TextEmbedder();
 
   int64_t dim() const;
@@ -54,5 +56,9 @@ private:
   explicit TextEmbedder(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> m_impl;
 };
+
+// Whether the embedder can run on CUDA: a GPU and a CUDA-enabled libtorch (checked at run time,
+// so a CPU-only build works anywhere).
+bool cudaAvailable();
 
 }  // namespace rag::model

@@ -11,6 +11,7 @@
 #include "model/text_embedder.h"
 #include "model/tokenizer.h"
 #include "status_checks.h"
+#include "tiny_embedder.h"
 
 using namespace rag;
 using namespace rag::model;
@@ -30,23 +31,10 @@ private Q_SLOTS:
   void initTestCase() {
     QVERIFY(m_dir.isValid());
     m_model = fs::path(m_dir.path().toStdString()) / "embedder";
-    BpeTrainParams params;
-    params.vocabSize = 300;
-    auto json = trainByteLevelBpe(textsFrom(m_texts), params);
-    QVERIFY(json.isOk());
-    fs::create_directories(m_model);
-    QVERIFY(writeFileAtomic(m_model / "tokenizer.json", *json).isOk());
+    auto bert = writeTinyEmbedder(m_model, m_texts, 4);
+    QVERIFY2(bert.isOk(), bert.status().message().c_str());
+    m_bert.emplace(std::move(*bert));
     m_tok.emplace(*Tokenizer::load(m_model / "tokenizer.json"));
-    BertConfig c;
-    c.architectureName = "BertModel";
-    c.hiddenSize = 16;
-    c.numHiddenLayers = 2;
-    c.numAttentionHeads = 2;
-    c.intermediateSize = 32;
-    c.vocabSize = m_tok->vocabSize();
-    c.maxPositionEmbeddings = 32;
-    m_bert.emplace(*BertModel::initRandom(c, 4));
-    QVERIFY(m_bert->save(m_model).isOk());
   }
 
   void vectorsEqualTheEncodersWhateverTheBatching() {
