@@ -7,6 +7,7 @@
 #include <QKeySequence>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QSaveFile>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTimer>
@@ -73,6 +74,7 @@ MainWindow::MainWindow(std::filesystem::path corpus, QWidget* parent)
   });
   connect(&m_bridge, &EngineBridge::runFinished, this, [this](qint64, const rag::RunMetrics&) {
     m_stall->stop();
+    m_timeline->zoomToFit();  // the whole run, to scrub
     m_history->refresh();
     updateStatus();
   });
@@ -93,7 +95,7 @@ MainWindow::MainWindow(std::filesystem::path corpus, QWidget* parent)
   if (!restoreGeometry(settings.value("mainWindow/geometry").toByteArray())) resize(1600, 1000);
   restoreState(settings.value("mainWindow/state").toByteArray());
   m_overview->loadCorpus(m_corpus);
-  m_history->setStorePath(QString::fromStdString(rag::defaultRunStoreLocation().string()));
+  m_history->setStorePath(m_bridge.runStorePath());
   EngineConfig config;
   config.corpus = m_corpus;
   m_bridge.startEngine(config);
@@ -210,9 +212,9 @@ void MainWindow::exportTrace() {
   const QString file = QFileDialog::getSaveFileName(this, tr("Export Trace"), "trace.json", tr("Chrome trace (*.json)"));
   if (file.isEmpty()) return;
   rag::StoredTrace t{m_bridge.runTrace(), m_bridge.laneNames()};
-  QString error;
-  if (!RunHistoryPanel::writeChromeTrace(file, t, &error))
-    QMessageBox::warning(this, tr("Export Trace"), tr("Could not write %1: %2").arg(file, error));
+  QSaveFile out(file);  // written whole or not at all
+  if (!out.open(QIODevice::WriteOnly) || out.write(RunHistoryPanel::chromeTraceJson(t)) < 0 || !out.commit())
+    QMessageBox::warning(this, tr("Export Trace"), tr("Could not write %1: %2").arg(file, out.errorString()));
   else
     statusBar()->showMessage(tr("Trace written to %1 (%2 spans)").arg(file).arg(t.events.size()), 6000);
 }

@@ -5,6 +5,7 @@
 
 #include <QSignalSpy>
 #include <filesystem>
+#include <set>
 
 #include "../fixtures/serving/tiny_serving.h"
 #include "bridge/engine_bridge.h"

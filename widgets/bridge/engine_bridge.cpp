@@ -292,13 +292,20 @@ void EngineBridge::runDriver(RunRequest run, int64_t runId) {
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   rag::RunMetrics metrics = rag::computeRunMetrics(records, static_cast<int64_t>(run.questions.size()), run.sloSeconds, wall);
-  // The trace: what the GUI drained during the run, plus what is still in the ring.
-  std::vector<rag::TraceEvent> trace;
+  // The trace: what the GUI drained during the run, plus what is still in the ring (the last
+  // requests' spans), which the live views get too.
+  std::vector<rag::TraceEvent> fresh, trace;
+  engine->drainTrace(fresh);
   std::vector<std::string> lanes = engine->traceLaneNames();
   {
     std::lock_guard lock(m_traceMutex);
+    m_runTrace.insert(m_runTrace.end(), fresh.begin(), fresh.end());
     trace = m_runTrace;
   }
+  if (!fresh.empty())
+    onGuiThread(this, [self, fresh, lanes] {
+      if (self) Q_EMIT self->traceEvents(fresh, lanes);
+    });
   if (rag::Status s = store->finishRun(runId, metrics, trace, lanes); !s) fail(QString::fromStdString(s.message()));
   m_running = false;
   onGuiThread(this, [self, runId, metrics] {

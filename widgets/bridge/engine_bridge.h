@@ -63,7 +63,7 @@ public:
 
   // Loads (or reloads, e.g. for another policy) the engine in the background.
   void startEngine(const EngineConfig& config);
-  bool engineReady() const { return m_engine != nullptr; }
+  bool isEngineReady() const { return m_engine != nullptr; }
   const EngineConfig& config() const { return m_config; }
   std::filesystem::path runStorePath() const;
 

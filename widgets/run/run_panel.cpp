@@ -13,7 +13,7 @@
 #include <QTableView>
 #include <QVBoxLayout>
 #include <chrono>
-#include <qcustomplot.h>
+#include "heatmap/qcustomplot_include.h"
 
 #include "history/request_table_model.h"
 
@@ -207,7 +207,7 @@ void RunPanel::start() {
   }
   setRunning(true);
   const EngineConfig& cur = m_bridge->config();
-  if (!m_bridge->engineReady() || !(cur.policy == *policy) || cur.nprobe != m_nprobe->value()) {
+  if (!m_bridge->isEngineReady() || !(cur.policy == *policy) || cur.nprobe != m_nprobe->value()) {
     EngineConfig c = cur;
     c.policy = *policy;
     c.nprobe = m_nprobe->value();

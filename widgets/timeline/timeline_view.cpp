@@ -233,7 +233,13 @@ void TimelineView::zoomToFit() {
 void TimelineView::onSpansAppended(qsizetype, quint64) {
   m_layoutValid = false;
   if (m_followLive) {
-    if (!m_hasRange) zoomToFit();
+    if (!m_hasRange) {
+      // Following a live run starts with a few seconds in view, not the first batch's microseconds.
+      // (The window ends at the newest event; times before the clock's zero do not exist.)
+      const TimeRange ext = m_model->extent();
+      const uint64_t window = std::min<uint64_t>(3'000'000'000ull, ext.end);
+      if (window > 0) setVisibleRange({ext.end - window, ext.end});
+    }
     trackNewest();
   } else if (!m_hasRange) {
     zoomToFit();
