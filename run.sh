@@ -9,6 +9,13 @@ if [ ! -f "$root/build/data/corpus.db" ] && [ -z "${RAGRAPH_CORPUS:-}" ]; then
   echo "Building the default corpus from WordNet and FOLDOC (first run only, about 10 s)..." >&2
   "$bin/ragraph" corpus build
 fi
+# The passage index the serving engine retrieves from (embeds every passage with the shipped
+# embedder; resumes where it stopped when interrupted).
+if [ ! -f "$root/build/data/corpus.db.index.ivf" ] && [ -z "${RAGRAPH_CORPUS:-}" ]; then
+  echo "Building the passage index (embeds 131,666 passages once: about 10-15 minutes on 2 cores;" >&2
+  echo "interrupted, it resumes)..." >&2
+  "$bin/ragraph" index build --dtype bf16
+fi
 if [ -n "${DISPLAY:-}" ] || [ -n "${WAYLAND_DISPLAY:-}" ] || [ "${QT_QPA_PLATFORM:-}" = "offscreen" ]; then
   exec "$bin/ragraph-workbench" "$@"
 fi
