@@ -69,6 +69,7 @@ struct RunFigures {
   std::string workflow, mode;
   double rps = 0;
   int64_t busy = 0, subStages = 0;
+  double subStageBudget = 0;  // the last Eq. (1) budget (Hedra)
   RunMetrics m;
 };
 
@@ -117,6 +118,7 @@ Result<RunFigures> serveRun(const sched::ServingResources& res, const ServingPar
   }
   f.m = computeRunMetrics(records, static_cast<int64_t>(questions.size()), slo, static_cast<double>(nowNs() - start) * 1e-9);
   f.subStages = s->stats().subStages;
+  f.subStageBudget = s->stats().subStageBudgetSeconds;
   return f;
 }
 
@@ -133,6 +135,7 @@ void writeRun(JsonWriter& w, const RunFigures& f) {
   if (m.speculations > 0) w.value(static_cast<double>(m.specAccepted) / static_cast<double>(m.speculations));
   else w.null();
   w.key("rollbacks").value(m.rollbacks).key("substages").value(f.subStages);
+  w.key("substage_budget_ms").value(f.subStageBudget * 1e3);
   w.key("wall_s").value(m.wallSeconds);
   w.endObject();
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/clock.h"
 #include "telemetry/trace_ring.h"
 #include "telemetry/trace_zone.h"
 
@@ -61,6 +62,7 @@ void GenerationWorker::applyCommands(std::vector<Command>& commands, std::vector
 
 void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
   model::StepResult r;
+  const uint64_t t0 = nowNs();
   {
     // arg0: rows computed, arg1: sequences in the batch.
     TraceZone zone(m_params.ring, m_lane, TraceStage::Decode, 0);
@@ -87,6 +89,9 @@ void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
     }
     if (u.finished || u.newTokens > 0 || !u.text.empty()) out.push_back(std::move(u));
   }
+  const double secs = static_cast<double>(nowNs() - t0) * 1e-9;
+  const double prev = m_stepSeconds.load(std::memory_order_relaxed);
+  m_stepSeconds.store(prev == 0 ? secs : prev + 0.1 * (secs - prev), std::memory_order_relaxed);
   m_running.store(static_cast<int32_t>(m_live.size()), std::memory_order_relaxed);
   m_kvUsed.store(m_runner->kvStats().used, std::memory_order_relaxed);
 }

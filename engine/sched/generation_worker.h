@@ -68,6 +68,8 @@ public:
   int32_t runningSequences() const { return m_running.load(std::memory_order_relaxed); }
   int32_t kvBlocksUsed() const { return m_kvUsed.load(std::memory_order_relaxed); }
   int32_t kvBlocksTotal() const { return m_kvTotal; }
+  // Moving average of a step's wall time (a generation sub-stage), 0 before the first step.
+  double stepSeconds() const { return m_stepSeconds.load(std::memory_order_relaxed); }
 
 private:
   struct Command {
@@ -84,6 +86,7 @@ private:
   std::atomic<bool> m_stop{false};
   std::atomic<int32_t> m_running{0};
   std::atomic<int32_t> m_kvUsed{0};
+  std::atomic<double> m_stepSeconds{0};
   int32_t m_kvTotal = 0;
   uint16_t m_lane = 0;
   struct Live {

@@ -159,7 +159,8 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
         tR = cm.seconds(static_cast<int64_t>(avgList)) * static_cast<double>(m_live.front().task.clusters().size());
       }
       if (m_beta.samples() == 0) beta = 2e-4;
-      budget = optimalSubStageSeconds(tR, beta);
+      const double floor = m_params.generationStepSeconds ? m_params.generationStepSeconds() : 0.0;
+      budget = optimalSubStageSeconds(tR, beta, std::max(1e-4, floor));
     }
     m_budget.store(budget, std::memory_order_relaxed);
   }
@@ -212,13 +213,15 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
     still.push_back(std::move(l));
   }
   m_live = std::move(still);
-  // A whole search's time, scaled to one task, feeds t_R; what the turn spent outside the
-  // search (partial results, bookkeeping) feeds β.
+  // A whole search's time, scaled to one task, feeds t_R. β is what a sub-stage costs beyond
+  // the scanning itself: the step's wall time over the cost model's estimate of its scans
+  // (planning, the FAISS call and its threads) plus handing the partial results over.
   if (hedra && stats->tasksAdvanced > 0 && stats->clustersSearched > 0) {
     const double perCluster = stepSeconds / static_cast<double>(stats->clustersSearched) * static_cast<double>(stats->tasksAdvanced);
     const double clustersPerTask = tasks.empty() ? 0.0 : static_cast<double>(tasks.front()->clusters().size());
     m_tRetrieval.add(perCluster * clustersPerTask);
-    m_beta.add(static_cast<double>(nowNs() - t1) * 1e-9);
+    const double overhead = std::max(0.0, stepSeconds - stats->estimatedSeconds);
+    m_beta.add(overhead + static_cast<double>(nowNs() - t1) * 1e-9);
   }
 }
 

@@ -167,6 +167,7 @@ Status Scheduler::start() {
                             .threads = m_params.retrievalThreads,
                             .deterministic = m_params.deterministic,
                             .fixedBudgetSeconds = m_params.subStageSeconds,
+                            .generationStepSeconds = [gen = m_gen.get()] { return gen->stepSeconds(); },
                             .turns = m_turns.get(),
                             .ring = m_ring,
                             .post = [this](std::vector<RetrievalUpdate> us) {
