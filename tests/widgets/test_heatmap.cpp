@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include "heatmap/qcustomplot_include.h"
+#include "plot/qcustomplot_include.h"
 #include <random>
 
 #include "heatmap/cluster_heat_series.h"

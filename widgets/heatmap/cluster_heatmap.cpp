@@ -1,5 +1,7 @@
 #include "heatmap/cluster_heatmap.h"
 
+#include "plot/plot_export.h"
+
 #include <QCheckBox>
 #include <QEvent>
 #include <QFileDialog>
@@ -12,7 +14,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <limits>
-#include "heatmap/qcustomplot_include.h"
+#include "plot/qcustomplot_include.h"
 
 namespace ragwb {
 
@@ -359,32 +361,20 @@ QSize ClusterHeatmap::exportSize(int width, int height) const {
 }
 
 bool ClusterHeatmap::savePng(const QString& path, int width, int height) {
-  const QSize s = exportSize(width, height);
-  return m_plot->savePng(path, s.width(), s.height());
+  QString png = path;
+  if (png.endsWith(QLatin1String(".svg"), Qt::CaseInsensitive)) png.chop(4), png += QLatin1String(".png");
+  return savePlot(m_plot, png, exportSize(width, height));
 }
 
 bool ClusterHeatmap::saveSvg(const QString& path, int width, int height) {
-  const QSize s = exportSize(width, height);
-  QSvgGenerator svg;
-  svg.setFileName(path);
-  svg.setSize(s);
-  svg.setViewBox(QRect(QPoint(0, 0), s));
-  svg.setTitle(tr("IVF cluster heat"));
-  QCPPainter painter;
-  if (!painter.begin(&svg)) return false;
-  m_plot->toPainter(&painter, s.width(), s.height());
-  painter.end();
-  return QFileInfo(path).size() > 0;
+  const QString svg = path.endsWith(QLatin1String(".svg"), Qt::CaseInsensitive) ? path : path + QLatin1String(".svg");
+  return savePlot(m_plot, svg, exportSize(width, height), tr("IVF cluster heat"));
 }
 
 void ClusterHeatmap::exportDialog() {
-  QString filter;
-  const QString path = QFileDialog::getSaveFileName(this, tr("Export cluster heat"), QStringLiteral("cluster-heat.png"),
-                                                    tr("PNG image (*.png);;SVG drawing (*.svg)"), &filter);
-  if (path.isEmpty()) return;
-  const bool svg = path.endsWith(QLatin1String(".svg"), Qt::CaseInsensitive) || filter.contains(QLatin1String("svg"));
-  const bool ok = svg ? saveSvg(path) : savePng(path);
-  if (!ok) m_status->setText(tr("Could not write %1").arg(path));
+  QString error;
+  exportPlotDialog(this, m_plot, QStringLiteral("cluster-heat.png"), &error);
+  if (!error.isEmpty()) m_status->setText(error);
 }
 
 }  // namespace ragwb

@@ -13,9 +13,10 @@
 #include <QTableView>
 #include <QVBoxLayout>
 #include <chrono>
-#include "heatmap/qcustomplot_include.h"
+#include "plot/qcustomplot_include.h"
 
 #include "history/request_table_model.h"
+#include "plot/plot_export.h"
 
 namespace ragwb {
 
@@ -65,9 +66,12 @@ RunPanel::RunPanel(EngineBridge* bridge, QWidget* parent) : QWidget(parent), m_b
   m_start->setToolTip(tr("Send the requests to the engine (Poisson arrivals at the rate)"));
   m_stop = new QPushButton(tr("S&top"));
   m_stop->setEnabled(false);
+  auto* exportPlot = new QPushButton(tr("Export &plot…"));
+  exportPlot->setToolTip(tr("Save the latency/throughput plot as PNG or SVG"));
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(m_start);
   buttons->addWidget(m_stop);
+  buttons->addWidget(exportPlot);
   m_progress = new QProgressBar;
   m_progress->setRange(0, 1);
   m_progress->setValue(0);
@@ -121,6 +125,12 @@ RunPanel::RunPanel(EngineBridge* bridge, QWidget* parent) : QWidget(parent), m_b
 
   connect(m_start, &QPushButton::clicked, this, &RunPanel::start);
   connect(m_stop, &QPushButton::clicked, this, &RunPanel::stop);
+  connect(exportPlot, &QPushButton::clicked, this, [this] {
+    QString error;
+    const QString path = exportPlotDialog(this, m_plot, QStringLiteral("run-latency.png"), &error);
+    if (!error.isEmpty()) m_status->setText(error);
+    else if (!path.isEmpty()) m_status->setText(tr("Plot saved to %1").arg(path));
+  });
   connect(m_bridge, &EngineBridge::engineLoading, this, [this](const QString& what) {
     m_status->setText(what);
     m_start->setEnabled(false);

@@ -1,0 +1,38 @@
+#include "plot/plot_export.h"
+
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QSvgGenerator>
+
+#include "plot/qcustomplot_include.h"
+
+namespace ragwb {
+
+bool savePlot(QCustomPlot* plot, const QString& path, QSize size, const QString& title) {
+  if (!size.isValid() || size.isEmpty()) size = plot->size();
+  if (!path.endsWith(".svg", Qt::CaseInsensitive)) return plot->savePng(path, size.width(), size.height());
+  QSvgGenerator svg;
+  svg.setFileName(path);
+  svg.setSize(size);
+  svg.setViewBox(QRect(QPoint(0, 0), size));
+  svg.setTitle(title);
+  QCPPainter painter;
+  if (!painter.begin(&svg)) return false;
+  plot->toPainter(&painter, size.width(), size.height());
+  painter.end();
+  return QFileInfo(path).size() > 0;
+}
+
+QString exportPlotDialog(QWidget* parent, QCustomPlot* plot, const QString& suggestedName, QString* error) {
+  error->clear();
+  const QString path = QFileDialog::getSaveFileName(parent, QObject::tr("Export Plot"), suggestedName,
+                                                    QObject::tr("PNG image (*.png);;SVG drawing (*.svg)"));
+  if (path.isEmpty()) return {};
+  if (!savePlot(plot, path)) {
+    *error = QObject::tr("Could not write %1").arg(path);
+    return {};
+  }
+  return path;
+}
+
+}  // namespace ragwb

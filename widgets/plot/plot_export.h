@@ -1,0 +1,19 @@
+// Saving a QCustomPlot as PNG or SVG (by the file's suffix), for every plot the workbench shows.
+#pragma once
+
+#include <QSize>
+#include <QString>
+
+class QCustomPlot;
+class QWidget;
+
+namespace ragwb {
+
+// Writes `plot` to `path` at `size` (an empty size: the plot's own); ".svg" gives vector output,
+// anything else PNG. False when the file could not be written.
+bool savePlot(QCustomPlot* plot, const QString& path, QSize size = {}, const QString& title = {});
+// Asks for a file (PNG or SVG) and saves; returns the path written, empty when cancelled or failed
+// (`error` then says why, empty when cancelled).
+QString exportPlotDialog(QWidget* parent, QCustomPlot* plot, const QString& suggestedName, QString* error);
+
+}  // namespace ragwb
