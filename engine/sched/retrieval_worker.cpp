@@ -31,6 +31,10 @@ RetrievalWorker::RetrievalWorker(const model::TextEmbedder& embedder, const retr
     Result<retrieval::ClusterCache> cache =
         retrieval::ClusterCache::create(m_index.ivf(), *m_params.clusterStore, m_params.clusterCache);
     if (cache) m_cache.emplace(std::move(*cache));  // else: searched on the CPU (stats say so)
+    if (m_cache && m_params.ring) {
+      m_gpuLane = m_params.ring->registerLane("gpu");
+      m_swapLane = m_params.ring->registerLane("gpu-cache swaps");
+    }
   }
   if (m_params.ring) {
     m_lane = m_params.ring->registerLane("retrieval");
@@ -43,6 +47,34 @@ RetrievalWorker::~RetrievalWorker() {
   m_stop = true;
   m_inbox.poke();
   if (m_thread.joinable()) m_thread.join();
+}
+
+// The GPU part of a hybrid step on its own lane, and cache swaps as instants on another, so the
+// timeline shows the device next to the CPU search.
+void RetrievalWorker::traceGpuWork(const retrieval::HybridStepStats& h, uint64_t beginNs) {
+  if (!m_params.ring || !m_cache) return;
+  if (h.deviceVisits > 0) {
+    TraceEvent ev;
+    ev.beginNs = beginNs;
+    ev.endNs = beginNs + static_cast<uint64_t>(h.deviceSeconds * 1e9);
+    ev.lane = m_gpuLane;
+    ev.stage = TraceStage::ClusterScan;
+    ev.flags = kTraceGpu;
+    ev.arg0 = static_cast<uint32_t>(h.deviceVisits);
+    m_params.ring->push(ev);
+  }
+  const retrieval::ClusterCacheStats& cs = m_cache->stats();
+  if (cs.uploads != m_swapsSeen.first || cs.evictions != m_swapsSeen.second) {
+    TraceEvent ev;
+    ev.beginNs = ev.endNs = nowNs();
+    ev.lane = m_swapLane;
+    ev.stage = TraceStage::CacheSwap;
+    ev.flags = kTraceInstant | kTraceGpu;
+    ev.arg0 = static_cast<uint32_t>(cs.uploads - m_swapsSeen.first);
+    ev.arg1 = static_cast<uint32_t>(cs.evictions - m_swapsSeen.second);
+    m_params.ring->push(ev);
+    m_swapsSeen = {cs.uploads, cs.evictions};
+  }
 }
 
 std::vector<uint8_t> RetrievalWorker::clusterResidency() const {
@@ -173,6 +205,7 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
     if (m_cache) {
       Result<retrieval::HybridStepStats> h = m_cache->step(tasks, budget);
       if (h) {
+        traceGpuWork(*h, t0);
         stats = h->cpu;
         stats->clustersSearched += h->deviceVisits;
         zone.addFlags(h->deviceVisits > 0 ? kTraceGpu : 0);

@@ -116,6 +116,7 @@ private:
   void admit(std::vector<RetrievalJob>& jobs, std::vector<RetrievalUpdate>& out);
   void searchTurn(std::vector<RetrievalUpdate>& out);
   RetrievalUpdate finalUpdate(Live& l) const;
+  void traceGpuWork(const retrieval::HybridStepStats& h, uint64_t beginNs);
   std::vector<retrieval::SearchHit> answerFromCache(const retrieval::LocalCache& cache,
                                                     std::span<const float> query, int32_t k) const;
 
@@ -136,7 +137,8 @@ private:
   std::atomic<int32_t> m_liveCount{0};
   std::atomic<int64_t> m_subStages{0};
   std::atomic<double> m_budget{0};
-  uint16_t m_lane = 0, m_embedLane = 0;
+  uint16_t m_lane = 0, m_embedLane = 0, m_gpuLane = 0, m_swapLane = 0;
+  std::pair<uint64_t, uint64_t> m_swapsSeen{0, 0};  // cache uploads and evictions already traced
   std::thread m_thread;
 };
 
