@@ -180,9 +180,24 @@ Status Scheduler::start() {
 }
 
 Scheduler::~Scheduler() {
-  m_stop = true;
+  {
+    std::lock_guard lock(m_submitMutex);  // no submit() lands in the inbox after this
+    m_stop = true;
+  }
   m_inbox.poke();
   if (m_thread.joinable()) m_thread.join();
+  // Submissions the loop never took still get an answer.
+  std::vector<Message> left;
+  m_inbox.takeAll(left);
+  for (Message& m : left)
+    if (auto* sub = std::get_if<SubmitMsg>(&m)) {
+      {
+        std::lock_guard lock(sub->shared->mutex);
+        sub->shared->result = Status::cancelled("the engine shut down before request " +
+                                                std::to_string(sub->shared->id) + " started");
+      }
+      sub->shared->cv.notify_all();
+    }
   // The loop has cancelled every live request; the workers drop what they still hold.
   m_gen.reset();
   m_ret.reset();
@@ -192,6 +207,7 @@ Result<RequestHandle> Scheduler::submit(std::string question, std::shared_ptr<co
   if (trim(question).empty()) return Status::invalidArgument("the question is empty; give the text to answer");
   if (!graph) return Status::invalidArgument("no workflow graph given");
   RAG_RETURN_IF_ERROR(graph->validate());
+  std::lock_guard lock(m_submitMutex);
   if (m_stop.load()) return Status::cancelled("the engine is shutting down");
   if (m_live.load() >= m_params.maxLiveRequests)
     return Status::busy(std::to_string(m_live.load()) + " requests are live, the limit is " +
@@ -249,7 +265,11 @@ void Scheduler::loop() {
   while (true) {
     msgs.clear();
     m_inbox.takeAll(msgs, std::chrono::milliseconds(50));
-    if (m_stop.load()) break;
+    if (m_stop.load()) {
+      for (Message& m : msgs)  // taken but never started: registered so that they are cancelled below
+        if (auto* sub = std::get_if<SubmitMsg>(&m)) handle(*sub);
+      break;
+    }
     if (msgs.empty()) continue;
     TraceZone zone(m_ring, m_lane, TraceStage::Schedule, 0);
     for (Message& m : msgs) std::visit([this](auto& x) { handle(x); }, m);

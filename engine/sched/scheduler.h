@@ -150,6 +150,7 @@ private:
   std::atomic<int32_t> m_live{0};
   std::atomic<int64_t> m_finished{0};
   std::atomic<bool> m_stop{false};
+  std::mutex m_submitMutex;  // orders submit() against shutdown: nothing is queued after m_stop
   uint16_t m_lane = 0;         // scheduler cycles
   uint16_t m_requestLane = 0;  // one span per node run, per request (Request, Decode, RetrievalStep)
   std::thread m_thread;

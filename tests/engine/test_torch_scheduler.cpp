@@ -7,6 +7,7 @@
 #include <QtTest>
 
 #include <atomic>
+#include <future>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -184,6 +185,22 @@ private Q_SLOTS:
       QVERIFY(cancelled > 0);
       QVERIFY2(drained(*e), policy);
       QVERIFY(!e->cancel(999999).isOk());
+    }
+  }
+
+  // Shutting down with requests in flight, some not even taken by the scheduler yet: every
+  // handle still gets an answer (Cancelled or a result), nothing waits forever.
+  void shutdownAnswersEveryHandle() {
+    auto e = engine(params("hedra"));
+    QVERIFY(e);
+    std::vector<RequestHandle> hs;
+    for (int round = 0; round < 3; ++round)
+      for (const std::string& q : m_questions) hs.push_back(*e->submit(q, *builtinWorkflow(Workflow::Multistep)));
+    e->shutdown();
+    QCOMPARE(e->submit(m_questions[0], *builtinWorkflow(Workflow::OneShot)).status().code(), StatusCode::Cancelled);
+    for (const RequestHandle& h : hs) {
+      auto answered = std::async(std::launch::async, [h] { return h.wait().isOk(); });
+      QVERIFY2(answered.wait_for(std::chrono::seconds(20)) == std::future_status::ready, "a handle never got its answer");
     }
   }
 
