@@ -254,9 +254,11 @@ void EngineBridge::runDriver(RunRequest run, int64_t runId) {
       Q_EMIT self->runProgress(done, total);
     });
   };
+  bool cancelled = false;
   while (submitted < run.questions.size() || !live.empty()) {
-    if (m_stop.load()) {
+    if (m_stop.load() && !cancelled) {  // once: what is live is cancelled, what is unsent never goes
       for (auto& [i, h] : live) (void)engine->cancel(h.id());
+      cancelled = true;
     }
     if (!m_stop.load() && submitted < run.questions.size()) {
       const auto due = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(at));
