@@ -1,15 +1,20 @@
 // `ragraph demo`: the short headless tour run.sh gives on a machine without a display. It opens
 // the default corpus through the engine facade, looks up test questions of every type on the
-// worker pool, prints each with its gold passages and answers, and exports the workers' trace
-// as Chrome-trace JSON (open it in Perfetto).
+// worker pool, prints each with its gold passages and answers; when the shipped model, embedder
+// and passage index are there, serves those questions through the One-shot and Multistep
+// workflows (hedra policy) and prints each request's stages; and exports the engine's trace as
+// Chrome-trace JSON (open it in Perfetto).
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <map>
 
 #include "commands.h"
 #include "core/clock.h"
 #include "core/fs.h"
+#include "rag/corpus.h"
 #include "rag/engine.h"
+#include "rag/workflow.h"
 #include "telemetry/chrome_trace.h"
 
 namespace rag::cli {
@@ -23,7 +28,22 @@ int cmdDemo(Args& args) {
   if (*perType < 1 || *perType > 1000) return fail(Status::invalidArgument("--requests must be between 1 and 1000"));
   if (Status s = args.finish(); !s) return fail(s);
 
+  // Serving when everything it needs is present; the lookups run either way.
+  std::error_code ec;
+  const bool canServe = std::filesystem::exists(defaultModelDirectory() / "config.json", ec) &&
+                        std::filesystem::exists(defaultEmbedderDirectory() / "config.json", ec) &&
+                        std::filesystem::exists(params.corpus.string() + ".index.ivf", ec);
+  if (canServe) {
+    params.serving.modelDir = defaultModelDirectory();
+    params.serving.embedderDir = defaultEmbedderDirectory();
+    params.serving.policy = *parseServePolicy("hedra");
+  }
   auto engine = Engine::create(params);
+  if (!engine && canServe) {
+    std::fprintf(stderr, "serving is off (%s); showing lookups only\n", engine.status().message().c_str());
+    params.serving = ServingParams{};
+    engine = Engine::create(params);
+  }
   if (!engine) return fail(engine.status());
   Engine& e = **engine;
   const CorpusStats& st = e.corpusStats();
@@ -47,9 +67,11 @@ int cmdDemo(Args& args) {
       lookups.push_back(e.lookupQa((*ids)[(i * 7919 + 17) % ids->size()], ++requestId));
   }
   std::map<std::string, int> shown;
+  std::vector<QaItem> items;
   for (auto& f : lookups) {
     Result<QaItem> item = f.get();
     if (!item) return fail(item.status());
+    items.push_back(*item);
     ++shown[item->type];
     std::printf("[%s] Q: %s\n", item->type.c_str(), item->question.c_str());
     for (const Passage& p : item->goldPassages) {
@@ -62,6 +84,39 @@ int cmdDemo(Args& args) {
     std::printf("    answers: %s\n    kg path: %s\n\n", answers.c_str(), item->kgPath.c_str());
   }
   const double secs = wall.elapsedSeconds();
+
+  if (e.serving()) {
+    std::printf("Serving the same questions through One-shot and Multistep (hedra: sub-stage retrieval, "
+                "speculation, cluster reordering):\n\n");
+    for (Workflow w : {Workflow::OneShot, Workflow::Multistep}) {
+      Result<WorkflowGraph> graph = builtinWorkflow(w);
+      if (!graph) return fail(graph.status());
+      std::vector<RequestHandle> handles;
+      for (const QaItem& item : items) {
+        Result<RequestHandle> h = e.submit(item.question, *graph);
+        if (!h) return fail(h.status());
+        handles.push_back(*h);
+      }
+      int correct = 0;
+      for (size_t i = 0; i < handles.size(); ++i) {
+        Result<RequestResult> r = handles[i].wait();
+        if (!r) return fail(r.status());
+        const bool ok = answerContainsGold(r->answer, items[i].answers);
+        correct += ok;
+        std::string stages;
+        for (const StageTiming& t : r->stages)
+          stages += (stages.empty() ? "" : " -> ") + t.node + " " + std::to_string(static_cast<int>((t.endSeconds - t.beginSeconds) * 1e3)) +
+                    " ms" + (t.speculative ? " (spec)" : "");
+        std::printf("[%s #%u] %s\n    answer: %s %s\n    %s; %.0f ms\n", std::string(workflowName(w)).c_str(),
+                    handles[i].id(), items[i].question.c_str(), r->answer.c_str(), ok ? "(correct)" : "(wrong)",
+                    stages.c_str(), r->latencySeconds * 1e3);
+      }
+      std::printf("%s: %d of %zu correct\n\n", std::string(workflowName(w)).c_str(), correct, handles.size());
+    }
+  } else {
+    std::printf("(Serving needs datasets/models/rag-llama, datasets/models/rag-embedder and the passage index: "
+                "`ragraph index build`.)\n\n");
+  }
   e.shutdown();
 
   std::vector<TraceEvent> spans;
