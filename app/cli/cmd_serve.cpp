@@ -8,6 +8,8 @@
 // attainment, accuracy (a gold answer string in the answer), speculation accuracy and rollbacks;
 // the summary gives, per workflow, the highest rate each policy sustains (≥ 90 % of requests
 // within the SLO) and hedra's ratios over the baselines, plus mean-latency ratios at equal rate.
+// The highest rate is the best of the --rps grid, or with --find-max the result of a search
+// around it (so a coarse grid does not cap the ratios).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -155,13 +157,16 @@ int cmdBenchServe(Args& args) {
   const std::string split = args.getOr("split", "test");
   const std::string jsonPath = args.getOr("json", "");
   const std::string tracePath = args.getOr("trace", "");
+  const bool findMax = args.flag("find-max");
+  auto searchSteps = args.getInt("search-steps", 4);
   auto serving = readServingParams(args, "hedra");
   if (!serving) return fail(serving.status());
-  for (auto* r : {&requests, &nprobe, &seed})
+  for (auto* r : {&requests, &nprobe, &seed, &searchSteps})
     if (!*r) return fail(r->status());
   if (!slo) return fail(slo.status());
   if (Status st = args.finish(); !st) return fail(st);
   if (*requests < 1) return fail(Status::invalidArgument("--requests must be at least 1"));
+  if (*searchSteps < 0 || *searchSteps > 20) return fail(Status::invalidArgument("--search-steps must be between 0 and 20"));
   if (*nprobe < 1) return fail(Status::invalidArgument("--nprobe must be at least 1"));
   if (!(*slo > 0)) return fail(Status::invalidArgument("--slo must be a positive number of seconds"));
 
@@ -213,25 +218,65 @@ int cmdBenchServe(Args& args) {
   TraceRing ring(tracePath.empty() ? 2 : (1u << 22));
   std::vector<TraceEvent> trace;
 
-  std::vector<RunFigures> runs;
+  std::vector<RunFigures> runs;    // the grid: every workflow x rate x mode
+  std::vector<RunFigures> probes;  // --find-max: rates tried by the search
   const size_t total = workflows.size() * modes.size() * rates.size();
+  auto runOne = [&](const std::string& wname, const WorkflowGraph& graph, const ServePolicy& mode,
+                    double rps) -> Result<RunFigures> {
+    ServingParams p = *serving;
+    p.policy = mode;
+    auto f = serveRun(*res, p, tracePath.empty() ? nullptr : &ring, graph, questions, rps, *slo,
+                      static_cast<uint64_t>(*seed));
+    if (!f) return f.status().withContext(wname + " / " + servePolicyName(mode));
+    f->workflow = wname;
+    f->mode = servePolicyName(mode);
+    std::fprintf(stderr, "[%zu/%zu%s] %-9s %-16s rps %-5g mean %.3f s  p99 %.3f s  slo %.2f  acc %.3f  spec %lld/%lld\n",
+                 runs.size() + probes.size() + 1, total, probes.empty() && runs.size() < total ? "" : "+",
+                 wname.c_str(), f->mode.c_str(), rps, f->m.meanLatency, f->m.p99Latency, f->m.sloAttainment,
+                 f->m.accuracy, static_cast<long long>(f->m.specAccepted), static_cast<long long>(f->m.speculations));
+    if (!tracePath.empty()) ring.drain(trace);
+    return f;
+  };
   for (const auto& [wname, graph] : workflows)
     for (double rps : rates)
       for (const ServePolicy& mode : modes) {
-        ServingParams p = *serving;
-        p.policy = mode;
-        auto f = serveRun(*res, p, tracePath.empty() ? nullptr : &ring, graph, questions, rps, *slo,
-                          static_cast<uint64_t>(*seed));
-        if (!f) return fail(f.status().withContext(wname + " / " + servePolicyName(mode)));
-        f->workflow = wname;
-        f->mode = servePolicyName(mode);
-        std::fprintf(stderr, "[%zu/%zu] %-9s %-16s rps %-5g mean %.3f s  p99 %.3f s  slo %.2f  acc %.3f  spec %lld/%lld\n",
-                     runs.size() + 1, total, wname.c_str(), f->mode.c_str(), rps, f->m.meanLatency, f->m.p99Latency,
-                     f->m.sloAttainment, f->m.accuracy, static_cast<long long>(f->m.specAccepted),
-                     static_cast<long long>(f->m.speculations));
+        auto f = runOne(wname, graph, mode, rps);
+        if (!f) return fail(f.status());
         runs.push_back(*f);
-        if (!tracePath.empty()) ring.drain(trace);
       }
+  // --find-max: per workflow and mode, the highest sustained rate by search between the grid's
+  // last sustained rate and its first unsustained one (doubling past the grid when every rate
+  // held), geometric bisection, --search-steps probes.
+  if (findMax) {
+    for (const auto& [wname, graph] : workflows)
+      for (const ServePolicy& mode : modes) {
+        const std::string name = servePolicyName(mode);
+        double lo = 0, hi = 0;
+        for (const RunFigures& f : runs) {
+          if (f.workflow != wname || f.mode != name) continue;
+          if (f.m.sloAttainment >= kSustainedShare) lo = std::max(lo, f.rps);
+        }
+        for (const RunFigures& f : runs)
+          if (f.workflow == wname && f.mode == name && f.rps > lo && f.m.sloAttainment < kSustainedShare)
+            hi = hi == 0 ? f.rps : std::min(hi, f.rps);
+        for (int doubling = 0; hi == 0 && doubling < 4; ++doubling) {
+          const double r = std::max(lo, rates.back()) * 2;
+          auto f = runOne(wname, graph, mode, r);
+          if (!f) return fail(f.status());
+          probes.push_back(*f);
+          if (f->m.sloAttainment >= kSustainedShare) lo = r;
+          else hi = r;
+        }
+        for (int64_t step = 0; hi > 0 && step < *searchSteps; ++step) {
+          const double r = lo > 0 ? std::sqrt(lo * hi) : hi / 2;
+          auto f = runOne(wname, graph, mode, r);
+          if (!f) return fail(f.status());
+          probes.push_back(*f);
+          if (f->m.sloAttainment >= kSustainedShare) lo = r;
+          else hi = r;
+        }
+      }
+  }
 
   std::ostringstream out;
   JsonWriter w(out, true);
@@ -247,6 +292,11 @@ int cmdBenchServe(Args& args) {
   w.key("runs").beginArray();
   for (const RunFigures& f : runs) writeRun(w, f);
   w.endArray();
+  if (findMax) {
+    w.key("search_runs").beginArray();
+    for (const RunFigures& f : probes) writeRun(w, f);
+    w.endArray();
+  }
   w.key("summary").beginObject();
   for (const auto& [wname, graph] : workflows) {
     w.key(wname).beginObject();
@@ -259,6 +309,8 @@ int cmdBenchServe(Args& args) {
       meanAt[f.mode][f.rps] = f.m.meanLatency;
       acc[f.mode] += f.m.accuracy / static_cast<double>(rates.size());
     }
+    for (const RunFigures& f : probes)
+      if (f.workflow == wname && f.m.sloAttainment >= kSustainedShare) best[f.mode] = std::max(best[f.mode], f.rps);
     w.key("max_sustained_rps").beginObject();
     for (const ServePolicy& m : modes) {
       const std::string n = servePolicyName(m);

@@ -154,13 +154,15 @@ private Q_SLOTS:
     QVERIFY(one->find("variables")->find("docs") != nullptr);
     QCOMPARE(one->find("passages")->size(), size_t{5});
     r = runRagraph(QStringList{"bench", "serve", "--workflows", "oneshot,multistep", "--modes", "sequential,flashrag,hedra",
-                               "--rps", "40", "--requests", "4", "--json", path("serve.json"), "--trace", path("serve.trace.json")} + common);
+                               "--rps", "40", "--requests", "4", "--json", path("serve.json"), "--trace", path("serve.trace.json"),
+                               "--find-max", "--search-steps", "1"} + common);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QFile f(path("serve.json"));
     QVERIFY(f.open(QIODevice::ReadOnly));
     auto doc = parseJson(f.readAll().toStdString());
     QVERIFY(doc.isOk());
     QCOMPARE(doc->find("runs")->size(), size_t{6});
+    QVERIFY(doc->find("search_runs")->size() >= 6);  // at least one probe per workflow and mode
     for (const char* w : {"oneshot", "multistep"}) {
       const auto* s = doc->find("summary")->find(w);
       QVERIFY(s != nullptr);
