@@ -153,11 +153,12 @@ void RetrievalWorker::admit(std::vector<RetrievalJob>& jobs, std::vector<Retriev
       continue;
     }
     Live l{std::move(job), std::move(*task)};
-    if (hedra && l.job.hint && !l.job.hint->top.empty()) {
+    if (m_params.partialAtShare == 0.0 && !l.job.speculative && l.job.hint && !l.job.hint->top.empty()) {
       RetrievalUpdate u{.key = l.job.key, .fromLocalCache = true};
       u.top = answerFromCache(*l.job.hint, q, l.job.k);
       u.clustersTotal = static_cast<int64_t>(l.task.clusters().size());
       out.push_back(std::move(u));
+      l.partialPosted = true;
     }
     m_live.push_back(std::move(l));
   }
@@ -237,11 +238,14 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
       out.push_back(finalUpdate(l));
       continue;
     }
-    if (!l.job.speculative) {  // the scheduler decides whether a partial top-k is worth speculating on
+    const double searched = static_cast<double>(l.task.cursor());
+    const double all = static_cast<double>(l.task.clusters().size());
+    if (m_params.partialAtShare && !l.job.speculative && !l.partialPosted && searched >= *m_params.partialAtShare * all) {
       RetrievalUpdate u{.key = l.job.key, .top = firstK(l.task.topK(), l.job.k)};
       u.clustersSearched = static_cast<int64_t>(l.task.cursor());
       u.clustersTotal = static_cast<int64_t>(l.task.clusters().size());
       out.push_back(std::move(u));
+      l.partialPosted = true;
     }
     still.push_back(std::move(l));
   }

@@ -1,7 +1,7 @@
 // The retrieval worker: one thread that embeds queries and runs step-wise IVF search over the
 // passage index (HedraRAG §5's retrieval worker with its extended `step`). The scheduler adds
-// and cancels jobs through a mailbox; the worker posts the partial top-k after each sub-stage and the
-// final top-k when a job's cluster list is done.
+// and cancels jobs through a mailbox; the worker posts one partial top-k per job for speculation
+// (when asked to) and the final top-k when a job's cluster list is done.
 //
 // How a turn looks depends on the policy:
 //   Sequential  one job at a time, its whole search in one call, holding the TurnLock;
@@ -75,6 +75,9 @@ struct RetrievalWorkerParams {
   // shorter, since the pipeline advances at that pace anyway (§4.2's alignment of the two).
   std::function<double()> generationStepSeconds;
   size_t localCacheKeep = 20;   // the larger top-k kept for the next retrieval
+  // Hedra with speculation: post one partial top-k per job, at the first sub-stage that has
+  // searched this share of its clusters (0: the local-cache answer); none: no partials at all.
+  std::optional<double> partialAtShare;
   TurnLock* turns = nullptr;
   TraceRing* ring = nullptr;
   std::function<void(std::vector<RetrievalUpdate>)> post;  // called on the worker thread
@@ -107,6 +110,7 @@ private:
   struct Live {
     RetrievalJob job;
     retrieval::SearchTask task;
+    bool partialPosted = false;
   };
   struct Command {
     bool cancel = false;

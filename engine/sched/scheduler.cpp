@@ -168,6 +168,8 @@ Status Scheduler::start() {
                             .deterministic = m_params.deterministic,
                             .fixedBudgetSeconds = m_params.subStageSeconds,
                             .generationStepSeconds = [gen = m_gen.get()] { return gen->stepSeconds(); },
+                            .partialAtShare = hedraSpeculation() ? std::optional<double>(m_params.specMinSearchedShare)
+                                                                 : std::nullopt,
                             .turns = m_turns.get(),
                             .ring = m_ring,
                             .post = [this](std::vector<RetrievalUpdate> us) {

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <set>
 
-#include "../fixtures/serving/tiny_serving.h"
+#include "tiny_bridge_config.h"
 #include "bridge/engine_bridge.h"
 #include "bridge/gui_stall_meter.h"
 #include "rag/run_store.h"
@@ -20,16 +20,7 @@ class TestEngineBridge : public QObject {
   QTemporaryDir m_dir;
   rag::testing::TinyServing m_t;
 
-  EngineConfig config(const char* policy) const {
-    EngineConfig c;
-    c.corpus = m_t.corpus;
-    c.modelDir = m_t.model;
-    c.embedderDir = m_t.embedder;
-    c.runStore = fs::path(m_dir.path().toStdString()) / "runs.db";
-    c.policy = *rag::parseServePolicy(policy);
-    c.nprobe = 8;
-    return c;
-  }
+  EngineConfig config(const char* policy) const { return tinyBridgeConfig(m_t, policy); }
 
   static bool load(EngineBridge& b, const EngineConfig& c) {
     QSignalSpy ready(&b, &EngineBridge::engineReady);

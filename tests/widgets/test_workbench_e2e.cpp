@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "../fixtures/serving/tiny_serving.h"
+#include "tiny_bridge_config.h"
 #include "bridge/engine_bridge.h"
 #include "history/request_table_model.h"
 #include "nodegraph/graph_editor.h"
@@ -25,16 +25,7 @@ class TestWorkbenchE2e : public QObject {
   QTemporaryDir m_dir;
   rag::testing::TinyServing m_t;
 
-  EngineConfig config() const {
-    EngineConfig c;
-    c.corpus = m_t.corpus;
-    c.modelDir = m_t.model;
-    c.embedderDir = m_t.embedder;
-    c.runStore = fs::path(m_dir.path().toStdString()) / "runs.db";
-    c.policy = *rag::parseServePolicy("hedra");
-    c.nprobe = 8;
-    return c;
-  }
+  EngineConfig config() const { return tinyBridgeConfig(m_t); }
 
 private Q_SLOTS:
   void initTestCase() {
