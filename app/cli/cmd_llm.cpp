@@ -6,7 +6,8 @@
 //
 // bench llm:
 // Prefill tokens/s (one long prompt), decode tokens/s at batch 1/8/32/64 (every sequence
-// generating, prompts already computed), the share of a batch-32 decode step spent outside the
+// generating, prompts already computed; with the runner's fused F32 kernels and, for the
+// ratio, on libtorch ops only), the share of a batch-32 decode step spent outside the
 // model forward (scheduling, block tables, sampling), and the physical floor: the bytes of
 // weights and KV one batch-1 decode step must read, over this machine's measured read bandwidth.
 #include <cstdio>
@@ -46,8 +47,9 @@ struct DecodeFigures {
 
 // Decode `batch` sequences whose prompts are computed first (untimed), then `steps` timed steps.
 Result<DecodeFigures> measureDecode(std::shared_ptr<const model::LlamaModel> m, int64_t vocab, int32_t batch,
-                                    int64_t promptLen, int32_t steps) {
+                                    int64_t promptLen, int32_t steps, bool kernels) {
   model::RunnerParams rp;
+  rp.kernels = kernels;
   rp.maxRunning = batch;
   rp.maxBatchTokens = static_cast<int32_t>(std::max<int64_t>(512, batch * promptLen));  // one prefill step
   RAG_ASSIGN_OR_RETURN(auto runner, model::ModelRunner::create(m, rp));
@@ -410,12 +412,16 @@ int cmdBenchLlm(Args& args) {
     prefillTps = std::max(prefillTps, static_cast<double>(*prefillLen) / w.elapsedSeconds());
   }
 
-  std::map<int32_t, DecodeFigures> decode;
+  // The runner as it serves (fused decode kernels for F32) and, side by side in the same run,
+  // on libtorch ops only: the reference the kernels replace.
+  std::map<int32_t, DecodeFigures> decode, decodeTorch;
   for (int32_t batch : {1, 8, 32, 64}) {
     std::fprintf(stderr, "decode at batch %d ...\n", batch);
-    auto d = measureDecode(loaded->model, vocab, batch, *promptLen, static_cast<int32_t>(*steps));
-    if (!d) return fail(d.status());
-    decode[batch] = *d;
+    for (bool kernels : {true, false}) {
+      auto d = measureDecode(loaded->model, vocab, batch, *promptLen, static_cast<int32_t>(*steps), kernels);
+      if (!d) return fail(d.status());
+      (kernels ? decode : decodeTorch)[batch] = *d;
+    }
   }
 
   // Physical floor of one batch-1 decode step: every weight but the embedding table is read
@@ -442,6 +448,12 @@ int cmdBenchLlm(Args& args) {
   w.endObject();
   w.key("decode_step_ms").beginObject();
   for (const auto& [b, d] : decode) w.key(std::to_string(b)).value(d.secondsPerStep * 1e3);
+  w.endObject();
+  w.key("decode_tokens_per_s_libtorch").beginObject();
+  for (const auto& [b, d] : decodeTorch) w.key(std::to_string(b)).value(d.tokensPerSecond);
+  w.endObject();
+  w.key("kernel_speedup").beginObject();
+  for (const auto& [b, d] : decodeTorch) w.key(std::to_string(b)).value(decode[b].tokensPerSecond / d.tokensPerSecond);
   w.endObject();
   w.key("b32_over_b1").value(decode[32].tokensPerSecond / decode[1].tokensPerSecond);
   w.key("overhead_share_b32").value(decode[32].overheadShare);

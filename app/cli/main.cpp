@@ -77,8 +77,8 @@ const std::vector<Command>& commands() {
        "[--embedder DIR] [--index BASE] [--json]",
        {"json"}, cmdBenchRetrieval},
       {"bench", "llm",
-       "[--model DIR] [--dtype f32|bf16] [--prompt N] [--prefill N] [--steps N] [--threads N] [--json]",
-       {"json"}, cmdBenchLlm},
+       "[--model DIR | --synthetic] [--dtype f32|bf16] [--prompt N] [--prefill N] [--steps N] [--threads N] [--json]",
+       {"json", "synthetic"}, cmdBenchLlm},
       {"workflow", "run",
        "FILE|--builtin NAME \"question\" [--mode hedra] [--nprobe 128] [--model DIR] [--embedder DIR] "
        "[--index BASE] [--corpus PATH] [--deterministic] [--json]",

@@ -32,10 +32,13 @@ Result<ModelChoice> readModelChoice(Args& args, bool allowSynthetic) {
   c.dtype = args.getOr("dtype", "f32");
   if (c.dtype != "f32" && c.dtype != "bf16")
     return Status::invalidArgument("--dtype must be f32 or bf16, not '" + c.dtype + "'");
+  const bool synthetic = allowSynthetic && args.flag("synthetic");
   if (auto m = args.get("model")) {
+    if (synthetic) return Status::invalidArgument("--model and --synthetic exclude each other: pick one model");
     c.dir = *m;
     return c;
   }
+  if (synthetic) return c;
   std::filesystem::path def = defaultModelDir();
   std::error_code ec;
   if (!def.empty() && std::filesystem::exists(def / "config.json", ec)) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "core/fs.h"
 #include "model/safetensors.h"
@@ -58,12 +59,12 @@ void forEachWeight(W& w, const LlamaConfig& c, Fn&& fn) {
     fn(p + "self_attn.q_proj.weight", l.q);
     fn(p + "self_attn.k_proj.weight", l.k);
     fn(p + "self_attn.v_proj.weight", l.v);
-    fn(p + "self_attn.o_proj.weight", l.o);
     if (c.attentionBias) {
       fn(p + "self_attn.q_proj.bias", l.qBias);
       fn(p + "self_attn.k_proj.bias", l.kBias);
       fn(p + "self_attn.v_proj.bias", l.vBias);
     }
+    fn(p + "self_attn.o_proj.weight", l.o);
     if (c.attentionOutputBias) fn(p + "self_attn.o_proj.bias", l.oBias);
     fn(p + "post_attention_layernorm.weight", l.postNorm);
     fn(p + "mlp.gate_proj.weight", l.gate);
@@ -111,15 +112,16 @@ Result<LlamaModel> LlamaModel::initRandom(const LlamaConfig& config, uint64_t se
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   LlamaWeights w;
   w.layers.resize(static_cast<size_t>(config.numHiddenLayers));
-  const std::vector<ExpectedTensor> expected = expectedLlamaTensors(config);
-  size_t next = 0;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const ExpectedTensor& e : expectedLlamaTensors(config)) shapes[e.name] = e.shape;
   forEachWeight(w, config, [&](const std::string& name, torch::Tensor& slot) {
-    const ExpectedTensor& e = expected[next++];  // the same order by construction
+    // By name: with q/k/v biases, an order-based pairing once gave o_proj a bias's shape.
+    const std::vector<int64_t>& shape = shapes.at(name);
     const bool norm = name.ends_with("norm.weight");
     const bool bias = name.ends_with(".bias");
-    if (norm) slot = torch::ones(e.shape);
-    else if (bias) slot = torch::zeros(e.shape);
-    else slot = at::normal(0.0, 0.02, e.shape, gen);
+    if (norm) slot = torch::ones(shape);
+    else if (bias) slot = torch::zeros(shape);
+    else slot = at::normal(0.0, 0.02, shape, gen);
   });
   if (config.tieWordEmbeddings) w.lmHead = w.embed;
   return LlamaModel(config, std::move(w));

@@ -5,13 +5,19 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
 
 #include "core/clock.h"
+#include "core/fork_join.h"
 #include "core/heap.h"
+#include "model/decode_kernels.h"
 #include "model/kv_blocks.h"
 #include "model/llama.h"
 #include "model/stop_matcher.h"
@@ -19,7 +25,6 @@
 
 namespace rag::model {
 
-namespace F = torch::nn::functional;
 
 std::string_view finishReasonName(FinishReason r) {
   switch (r) {
@@ -78,6 +83,29 @@ struct Item {
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// x @ wt (+ bias): a Linear whose weight is stored transposed, [in, out].
+torch::Tensor matmulT(const torch::Tensor& x, const torch::Tensor& wt, const torch::Tensor& bias) {
+  return bias.defined() ? torch::addmm(bias, x, wt) : torch::mm(x, wt);
+}
+
+const float* f32(const torch::Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
+
+// The team the kernels' loops fork onto, sized by setComputeThreads (1 until it is called).
+std::mutex g_teamMutex;
+std::shared_ptr<ForkJoin> g_team = std::make_shared<ForkJoin>(1);
+
+std::shared_ptr<ForkJoin> computeTeam() {
+  std::lock_guard lock(g_teamMutex);
+  return g_team;
+}
+
+// Splits [0, n) over `team` when it holds at least `minWork` units of work in total (`work`
+// per index); small ranges run on the calling thread.
+void parallelRange(ForkJoin& team, int64_t n, int64_t work, int64_t minWork,
+                   const std::function<void(int64_t, int64_t)>& fn) {
+  team.run(n, std::max<int64_t>(1, minWork / std::max<int64_t>(1, work)), fn);
+}
+
 }  // namespace
 
 struct ModelRunner::Impl {
@@ -88,13 +116,24 @@ struct ModelRunner::Impl {
   int64_t bs = 16;
   KvBlockAllocator alloc{0};
   std::vector<torch::Tensor> kPool, vPool;  // per layer [numBlocks * bs, kv_heads, head_dim]
-  // Per layer, the q/k/v projections stacked into one matrix and gate/up into another, so a
-  // step reads each layer's weights in two matmuls fewer (built once at create()).
+  // Per layer, the matmul weights as the runner uses them: transposed to [in, out] (input-
+  // major, what decode_kernels.h's linear and a plain mm read), with q/k/v stacked into one
+  // matrix and gate/up into another, so a step makes two matmuls fewer. Built once at create();
+  // the model keeps its own [out, in] tensors for the dense forward and training.
   struct FusedLayer {
-    torch::Tensor qkv, qkvBias;  // [(nh + 2 nkv) d, hidden]; bias undefined without attention_bias
-    torch::Tensor gateUp, gateUpBias;  // [2 inter, hidden]
+    torch::Tensor qkvT, qkvBias;        // [hidden, (nh + 2 nkv) d]; bias undefined without attention_bias
+    torch::Tensor oT, gateUpT, gateUpBias, downT;  // [nh d, hidden], [hidden, 2 inter], [inter, hidden]
   };
   std::vector<FusedLayer> fused;
+  torch::Tensor lmHeadT;  // [hidden, vocab]
+  // F32 weights and pools on the CPU: steps of decode rows only run decode_kernels.h instead
+  // of libtorch ops, and decode rows of mixed steps attend through it (no KV gather).
+  bool fastDecode = false;
+  std::vector<double> ropeInvFreq;  // theta^(-2i/d), as ropeTables computes it
+  struct DecodeScratch {
+    std::vector<float> x, h, qkv, att, gateUp, act, cos, sin;
+  } scratch;
+  std::shared_ptr<ForkJoin> team;  // this step's, from computeTeam()
   std::vector<int64_t> eosIds;
   std::map<SeqId, Seq> seqs;
   std::deque<SeqId> waiting;
@@ -233,6 +272,8 @@ struct ModelRunner::Impl {
 
   torch::Tensor forwardItems(std::span<const Item> items, int64_t decodeItems,
                              const std::vector<std::pair<size_t, int64_t>>& logitRows);
+  torch::Tensor forwardDecode(std::span<const Item> items);
+  void attendDecodeRows(std::span<const Item> items, size_t layer, const float* q, int64_t qStride, float* out);
   StepResult step();
 };
 
@@ -268,7 +309,7 @@ torch::Tensor ModelRunner::Impl::forwardItems(std::span<const Item> items, int64
   const int64_t nd = decodeItems;
   torch::Tensor dSlots, dMask;
   int64_t maxCtx = 0;
-  if (nd > 0) {
+  if (nd > 0 && !fastDecode) {
     for (int64_t b = 0; b < nd; ++b) maxCtx = std::max(maxCtx, items[static_cast<size_t>(b)].start + 1);
     std::vector<int64_t> sl(static_cast<size_t>(nd * maxCtx), 0);
     std::vector<float> mk(static_cast<size_t>(nd * maxCtx), 0.0f);
@@ -310,7 +351,7 @@ torch::Tensor ModelRunner::Impl::forwardItems(std::span<const Item> items, int64
     const LlamaLayerWeights& lw = w.layers[l];
     const FusedLayer& fl = fused[l];
     torch::Tensor h = model->rmsNorm(x, lw.inputNorm);
-    torch::Tensor qkv = F::linear(h, fl.qkv, fl.qkvBias).view({n, nh + 2 * nkv, d});
+    torch::Tensor qkv = matmulT(h, fl.qkvT, fl.qkvBias).view({n, nh + 2 * nkv, d});
     torch::Tensor qk = applyRope(qkv.narrow(1, 0, nh + nkv), cos, sin);  // q and k heads at once
     torch::Tensor q = qk.narrow(1, 0, nh);
     torch::Tensor k = qk.narrow(1, nh, nkv);
@@ -319,7 +360,13 @@ torch::Tensor ModelRunner::Impl::forwardItems(std::span<const Item> items, int64
     vPool[l].index_copy_(0, wslotT, v);
 
     std::vector<torch::Tensor> outs;
-    if (nd > 0) {
+    if (nd > 0 && fastDecode) {
+      torch::Tensor qc = qk.contiguous();
+      torch::Tensor od = torch::empty({nd, nh * d}, torch::kFloat32);
+      attendDecodeRows(items.first(static_cast<size_t>(nd)), l, qc.data_ptr<float>(), (nh + nkv) * d,
+                       od.data_ptr<float>());
+      outs.push_back(od);
+    } else if (nd > 0) {
       torch::Tensor qd = q.narrow(0, 0, nd).view({nd, nkv, g, d});
       torch::Tensor kd = kPool[l].index_select(0, dSlots).view({nd, maxCtx, nkv, d});
       torch::Tensor vd = vPool[l].index_select(0, dSlots).view({nd, maxCtx, nkv, d});
@@ -340,20 +387,120 @@ torch::Tensor ModelRunner::Impl::forwardItems(std::span<const Item> items, int64
       outs.push_back(o.permute({2, 0, 1, 3}).reshape({it.n, nh * d}));
     }
     torch::Tensor o = outs.size() == 1 ? outs[0] : torch::cat(outs, 0);
-    x = x + F::linear(o, lw.o, lw.oBias);
-    torch::Tensor gateUp = F::linear(model->rmsNorm(x, lw.postNorm), fl.gateUp, fl.gateUpBias);
+    x = x + matmulT(o, fl.oT, lw.oBias);
+    torch::Tensor gateUp = matmulT(model->rmsNorm(x, lw.postNorm), fl.gateUpT, fl.gateUpBias);
     const int64_t inter = gateUp.size(1) / 2;
-    x = x + F::linear(torch::silu(gateUp.narrow(1, 0, inter)) * gateUp.narrow(1, inter, inter),
-                      lw.down, lw.downBias);
+    x = x + matmulT(torch::silu(gateUp.narrow(1, 0, inter)) * gateUp.narrow(1, inter, inter), fl.downT,
+                    lw.downBias);
   }
   if (logitRows.empty()) return {};
   std::vector<int64_t> rows;
   for (auto [item, r] : logitRows) rows.push_back(rowStart[item] + r);
-  return model->logits(x.index_select(0, torch::tensor(rows, torch::kLong))).contiguous();
+  torch::Tensor last = model->rmsNorm(x.index_select(0, torch::tensor(rows, torch::kLong)), w.norm);
+  return torch::mm(last, lmHeadT).to(torch::kFloat32).contiguous();
+}
+
+// Attention of decode rows (item k's query heads at q + k * qStride) over their whole
+// context, read in place from the paged pool: out is [items, nh * d].
+void ModelRunner::Impl::attendDecodeRows(std::span<const Item> items, size_t layer, const float* q,
+                                         int64_t qStride, float* out) {
+  const int64_t nh = cfg.numAttentionHeads, d = cfg.headDim;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  int64_t maxCtx = 0;
+  for (const Item& it : items) maxCtx = std::max(maxCtx, it.start + 1);
+  const int64_t n = static_cast<int64_t>(items.size());
+  const int64_t perThread = nh * maxCtx;
+  parallelRange(*team, n, perThread * d, 1 << 15, [&](int64_t b, int64_t e) {
+    thread_local std::vector<float> scratchScores;  // one per thread of the team
+    scratchScores.resize(static_cast<size_t>(perThread));
+    float* scores = scratchScores.data();
+    for (int64_t r = b; r < e; ++r) {
+      const Item& it = items[static_cast<size_t>(r)];
+      const cpu::PagedKv kv{f32(kPool[layer]), f32(vPool[layer]), it.seq->blocks.data(), bs,
+                            cfg.numKeyValueHeads, d};
+      cpu::attendDecode(q + r * qStride, 0, nh, nh, kv, it.start + 1, scale, scores, out + r * nh * d);
+    }
+  });
+}
+
+// forwardItems for a step of decode rows only (fastDecode): the same layer stack on raw F32
+// arrays through decode_kernels.h, every matmul reading its weights once for all rows.
+// Returns every row's logits, F32 [rows, vocab].
+torch::Tensor ModelRunner::Impl::forwardDecode(std::span<const Item> items) {
+  const LlamaWeights& w = model->weights();
+  const int64_t n = static_cast<int64_t>(items.size());
+  const int64_t hid = cfg.hiddenSize, nh = cfg.numAttentionHeads, nkv = cfg.numKeyValueHeads, d = cfg.headDim;
+  const int64_t qkvW = (nh + 2 * nkv) * d, inter = cfg.intermediateSize, vocab = cfg.vocabSize;
+  const float eps = static_cast<float>(cfg.rmsNormEps);
+  DecodeScratch& S = scratch;
+  auto size = [](std::vector<float>& v, int64_t count) {
+    v.resize(static_cast<size_t>(count));
+    return v.data();
+  };
+  float* x = size(S.x, n * hid);
+  float* h = size(S.h, n * hid);
+  float* qkv = size(S.qkv, n * qkvW);
+  float* att = size(S.att, n * nh * d);
+  float* gateUp = size(S.gateUp, n * 2 * inter);
+  float* act = size(S.act, n * inter);
+  float* cosT = size(S.cos, n * d);
+  float* sinT = size(S.sin, n * d);
+  // y[:, o] for all rows, the outputs split over threads.
+  // y[:, 0 .. outW) for all rows, whole 64-output tiles split over threads.
+  auto linear = [&](const float* in, int64_t inW, const torch::Tensor& wt, const torch::Tensor& bias,
+                    int64_t outW, float* y, bool accumulate) {
+    const float* wp = f32(wt);
+    const float* bp = f32(bias);
+    constexpr int64_t tile = 64;
+    parallelRange(*team, ceilDiv(outW, tile), n * inW * tile, 1 << 16, [&](int64_t t0, int64_t t1) {
+      cpu::linear(in, n, inW, wp, outW, bp, t0 * tile, std::min(outW, t1 * tile), y, outW, accumulate);
+    });
+  };
+
+  const float* embed = f32(w.embed);
+  for (int64_t r = 0; r < n; ++r) {
+    const Seq& s = *items[static_cast<size_t>(r)].seq;
+    const int64_t i = items[static_cast<size_t>(r)].start;
+    std::memcpy(x + r * hid, embed + static_cast<int64_t>(s.tokens[static_cast<size_t>(i)]) * hid,
+                static_cast<size_t>(hid) * sizeof(float));
+    const double p = static_cast<double>(s.positions[static_cast<size_t>(i)]);
+    for (int64_t j = 0; j < d / 2; ++j) {
+      const double a = p * ropeInvFreq[static_cast<size_t>(j)];
+      cosT[r * d + j] = cosT[r * d + j + d / 2] = static_cast<float>(std::cos(a));
+      sinT[r * d + j] = sinT[r * d + j + d / 2] = static_cast<float>(std::sin(a));
+    }
+  }
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LlamaLayerWeights& lw = w.layers[l];
+    const FusedLayer& fl = fused[l];
+    cpu::rmsNorm(x, f32(lw.inputNorm), n, hid, eps, h);
+    linear(h, hid, fl.qkvT, fl.qkvBias, qkvW, qkv, false);
+    float* kp = kPool[l].data_ptr<float>();
+    float* vp = vPool[l].data_ptr<float>();
+    for (int64_t r = 0; r < n; ++r) {
+      float* row = qkv + r * qkvW;
+      cpu::rope(row, nh + nkv, d, cosT + r * d, sinT + r * d);  // q and k heads
+      const Item& it = items[static_cast<size_t>(r)];
+      const int64_t at = slot(*it.seq, it.start) * nkv * d;
+      std::memcpy(kp + at, row + nh * d, static_cast<size_t>(nkv * d) * sizeof(float));
+      std::memcpy(vp + at, row + (nh + nkv) * d, static_cast<size_t>(nkv * d) * sizeof(float));
+    }
+    attendDecodeRows(items, l, qkv, qkvW, att);
+    linear(att, nh * d, fl.oT, lw.oBias, hid, x, true);
+    cpu::rmsNorm(x, f32(lw.postNorm), n, hid, eps, h);
+    linear(h, hid, fl.gateUpT, fl.gateUpBias, 2 * inter, gateUp, false);
+    cpu::siluMul(gateUp, n, inter, act);
+    linear(act, inter, fl.downT, lw.downBias, hid, x, true);
+  }
+  cpu::rmsNorm(x, f32(w.norm), n, hid, eps, h);
+  torch::Tensor logits = torch::empty({n, vocab}, torch::kFloat32);
+  linear(h, hid, lmHeadT, torch::Tensor(), vocab, logits.data_ptr<float>(), false);
+  return logits;
 }
 
 StepResult ModelRunner::Impl::step() {
   torch::NoGradGuard noGrad;
+  team = computeTeam();
   Stopwatch total;
   StepResult result;
   result.events = std::move(pendingEvents);
@@ -459,7 +606,10 @@ StepResult ModelRunner::Impl::step() {
       auto [first, count] = wantsRows(items[k]);
       for (int64_t r = first; r < first + count; ++r) want.emplace_back(k, r);
     }
-    torch::Tensor lg = forwardItems(items, static_cast<int64_t>(decode.size()), want);
+    // Decode rows only (the steady state of generation): the kernels' path.
+    torch::Tensor lg = fastDecode && prefill.empty()
+                           ? forwardDecode(items)
+                           : forwardItems(items, static_cast<int64_t>(decode.size()), want);
     int64_t row = 0;
     for (size_t k = 0; k < items.size(); ++k) {
       auto [first, count] = wantsRows(items[k]);
@@ -552,6 +702,10 @@ Status saveModel(const LlamaModel& model, const std::filesystem::path& dir) { re
 // idle workers starve the other's (measured here: batch-1 decode 3-4x slower, most of the time
 // in sched_yield and libgomp spin loops).
 void setComputeThreads(int threads) {
+  {
+    std::lock_guard lock(g_teamMutex);
+    if (g_team->size() != std::max(1, threads)) g_team = std::make_shared<ForkJoin>(std::max(1, threads));
+  }
   torch::set_num_threads(1);
   using SetThreads = void (*)(int);
   if (auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
@@ -606,9 +760,20 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::shared_ptr<const L
       if (!t.defined()) return torch::Tensor();
     return torch::cat(std::vector<torch::Tensor>(parts), 0).contiguous();
   };
-  for (const LlamaLayerWeights& lw : impl->model->weights().layers)
-    impl->fused.push_back({stack({lw.q, lw.k, lw.v}), stack({lw.qBias, lw.kBias, lw.vBias}),
-                           stack({lw.gate, lw.up}), stack({lw.gateBias, lw.upBias})});
+  auto transposed = [](const torch::Tensor& t) { return t.t().contiguous(); };
+  const LlamaWeights& lw = impl->model->weights();
+  for (const LlamaLayerWeights& l : lw.layers)
+    impl->fused.push_back({transposed(stack({l.q, l.k, l.v})), stack({l.qBias, l.kBias, l.vBias}),
+                           transposed(l.o), transposed(stack({l.gate, l.up})), stack({l.gateBias, l.upBias}),
+                           transposed(l.down)});
+  impl->lmHeadT = transposed(lw.lmHead);
+  bool contiguous = lw.embed.is_contiguous() && lw.norm.is_contiguous();
+  for (const LlamaLayerWeights& l : lw.layers)
+    for (const torch::Tensor& t : {l.inputNorm, l.postNorm, l.oBias, l.downBias})
+      contiguous = contiguous && (!t.defined() || t.is_contiguous());
+  impl->fastDecode = params.kernels && dtype == torch::kFloat32 && lw.embed.device().is_cpu() && contiguous;
+  for (int64_t i = 0; i < c.headDim / 2; ++i)
+    impl->ropeInvFreq.push_back(std::exp(static_cast<double>(2 * i) / static_cast<double>(c.headDim) * -std::log(c.ropeTheta)));
   impl->eosIds = c.eosTokenIds;
   if (impl->tokenizer && impl->tokenizer->eosId() &&
       std::find(impl->eosIds.begin(), impl->eosIds.end(), *impl->tokenizer->eosId()) == impl->eosIds.end())

@@ -10,13 +10,19 @@
 //
 // A step schedules decode rows first (one token per generating sequence), then prefill chunks
 // of waiting prompts until `maxBatchTokens`; all rows share the projections and MLP matmuls.
-// Attention reads K/V through each sequence's block table: decode rows of all sequences in one
-// padded gather, prefill chunks one masked attention each. When blocks run out, the most
+// Attention reads K/V through each sequence's block table: decode rows of all sequences in place
+// from the pool (decode_kernels.h; a padded gather for BF16), prefill chunks one masked
+// attention each. A step of decode rows only, the steady state of generation, runs on those F32
+// kernels from end to end, split over the setComputeThreads team. When blocks run out, the most
 // recently admitted sequence is preempted (its KV freed, recomputed later).
 //
 // Deterministic mode computes every token row alone with the same shapes whatever the batch or
 // chunking, so a sequence's logits are bit-identical however it is scheduled: the property
 // later components use to prove that speculation and reordering change nothing.
+//
+// Memory: besides the KV pool, a runner holds its own copy of the model's matmul weights,
+// transposed to [in, out] for the kernels (about the model's size once more; the model keeps
+// its [out, in] tensors for the dense forward and training).
 //
 // This header is torch-free (pimpl): callers (scheduler, CLI) compile without libtorch.
 // Not thread-safe: one thread drives a runner.
@@ -50,6 +56,10 @@ struct RunnerParams {
   int32_t maxRunning = 64;                // sequences admitted at once
   int32_t maxQueued = 4096;               // add() answers Busy beyond this many live sequences
   bool deterministic = false;             // batch-invariant, bit-reproducible numerics
+  // F32 models on the CPU: steps of decode rows only run the fused kernels of decode_kernels.h
+  // (and decode rows of mixed steps attend through them) instead of ~30 libtorch ops per layer.
+  // false keeps every step on libtorch: the reference the kernels are compared with.
+  bool kernels = true;
 };
 
 // KV of the first `numTokens` tokens of a sequence, kept alive by references on its blocks

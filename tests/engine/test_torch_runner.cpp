@@ -19,7 +19,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::shared_ptr<const LlamaModel> tinyModel(uint64_t seed = 3, int64_t vocab = 96) {
+// Two layers of grouped-query attention (4 heads on 2 KV heads of width 16).
+LlamaConfig tinyConfig(int64_t vocab = 96) {
   LlamaConfig c;
   c.hiddenSize = 64;
   c.intermediateSize = 96;
@@ -29,7 +30,11 @@ std::shared_ptr<const LlamaModel> tinyModel(uint64_t seed = 3, int64_t vocab = 9
   c.headDim = 16;
   c.maxPositionEmbeddings = 256;
   c.vocabSize = vocab;
-  auto m = LlamaModel::initRandom(c, seed);
+  return c;
+}
+
+std::shared_ptr<const LlamaModel> tinyModel(uint64_t seed = 3, int64_t vocab = 96) {
+  auto m = LlamaModel::initRandom(tinyConfig(vocab), seed);
   // Larger weights than HF's init so that attention is far from uniform and masks matter.
   torch::NoGradGuard g;
   for (torch::Tensor p : m->parameters())
@@ -168,6 +173,40 @@ private Q_SLOTS:
         }
       }
     }
+  }
+
+  // The fused F32 kernels (decode-only steps, and decode rows of mixed steps) against the
+  // libtorch op path on the same schedule: head width 16 takes the kernels' generic loops, 32
+  // their fixed-width ones; biases, grouped-query heads and a two-thread team are all in play.
+  void decodeKernelsMatchTheLibtorchPath() {
+    setComputeThreads(2);
+    for (int64_t headDim : {16, 32}) {
+      LlamaConfig c = tinyConfig();
+      c.headDim = headDim;
+      c.attentionBias = true;
+      c.mlpBias = true;
+      auto init = LlamaModel::initRandom(c, 21);
+      QVERIFY(init.isOk());
+      {
+        torch::NoGradGuard g;
+        for (torch::Tensor p : init->parameters()) p.add_(torch::randn_like(p) * 0.1);  // non-zero biases too
+      }
+      auto m = std::make_shared<const LlamaModel>(std::move(*init));
+      std::map<bool, std::map<SeqId, Run>> runs;
+      for (bool kernels : {true, false}) {
+        auto r = makeRunner(m, {.blockSize = 8, .maxBatchTokens = 40, .kernels = kernels});
+        for (int i = 0; i < 7; ++i) r->add(greedy(randomTokens(2 + 9 * i, 96, 30 + static_cast<uint64_t>(i)), 12));
+        runs[kernels] = drain(*r, 96);
+      }
+      QCOMPARE(runs[true].size(), size_t{7});
+      for (const auto& [id, k] : runs[true]) {
+        const Run& t = runs[false][id];
+        QCOMPARE(k.tokens, t.tokens);
+        const double err = maxDiff(k.logits(), t.logits());
+        QVERIFY2(err < 1e-4, qPrintable(QString("head dim %1, sequence %2: max error %3").arg(headDim).arg(id).arg(err)));
+      }
+    }
+    setComputeThreads(1);
   }
 
   void masksMatchTheDenseMaskedReference() {

@@ -1,0 +1,51 @@
+// A fork-join team for the short data-parallel loops of one model step (a matmul's output
+// tiles, attention rows): far cheaper per fork than a task queue, because the workers spin
+// briefly on a generation counter before they sleep on it, and the caller takes a share itself.
+//
+//   ForkJoin team(2);                       // the caller + one worker thread
+//   team.run(outputs, 64, [&](int64_t b, int64_t e) { kernel(b, e); });
+//
+// run() splits [0, n) into at most size() contiguous parts of at least `grain` indices and
+// returns when all are done. One run at a time: a call made while another thread's run is in
+// flight executes serially on its caller instead of waiting (two runners on two threads never
+// block each other). A part that throws is reported by rethrowing on the caller.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace rag {
+
+class ForkJoin {
+public:
+  explicit ForkJoin(int threads);
+  ~ForkJoin();
+  ForkJoin(const ForkJoin&) = delete;
+  ForkJoin& operator=(const ForkJoin&) = delete;
+
+  int size() const { return static_cast<int>(m_workers.size()) + 1; }
+  void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+private:
+  void workerLoop(int index);
+  void runPart(int part);
+
+  std::vector<std::thread> m_workers;
+  std::mutex m_busy;                    // held by the caller of the run in flight
+  std::atomic<uint64_t> m_generation{0};  // bumped to start a run; workers wait on it
+  std::atomic<int> m_pending{0};        // worker parts of the current run not yet finished
+  std::atomic<bool> m_stop{false};
+  // The current run, written before m_generation is bumped.
+  const std::function<void(int64_t, int64_t)>* m_fn = nullptr;
+  int64_t m_n = 0;
+  int m_parts = 0;
+  std::exception_ptr m_error;
+  std::mutex m_errorMutex;
+};
+
+}  // namespace rag

@@ -1,0 +1,200 @@
+#include "model/decode_kernels.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+// One clone per x86-64 level; the dynamic loader picks the best the CPU runs (an ifunc).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define RAG_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define RAG_CLONES
+#endif
+
+namespace rag::model::cpu {
+
+namespace {
+
+constexpr int64_t kLanes = 16;  // one AVX-512 register of floats; two AVX2 ones
+
+// The helpers are inlined into each clone and vectorised for its instruction set: the fixed
+// 16-wide inner loops become one (or two) vector FMAs per step.
+[[gnu::always_inline]] inline float horizontal(const float* acc) {
+  float s = 0.0f;
+  for (int64_t j = 0; j < kLanes; ++j) s += acc[j];
+  return s;
+}
+
+[[gnu::always_inline]] inline float dot(const float* a, const float* b, int64_t n) {
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) acc[j] += a[i + j] * b[i + j];
+  float s = horizontal(acc);
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// exp(x), branch-free so a loop of it vectorises: Cephes' range reduction to [-ln2/2, ln2/2]
+// and its degree-6 polynomial, within 2 ulp of std::exp on [-87, 88]; x is clamped to that
+// range (exp(-87) ~ 1.6e-38 stands in for denormals and 0, exp(88) ~ 1.7e38 for overflow).
+[[gnu::always_inline]] inline float expApprox(float x) {
+  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t e = (static_cast<int32_t>(n) + 127) << 23;
+  return p * std::bit_cast<float>(e);
+}
+
+}  // namespace
+
+RAG_CLONES
+void rmsNorm(const float* x, const float* g, int64_t rows, int64_t dim, float eps, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* o = out + r * dim;
+    const float inv = 1.0f / std::sqrt(dot(xr, xr, dim) / static_cast<float>(dim) + eps);
+    for (int64_t i = 0; i < dim; ++i) o[i] = xr[i] * inv * g[i];
+  }
+}
+
+namespace {
+
+constexpr int64_t kTile = 64;  // outputs per tile: four AVX-512 accumulators per row
+
+// y[r, o0 + j] for j < width (width == kTile when W is kTile: a fixed trip count, so the
+// accumulators are whole vector registers) over R rows: for every input i, one weight row
+// segment wt[i, o0 .. o0 + width) is loaded once and multiplied into every row's accumulators
+// (a broadcast FMA, no horizontal sums).
+template <int64_t R, int64_t W>
+[[gnu::always_inline]] inline void tile(const float* x, int64_t in, const float* wt, int64_t ldw, const float* bias,
+                                        int64_t o0, int64_t width, float* y, int64_t ldy, bool accumulate) {
+  const int64_t wd = W ? W : width;
+  float acc[R][kTile] = {};
+  for (int64_t i = 0; i < in; ++i) {
+    const float* wr = wt + i * ldw + o0;
+    for (int64_t r = 0; r < R; ++r) {
+      const float xv = x[r * in + i];
+      for (int64_t j = 0; j < wd; ++j) acc[r][j] += xv * wr[j];
+    }
+  }
+  for (int64_t r = 0; r < R; ++r) {
+    float* dst = y + r * ldy + o0;
+    for (int64_t j = 0; j < wd; ++j)
+      dst[j] = (accumulate ? dst[j] : 0.0f) + (bias ? bias[o0 + j] : 0.0f) + acc[r][j];
+  }
+}
+
+// All rows against outputs [o, o + width): four rows at a time, then the 1-3 left over. The
+// tile's weight strip (in x 64 floats) is read from memory once and stays in L2 for the rows.
+template <int64_t W>
+[[gnu::always_inline]] inline void allRows(const float* x, int64_t rows, int64_t in, const float* wt, int64_t ldw,
+                                           const float* bias, int64_t o, int64_t width, float* y, int64_t ldy,
+                                           bool accumulate) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) tile<4, W>(x + r * in, in, wt, ldw, bias, o, width, y + r * ldy, ldy, accumulate);
+  switch (rows - r) {
+    case 3: tile<3, W>(x + r * in, in, wt, ldw, bias, o, width, y + r * ldy, ldy, accumulate); break;
+    case 2: tile<2, W>(x + r * in, in, wt, ldw, bias, o, width, y + r * ldy, ldy, accumulate); break;
+    case 1: tile<1, W>(x + r * in, in, wt, ldw, bias, o, width, y + r * ldy, ldy, accumulate); break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+RAG_CLONES
+void linear(const float* x, int64_t rows, int64_t in, const float* wt, int64_t ldw, const float* bias, int64_t o0,
+            int64_t o1, float* y, int64_t ldy, bool accumulate) {
+  int64_t o = o0;
+  for (; o + kTile <= o1; o += kTile) allRows<kTile>(x, rows, in, wt, ldw, bias, o, kTile, y, ldy, accumulate);
+  if (o < o1) allRows<0>(x, rows, in, wt, ldw, bias, o, o1 - o, y, ldy, accumulate);
+}
+
+void rope(float* x, int64_t heads, int64_t d, const float* cos, const float* sin) {
+  const int64_t half = d / 2;
+  for (int64_t h = 0; h < heads; ++h) {
+    float* v = x + h * d;
+    for (int64_t i = 0; i < half; ++i) {
+      const float a = v[i], b = v[i + half];
+      v[i] = a * cos[i] - b * sin[i];
+      v[i + half] = b * cos[i + half] + a * sin[i + half];
+    }
+  }
+}
+
+RAG_CLONES
+void siluMul(const float* gateUp, int64_t rows, int64_t inter, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* g = gateUp + r * 2 * inter;
+    const float* u = g + inter;
+    float* o = out + r * inter;
+    for (int64_t i = 0; i < inter; ++i) o[i] = g[i] / (1.0f + expApprox(-g[i])) * u[i];
+  }
+}
+
+namespace {
+
+// attendDecode for head width D (0: the runtime width d). Positions are the outer loop: each
+// pooled K/V row (all KV heads of one position, contiguous) is read once, in order, for every
+// query head, which keeps many independent loads in flight; per-head passes over the pool
+// were bound by load latency.
+template <int64_t D>
+[[gnu::always_inline]] inline void attend(const float* q, int64_t h0, int64_t h1, int64_t heads, const PagedKv& kv,
+                                          int64_t ctx, float scale, float* scores, float* out) {
+  const int64_t d = D ? D : kv.headDim, bs = kv.blockSize, stride = kv.kvHeads * kv.headDim;
+  const int64_t group = heads / kv.kvHeads, nh = h1 - h0;
+  auto rowOf = [&](const float* pool, int64_t p) {
+    return pool + (static_cast<int64_t>(kv.blocks[p / bs]) * bs + p % bs) * stride;
+  };
+  for (int64_t p = 0; p < ctx; ++p) {
+    const float* kr = rowOf(kv.k, p);
+    for (int64_t h = h0; h < h1; ++h) scores[(h - h0) * ctx + p] = dot(q + h * d, kr + (h / group) * d, d) * scale;
+  }
+  for (int64_t h = 0; h < nh; ++h) {
+    float* s = scores + h * ctx;
+    float mx = -INFINITY;
+    for (int64_t p = 0; p < ctx; ++p) mx = std::max(mx, s[p]);
+    float sum = 0.0f;
+    for (int64_t p = 0; p < ctx; ++p) {
+      s[p] = expApprox(s[p] - mx);
+      sum += s[p];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t p = 0; p < ctx; ++p) s[p] *= inv;
+  }
+  std::fill(out + h0 * d, out + h1 * d, 0.0f);
+  for (int64_t p = 0; p < ctx; ++p) {
+    const float* vr = rowOf(kv.v, p);
+    for (int64_t h = h0; h < h1; ++h) {
+      const float w = scores[(h - h0) * ctx + p];
+      const float* v = vr + (h / group) * d;
+      float* o = out + h * d;
+      for (int64_t i = 0; i < d; ++i) o[i] += w * v[i];
+    }
+  }
+}
+
+}  // namespace
+
+RAG_CLONES
+void attendDecode(const float* q, int64_t h0, int64_t h1, int64_t heads, const PagedKv& kv, int64_t ctx,
+                  float scale, float* scores, float* out) {
+  switch (kv.headDim) {  // the common widths get fixed-length, fully vectorised loops
+    case 32: return attend<32>(q, h0, h1, heads, kv, ctx, scale, scores, out);
+    case 64: return attend<64>(q, h0, h1, heads, kv, ctx, scale, scores, out);
+    case 128: return attend<128>(q, h0, h1, heads, kv, ctx, scale, scores, out);
+    default: return attend<0>(q, h0, h1, heads, kv, ctx, scale, scores, out);
+  }
+}
+
+}  // namespace rag::model::cpu

@@ -1,0 +1,162 @@
+// decode_kernels.h against plain double-precision loops written from the definitions (HF
+// Llama's RMSNorm, Linear, rotate-half RoPE, SwiGLU, softmax attention), on shapes that reach
+// every code path: row blocks of 4 and their 1-3 tails, whole 64-output tiles and a partial
+// one, biases and accumulation, head widths with fixed-length loops (32, 64) and without (24),
+// grouped-query heads, and a context that ends inside a KV block of a shuffled block table.
+#include <QtTest>
+
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "model/decode_kernels.h"
+
+using namespace rag::model;
+
+namespace {
+
+std::vector<float> randomVector(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+double maxAbsDiff(const std::vector<float>& a, const std::vector<double>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(static_cast<double>(a[i]) - b[i]));
+  return m;
+}
+
+}  // namespace
+
+class TestDecodeKernels : public QObject {
+  Q_OBJECT
+private Q_SLOTS:
+  void rmsNormMatchesTheDefinition() {
+    const int64_t rows = 3, dim = 40;
+    auto x = randomVector(rows * dim, 1), g = randomVector(dim, 2);
+    std::vector<float> out(x.size());
+    cpu::rmsNorm(x.data(), g.data(), rows, dim, 1e-6f, out.data());
+    std::vector<double> ref(x.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      double ss = 0;
+      for (int64_t i = 0; i < dim; ++i) ss += double(x[r * dim + i]) * x[r * dim + i];
+      const double inv = 1.0 / std::sqrt(ss / dim + 1e-6);
+      for (int64_t i = 0; i < dim; ++i) ref[r * dim + i] = x[r * dim + i] * inv * g[i];
+    }
+    QVERIFY(maxAbsDiff(out, ref) < 1e-5);
+  }
+
+  void linearMatchesTheDefinitionOnEveryTileAndRowShape() {
+    for (int64_t rows : {1, 2, 3, 4, 5, 9}) {
+      for (int64_t out : {64, 150}) {  // whole tiles; two whole tiles and a partial one
+        for (bool withBias : {false, true}) {
+          for (bool accumulate : {false, true}) {
+            const int64_t in = 37;
+            auto x = randomVector(rows * in, 3), w = randomVector(in * out, 4), b = randomVector(out, 5);
+            auto y0 = randomVector(rows * out, 6);
+            // Only outputs [o0, o1) are written: the rest of y must stay as it was.
+            const int64_t o0 = 3, o1 = out - 2;
+            std::vector<float> y = y0;
+            cpu::linear(x.data(), rows, in, w.data(), out, withBias ? b.data() : nullptr, o0, o1, y.data(), out,
+                        accumulate);
+            std::vector<double> ref(y0.begin(), y0.end());
+            for (int64_t r = 0; r < rows; ++r)
+              for (int64_t o = o0; o < o1; ++o) {
+                double s = (accumulate ? y0[r * out + o] : 0.0) + (withBias ? b[o] : 0.0);
+                for (int64_t i = 0; i < in; ++i) s += double(x[r * in + i]) * w[i * out + o];
+                ref[r * out + o] = s;
+              }
+            const double err = maxAbsDiff(y, ref);
+            QVERIFY2(err < 1e-4, qPrintable(QString("rows %1 out %2 bias %3 acc %4: error %5")
+                                                .arg(rows).arg(out).arg(withBias).arg(accumulate).arg(err)));
+          }
+        }
+      }
+    }
+  }
+
+  void ropeRotatesHalvesLikeHf() {
+    const int64_t heads = 3, d = 8;
+    auto x = randomVector(heads * d, 7);
+    std::vector<float> cos(d), sin(d);
+    for (int64_t i = 0; i < d / 2; ++i) {
+      const double a = 5.0 * std::pow(10000.0, -2.0 * i / d);
+      cos[i] = cos[i + d / 2] = static_cast<float>(std::cos(a));
+      sin[i] = sin[i + d / 2] = static_cast<float>(std::sin(a));
+    }
+    std::vector<double> ref(x.size());
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < d; ++i) {
+        const double rotated = i < d / 2 ? -x[h * d + i + d / 2] : x[h * d + i - d / 2];  // cat(-x2, x1)
+        ref[h * d + i] = x[h * d + i] * cos[i] + rotated * sin[i];
+      }
+    cpu::rope(x.data(), heads, d, cos.data(), sin.data());
+    QVERIFY(maxAbsDiff(x, ref) < 1e-6);
+  }
+
+  void siluMulIsSwiGlu() {
+    const int64_t rows = 2, inter = 45;
+    auto gu = randomVector(rows * 2 * inter, 8, 6.0f);  // wide range: the exp's clamping must not show
+    gu[0] = 120.0f;
+    gu[1] = -120.0f;
+    std::vector<float> out(rows * inter);
+    cpu::siluMul(gu.data(), rows, inter, out.data());
+    std::vector<double> ref(out.size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < inter; ++i) {
+        const double g = gu[r * 2 * inter + i], u = gu[r * 2 * inter + inter + i];
+        ref[r * inter + i] = g / (1.0 + std::exp(-g)) * u;
+      }
+    double rel = 0;
+    for (size_t i = 0; i < out.size(); ++i) rel = std::max(rel, std::abs(out[i] - ref[i]) / (1.0 + std::abs(ref[i])));
+    QVERIFY2(rel < 1e-5, qPrintable(QString("relative error %1").arg(rel)));
+  }
+
+  void pagedAttentionMatchesSoftmaxOverTheContext() {
+    for (int64_t d : {32, 64, 24}) {
+      const int64_t heads = 6, kvHeads = 2, bs = 4, numBlocks = 9, ctx = 29;  // ctx ends inside a block
+      auto k = randomVector(numBlocks * bs * kvHeads * d, 10, 1.5f);
+      auto v = randomVector(numBlocks * bs * kvHeads * d, 11);
+      auto q = randomVector(heads * d, 12, 1.5f);
+      std::vector<int32_t> blocks(numBlocks);
+      std::iota(blocks.begin(), blocks.end(), 0);
+      std::shuffle(blocks.begin(), blocks.end(), std::mt19937(13));
+      const cpu::PagedKv kv{k.data(), v.data(), blocks.data(), bs, kvHeads, d};
+      const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+      // Heads [1, 5) only: heads 0 and 5 of out must stay untouched.
+      std::vector<float> out(heads * d, 42.0f), scores(4 * ctx);
+      cpu::attendDecode(q.data(), 1, 5, heads, kv, ctx, scale, scores.data(), out.data());
+      std::vector<double> ref(out.size(), 42.0);
+      for (int64_t h = 1; h < 5; ++h) {
+        const int64_t kvh = h / (heads / kvHeads);
+        std::vector<double> s(ctx);
+        double mx = -1e300, sum = 0;
+        for (int64_t p = 0; p < ctx; ++p) {
+          const int64_t row = int64_t(blocks[p / bs]) * bs + p % bs;
+          double dotv = 0;
+          for (int64_t i = 0; i < d; ++i) dotv += double(q[h * d + i]) * k[(row * kvHeads + kvh) * d + i];
+          s[p] = dotv * scale;
+          mx = std::max(mx, s[p]);
+        }
+        for (double& e : s) sum += (e = std::exp(e - mx));
+        for (int64_t i = 0; i < d; ++i) {
+          double o = 0;
+          for (int64_t p = 0; p < ctx; ++p) {
+            const int64_t row = int64_t(blocks[p / bs]) * bs + p % bs;
+            o += s[p] / sum * v[(row * kvHeads + kvh) * d + i];
+          }
+          ref[h * d + i] = o;
+        }
+      }
+      const double err = maxAbsDiff(out, ref);
+      QVERIFY2(err < 1e-5, qPrintable(QString("head dim %1: error %2").arg(d).arg(err)));
+    }
+  }
+};
+
+QTEST_GUILESS_MAIN(TestDecodeKernels)
+#include "test_decode_kernels.moc"
