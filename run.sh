@@ -16,6 +16,13 @@ if [ ! -f "$root/build/data/corpus.db.index.ivf" ] && [ -z "${RAGRAPH_CORPUS:-}"
   echo "interrupted, it resumes)..." >&2
   "$bin/ragraph" index build --dtype bf16
 fi
+# The index's default nprobe, measured once on dev questions (index build does it too; this
+# covers indexes built before it did). About a minute.
+if [ -f "$root/build/data/corpus.db.index.ivf" ] && [ ! -f "$root/build/data/corpus.db.index.nprobe.json" ] &&
+   [ -z "${RAGRAPH_CORPUS:-}" ]; then
+  echo "Measuring the passage index's default nprobe (once, about a minute)..." >&2
+  "$bin/ragraph" index calibrate --quiet
+fi
 if [ -n "${DISPLAY:-}" ] || [ -n "${WAYLAND_DISPLAY:-}" ] || [ "${QT_QPA_PLATFORM:-}" = "offscreen" ]; then
   exec "$bin/ragraph-workbench" "$@"
 fi

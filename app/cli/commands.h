@@ -17,6 +17,7 @@ int cmdRun(Args& args);           // cmd_llm.cpp
 int cmdEvalQa(Args& args);        // cmd_llm.cpp
 int cmdBenchLlm(Args& args);      // cmd_llm.cpp
 int cmdIndexBuild(Args& args);    // cmd_retrieval.cpp
+int cmdIndexCalibrate(Args& args);  // cmd_retrieval.cpp
 int cmdEvalRetrieval(Args& args);  // cmd_retrieval.cpp
 int cmdBenchRetrieval(Args& args);  // cmd_retrieval.cpp
 int cmdBenchIvf(Args& args);      // cmd_bench_ivf.cpp

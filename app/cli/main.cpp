@@ -68,6 +68,9 @@ const std::vector<Command>& commands() {
        "[--corpus PATH] [--embedder DIR] [--index BASE] [--nlist N] [--batch 64] [--dtype f32|bf16] [--threads N] "
        "[--quiet] [--json]",
        {"quiet", "json"}, cmdIndexBuild},
+      {"index", "calibrate",
+       "[--corpus PATH] [--embedder DIR] [--index BASE] [--queries 1000] [--target 0.95] [--force] [--quiet] [--json]",
+       {"force", "quiet", "json"}, cmdIndexCalibrate},
       {"eval", "retrieval",
        "[--split test] [--limit N] [--corpus PATH] [--embedder DIR] [--index BASE] [--nprobe 64] "
        "[--threads N] [--json]",

@@ -3,6 +3,7 @@
 #include "rag/engine.h"
 
 #include "core/fs.h"
+#include "retrieval/nprobe_calibration.h"
 
 namespace rag::cli {
 
@@ -21,14 +22,23 @@ Result<std::filesystem::path> readEmbedderDir(Args& args) {
 Result<Retriever> Retriever::open(Args& args, const std::filesystem::path& corpus) {
   Retriever r;
   RAG_ASSIGN_OR_RETURN(std::filesystem::path dir, readEmbedderDir(args));
-  const std::filesystem::path base = args.get("index") ? std::filesystem::path(*args.get("index"))
-                                                        : retrieval::defaultIndexBase(corpus);
+  r.base = args.get("index") ? std::filesystem::path(*args.get("index")) : retrieval::defaultIndexBase(corpus);
+  const bool given = args.get("nprobe").has_value();
   RAG_ASSIGN_OR_RETURN(r.nprobe, args.getInt("nprobe", kDefaultNprobe));
   if (r.nprobe < 1) return Status::invalidArgument("--nprobe must be at least 1");
   RAG_ASSIGN_OR_RETURN(r.embedder, model::TextEmbedder::load(dir, args.getOr("embedder-dtype", "f32")));
-  Result<retrieval::PassageIndex> index = retrieval::PassageIndex::load(base, r.embedder->fingerprint());
+  Result<retrieval::PassageIndex> index = retrieval::PassageIndex::load(r.base, r.embedder->fingerprint());
   if (!index) return index.status().withContext("passage index for embedder " + dir.string());
   r.index.emplace(std::move(*index));
+  if (given) {
+    r.nprobeFrom = "option";
+  } else {
+    RAG_ASSIGN_OR_RETURN(auto calibrated, retrieval::loadNprobeCalibration(r.base, r.embedder->fingerprint()));
+    if (calibrated) {
+      r.nprobe = std::min(calibrated->nprobe, r.index->ivf().nlist());
+      r.nprobeFrom = "calibration";
+    }
+  }
   return r;
 }
 

@@ -1,11 +1,13 @@
 // The retrieval the CLI commands share: the embedder (--embedder DIR, else the shipped
 // datasets/models/rag-embedder) and the passage index built from it next to the corpus
-// (--index BASE, else <corpus>.index), searched through the IVF at --nprobe clusters. Queries
+// (--index BASE, else <corpus>.index), searched through the IVF at --nprobe clusters (without
+// it: the nprobe `ragraph index calibrate` measured for this index, else 64). Queries
 // are embedded in --embedder-dtype (f32 by default; the index may have been built in bf16).
 #pragma once
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,7 +27,9 @@ Result<std::filesystem::path> readEmbedderDir(Args& args);
 struct Retriever {
   std::unique_ptr<model::TextEmbedder> embedder;
   std::optional<retrieval::PassageIndex> index;
+  std::filesystem::path base;  // the index files' base path
   int64_t nprobe = kDefaultNprobe;
+  std::string nprobeFrom = "fallback";  // "option" (--nprobe), "calibration" or "fallback"
 
   // Reads --embedder, --index and --nprobe (from args) and loads both.
   static Result<Retriever> open(Args& args, const std::filesystem::path& corpus);

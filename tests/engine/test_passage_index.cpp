@@ -1,12 +1,16 @@
 // The passage index (retrieval/passage_index.h) around a stand-in embedder: one vector per
-// passage in id order, a resumable embedding pass, an IVF index over the same vectors, and
-// files that refuse another embedder.
+// passage in id order, a resumable embedding pass, an IVF index over the same vectors, files
+// that refuse another embedder, and the default nprobe measured on labelled queries
+// (retrieval/nprobe_calibration.h).
 #include <QtTest>
 
 #include <cmath>
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include "../fixtures/workload/tiny_corpus.h"
+#include "retrieval/nprobe_calibration.h"
 #include "retrieval/passage_index.h"
 #include "status_checks.h"
 
@@ -17,6 +21,11 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int64_t kDim = 8;
+
+bool writeText(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  return static_cast<bool>(out << text);
+}
 
 // A deterministic unit vector per text (a stand-in for a trained encoder).
 std::vector<float> hashVector(const std::string& text) {
@@ -126,6 +135,69 @@ private Q_SLOTS:
     PassageIndexParams noCorpus = params("d");
     noCorpus.corpus = fs::path(m_dir.path().toStdString()) / "absent.db";
     QVERIFY(!buildPassageIndex(noCorpus, CountingEmbedder{}).isOk());
+  }
+
+  // Queries near their gold passages (noisy enough that one cluster often misses them): the
+  // calibrated nprobe is the smallest whose IVF recall@5 reaches the target share of exact.
+  void calibratedNprobeIsTheSmallestThatKeepsTheTargetRecall() {
+    auto idx = PassageIndex::load(params("a").base, "hash-embedder-1");
+    QVERIFY(idx.isOk());
+    std::vector<float> queries;
+    std::vector<int64_t> gold;
+    uint64_t h = 7;
+    for (int entity = 1; entity <= 100; ++entity) {
+      std::vector<float> v = hashVector(testing::tinyPassage(entity));
+      double norm = 0;
+      for (float& x : v) {
+        h = h * 6364136223846793005ull + 1442695040888963407ull;
+        x += static_cast<float>((static_cast<double>(h >> 11) / 9007199254740992.0 - 0.5) * 0.6);
+        norm += x * x;
+      }
+      for (float& x : v) queries.push_back(static_cast<float>(x / std::sqrt(norm)));
+      gold.push_back(entity);
+    }
+    gold[3] = -1;  // a question without a gold passage is left out
+    auto recall = [&](int64_t nprobe) {
+      auto rows = nprobe == 0 ? idx->searchExact(queries, 5) : idx->searchIvf(queries, 5, nprobe);
+      double found = 0;
+      for (size_t i = 0; i < gold.size(); ++i)
+        if (gold[i] >= 0) found += std::find(rows->at(i).begin(), rows->at(i).end(), gold[i]) != rows->at(i).end();
+      return found / 99.0;
+    };
+    const double flat = recall(0);
+    QVERIFY(flat > 0.5);
+    QVERIFY2(recall(1) < flat, "the fixture must make one cluster lose recall, or the test proves nothing");
+
+    auto c = calibrateNprobe(*idx, queries, gold, "hash-embedder-1", {.target = 1.0});
+    QVERIFY2(c.isOk(), c.status().message().c_str());
+    QCOMPARE(c->queries, int64_t{99});
+    QCOMPARE(c->flatRecall, flat);
+    QVERIFY(c->nprobe > 1 && c->nprobe <= 4);
+    QCOMPARE(c->ivfRecall, recall(c->nprobe));
+    QVERIFY(c->ivfRecall >= flat);
+    QVERIFY(recall(c->nprobe - 1) < flat);
+    QCOMPARE(c->probes.at(c->nprobe), c->ivfRecall);
+
+    auto loose = calibrateNprobe(*idx, queries, gold, "hash-embedder-1", {.target = 0.01});
+    QVERIFY(loose.isOk());
+    QCOMPARE(loose->nprobe, int64_t{1});
+
+    // Stored next to the index, for this embedder only.
+    const fs::path base = params("a").base;
+    QVERIFY(saveNprobeCalibration(base, *c).isOk());
+    auto back = loadNprobeCalibration(base, "hash-embedder-1");
+    QVERIFY(back.isOk() && back->has_value());
+    QCOMPARE((*back)->nprobe, c->nprobe);
+    QCOMPARE((*back)->probes, c->probes);
+    QVERIFY(loadNprobeCalibration(base, "another-embedder")->has_value() == false);
+    QVERIFY(loadNprobeCalibration(params("absent").base, "hash-embedder-1")->has_value() == false);
+    QVERIFY(writeText(nprobeCalibrationPath(base), "{\"fingerprint\": \"hash-embedder-1\"}"));
+    QVERIFY(mentions(loadNprobeCalibration(base, "hash-embedder-1").status(), {"nprobe", "ragraph index build"}));
+
+    // Bad input names the problem.
+    std::vector<int64_t> none(gold.size(), -1);
+    QVERIFY(mentions(calibrateNprobe(*idx, queries, none, "x").status(), {"no calibration question has a gold passage"}));
+    QVERIFY(mentions(calibrateNprobe(*idx, std::span<const float>(queries).first(12), gold, "x").status(), {"dimension 8"}));
   }
 };
 
