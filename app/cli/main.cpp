@@ -69,7 +69,7 @@ const std::vector<Command>& commands() {
        "[--quiet] [--json]",
        {"quiet", "json"}, cmdIndexBuild},
       {"index", "calibrate",
-       "[--corpus PATH] [--embedder DIR] [--index BASE] [--queries 1000] [--target 0.95] [--force] [--quiet] [--json]",
+       "[--corpus PATH] [--embedder DIR] [--index BASE] [--split dev] [--queries 1000] [--target 0.95] [--force] [--quiet] [--json]",
        {"force", "quiet", "json"}, cmdIndexCalibrate},
       {"eval", "retrieval",
        "[--split test] [--limit N] [--corpus PATH] [--embedder DIR] [--index BASE] [--nprobe 64] "

@@ -12,13 +12,14 @@ struct NamedPolicy {
   ServePolicy policy;
 };
 
-constexpr std::array<NamedPolicy, 6> kPolicies = {{
+constexpr std::array<NamedPolicy, 7> kPolicies = {{
     {"sequential", {ServeMode::Sequential, false, false, false}},
     {"flashrag", {ServeMode::FlashRag, false, false, false}},
     {"hedra", {ServeMode::Hedra, true, true, true}},
     {"hedra-nospec", {ServeMode::Hedra, false, true, true}},
     {"hedra-noreorder", {ServeMode::Hedra, true, false, true}},
     {"hedra-nogpucache", {ServeMode::Hedra, true, true, false}},
+    {"hedra-roundrobin", {ServeMode::Hedra, true, true, true, false}},
 }};
 
 }  // namespace
@@ -33,6 +34,7 @@ std::string servePolicyName(const ServePolicy& p) {
   if (!p.speculation) s += "-nospec";
   if (!p.reorder) s += "-noreorder";
   if (!p.gpuCache) s += "-nogpucache";
+  if (!p.oldestFirst) s += "-roundrobin";
   return s;
 }
 

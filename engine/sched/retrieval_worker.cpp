@@ -198,7 +198,25 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
     m_budget.store(budget, std::memory_order_relaxed);
   }
   std::vector<retrieval::SearchTask*> tasks;
-  for (Live& l : m_live) tasks.push_back(&l.task);
+  if (hedra && m_params.oldestFirst) {
+    // First come, first served within the sub-stage: whole searches in admission order
+    // (speculative ones last) until their estimated remaining time fills the budget on the
+    // search threads. With equal-sized searches this finishes each as early as it can, where
+    // round-robin makes all of them finish late together once the worker is loaded.
+    const retrieval::ClusterCostModel& cm = m_index.ivf().costModel();
+    const double capacity = budget * std::max(1, m_params.threads);
+    double planned = 0.0;
+    for (bool speculative : {false, true})
+      for (Live& l : m_live) {
+        if (l.job.speculative != speculative || l.task.done()) continue;
+        if (!tasks.empty() && planned >= capacity) break;
+        tasks.push_back(&l.task);
+        for (size_t c = l.task.cursor(); c < l.task.clusters().size(); ++c)
+          planned += cm.seconds(m_index.ivf().listSize(l.task.clusters()[c]));
+      }
+  } else {
+    for (Live& l : m_live) tasks.push_back(&l.task);
+  }
   const uint64_t t0 = nowNs();
   Result<retrieval::StepStats> stats = Status::internal("no step");
   {

@@ -71,6 +71,9 @@ struct RetrievalWorkerParams {
   int32_t threads = 1;          // OpenMP threads for FAISS
   bool deterministic = false;   // embed queries one at a time
   double fixedBudgetSeconds = 0;  // > 0: use it instead of Eq. (1)
+  // Hedra: a sub-stage searches the oldest live searches (speculative ones after the rest) until
+  // their remaining work fills the budget, instead of one cluster of every search per round.
+  bool oldestFirst = true;
   // The generation sub-stage's duration (a decode step): a retrieval sub-stage is never cut
   // shorter, since the pipeline advances at that pace anyway (§4.2's alignment of the two).
   std::function<double()> generationStepSeconds;

@@ -167,6 +167,7 @@ Status Scheduler::start() {
                             .threads = m_params.retrievalThreads,
                             .deterministic = m_params.deterministic,
                             .fixedBudgetSeconds = m_params.subStageSeconds,
+                            .oldestFirst = m_params.policy.oldestFirst,
                             .generationStepSeconds = [gen = m_gen.get()] { return gen->stepSeconds(); },
                             .partialAtShare = hedraSpeculation() ? std::optional<double>(m_params.specMinSearchedShare)
                                                                  : std::nullopt,

@@ -86,6 +86,26 @@ private Q_SLOTS:
     QVERIFY2(built.isOk(), qPrintable(r.out));
     QCOMPARE(*built->find("passages")->asInt64(), int64_t{30});
     QVERIFY(fs::exists(corpus().toStdString() + ".index.ivf"));
+    // This corpus has no dev split: the index is built, its default nprobe not measured, and
+    // the warning says how to measure it.
+    QCOMPARE(built->find("default_nprobe_measured")->asBool(), false);
+    QVERIFY2(r.err.contains("ragraph index calibrate --split"), qPrintable(r.err));
+    r = runRagraph({"index", "calibrate", "--corpus", corpus(), "--embedder", path("emb"), "--quiet"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("dev"), qPrintable(r.err));
+    r = runRagraph({"index", "calibrate", "--corpus", corpus(), "--embedder", path("emb"), "--split", "train",
+                    "--target", "1", "--quiet", "--json"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    auto calibrated = parseJson(r.out.toStdString());
+    QVERIFY2(calibrated.isOk(), qPrintable(r.out));
+    const int64_t nprobe = *calibrated->find("nprobe")->asInt64();
+    QVERIFY(nprobe >= 1 && nprobe <= 4);
+    r = runRagraph({"eval", "retrieval", "--corpus", corpus(), "--embedder", path("emb"), "--json"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    auto measured = parseJson(r.out.toStdString());
+    QVERIFY2(measured.isOk(), qPrintable(r.out));
+    QCOMPARE(*measured->find("default_nprobe")->asInt64(), nprobe);
+    QCOMPARE(measured->find("default_nprobe_from")->asString(), std::string("calibration"));
     r = runRagraph({"eval", "retrieval", "--corpus", corpus(), "--embedder", path("emb"), "--nprobe", "4", "--json"});
     QVERIFY2(r.code == 0, qPrintable(r.err));
     auto rec = parseJson(r.out.toStdString());

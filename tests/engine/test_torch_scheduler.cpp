@@ -93,7 +93,8 @@ private Q_SLOTS:
   }
 
   // The property the deterministic mode exists for: whatever the policy, every request gets the
-  // same tokens. Hedra speculates (checked) and reorders clusters; results do not move.
+  // same tokens. Hedra speculates (checked), reorders clusters and hands sub-stages to the
+  // oldest searches first (or round-robin); results do not move.
   void everyPolicyGivesTheSameAnswers_data() {
     QTest::addColumn<QString>("workflow");
     for (const char* w : {"oneshot", "hyde", "multistep", "irg", "recomp"}) QTest::newRow(w) << QString(w);
@@ -103,7 +104,7 @@ private Q_SLOTS:
     auto graph = builtinWorkflow(*workflowFromName(workflow.toStdString()));
     QVERIFY(graph.isOk());
     std::map<std::string, std::vector<RequestResult>> byPolicy;
-    for (const char* policy : {"sequential", "flashrag", "hedra"}) {
+    for (const char* policy : {"sequential", "flashrag", "hedra", "hedra-roundrobin"}) {
       auto e = engine(params(policy));
       QVERIFY(e);
       byPolicy[policy] = runAll(*e, *graph);
@@ -115,7 +116,7 @@ private Q_SLOTS:
     for (size_t i = 0; i < m_questions.size(); ++i) {
       generatedText += byPolicy["sequential"][i].answer.size();
       const RequestResult& seq = byPolicy["sequential"][i];
-      for (const char* policy : {"flashrag", "hedra"}) {
+      for (const char* policy : {"flashrag", "hedra", "hedra-roundrobin"}) {
         const RequestResult& other = byPolicy[policy][i];
         QCOMPARE(other.answer, seq.answer);
         QVERIFY2(other.variables == seq.variables, policy);

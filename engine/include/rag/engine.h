@@ -59,10 +59,15 @@ struct ServePolicy {
   bool speculation = true;  // Hedra only
   bool reorder = true;      // Hedra only: local cache + H_v-first cluster order
   bool gpuCache = true;     // Hedra only: hot clusters on the GPU (no effect without one)
+  // Hedra only: a sub-stage's budget goes to the oldest searches first, speculative ones last
+  // (false: one cluster to every live search per round, which under load makes every search
+  // finish late together, processor-sharing style).
+  bool oldestFirst = true;
   bool operator==(const ServePolicy&) const = default;
 };
 
-// "sequential", "flashrag", "hedra", "hedra-nospec", "hedra-noreorder", "hedra-nogpucache".
+// "sequential", "flashrag", "hedra", "hedra-nospec", "hedra-noreorder", "hedra-nogpucache",
+// "hedra-roundrobin".
 std::string servePolicyName(const ServePolicy& p);
 Result<ServePolicy> parseServePolicy(std::string_view name);
 std::vector<std::string> servePolicyNames();
