@@ -56,11 +56,11 @@ const std::vector<Command>& commands() {
       {"demo", "", "[--corpus PATH] [--requests N] [--trace-out FILE]", {}, cmdDemo},
       {"run", "",
        "\"QUESTION\" | --qa ID [--context gold|none|retrieved [--embedder DIR] [--index BASE] "
-       "[--nprobe 64]] [--mask causal|block] [--model DIR] "
+       "[--nprobe N]] [--mask causal|block] [--model DIR] "
        "[--dtype f32|bf16] [--max-tokens N] [--corpus PATH] [--json]",
        {"json"}, cmdRun},
       {"eval", "qa",
-       "[--split test] [--context gold|none|retrieved [--embedder DIR] [--index BASE] [--nprobe 64]] "
+       "[--split test] [--context gold|none|retrieved [--embedder DIR] [--index BASE] [--nprobe N]] "
        "[--limit N] [--mask causal|block] [--model DIR] "
        "[--dtype f32|bf16] [--max-tokens N] [--batch N] [--examples N] [--corpus PATH] [--json]",
        {"json"}, cmdEvalQa},
@@ -72,11 +72,11 @@ const std::vector<Command>& commands() {
        "[--corpus PATH] [--embedder DIR] [--index BASE] [--split dev] [--queries 1000] [--target 0.95] [--force] [--quiet] [--json]",
        {"force", "quiet", "json"}, cmdIndexCalibrate},
       {"eval", "retrieval",
-       "[--split test] [--limit N] [--corpus PATH] [--embedder DIR] [--index BASE] [--nprobe 64] "
+       "[--split test] [--limit N] [--corpus PATH] [--embedder DIR] [--index BASE] [--nprobe N] "
        "[--threads N] [--json]",
        {"json"}, cmdEvalRetrieval},
       {"bench", "retrieval",
-       "[--split test] [--limit 500] [--k 5] [--patience 8] [--nprobe 64] [--corpus PATH] "
+       "[--split test] [--limit 500] [--k 5] [--patience 8] [--nprobe N] [--corpus PATH] "
        "[--embedder DIR] [--index BASE] [--json]",
        {"json"}, cmdBenchRetrieval},
       {"bench", "llm",
@@ -116,7 +116,9 @@ void printHelp(std::FILE* to) {
   }
   std::fprintf(to,
                "\nThe corpus is found at $RAGRAPH_CORPUS, else <build>/data/corpus.db next to a\n"
-               "build tree, else $XDG_DATA_HOME/ragraph/corpus.db; --corpus PATH overrides.\n");
+               "build tree, else $XDG_DATA_HOME/ragraph/corpus.db; --corpus PATH overrides.\n"
+               "Retrieval without --nprobe searches the nprobe `ragraph index calibrate` measured for\n"
+               "the index (else 64).\n");
 }
 
 }  // namespace

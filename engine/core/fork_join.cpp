@@ -22,7 +22,7 @@ ForkJoin::ForkJoin(int threads) {
   for (int i = 1; i < std::max(1, threads); ++i)
     m_workers.emplace_back([this, i] {
       setCurrentThreadName("forkjoin-" + std::to_string(i));
-      workerLoop(i);
+      workerLoop();
     });
 }
 
@@ -33,18 +33,31 @@ ForkJoin::~ForkJoin() {
   for (std::thread& t : m_workers) t.join();
 }
 
-void ForkJoin::runPart(int part) {
-  const int64_t begin = m_n * part / m_parts, end = m_n * (part + 1) / m_parts;
-  if (begin >= end) return;
-  try {
-    (*m_fn)(begin, end);
-  } catch (...) {
-    std::lock_guard lock(m_errorMutex);
-    if (!m_error) m_error = std::current_exception();
+void ForkJoin::claimParts(uint64_t generation) {
+  const uint64_t tag = (generation & 0xffffffffu) << 32;
+  for (;;) {
+    uint64_t c = m_claim.load(std::memory_order_acquire);
+    if ((c & ~uint64_t{0xffffffffu}) != tag) return;  // a later run (or none) owns the counter
+    const int part = static_cast<int>(c & 0xffffffffu);
+    const int parts = m_parts.load(std::memory_order_relaxed);
+    if (part >= parts) return;
+    if (!m_claim.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) continue;
+    // The claim succeeded under this run's tag, so m_fn, m_n and m_parts are this run's: the
+    // caller changes them only after every part, this one included, is done.
+    const int64_t begin = m_n * part / parts, end = m_n * (part + 1) / parts;
+    if (begin < end) {
+      try {
+        (*m_fn)(begin, end);
+      } catch (...) {
+        std::lock_guard lock(m_errorMutex);
+        if (!m_error) m_error = std::current_exception();
+      }
+    }
+    m_done.fetch_add(1, std::memory_order_acq_rel);
   }
 }
 
-void ForkJoin::workerLoop(int index) {
+void ForkJoin::workerLoop() {
   uint64_t seen = 0;
   for (;;) {
     uint64_t g = m_generation.load(std::memory_order_acquire);
@@ -58,30 +71,30 @@ void ForkJoin::workerLoop(int index) {
     }
     seen = g;
     if (m_stop.load()) return;
-    if (index < m_parts) runPart(index);
-    m_pending.fetch_sub(1, std::memory_order_acq_rel);  // every worker acknowledges every run
+    claimParts(g);
   }
 }
 
 void ForkJoin::run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   const int64_t byGrain = (n + std::max<int64_t>(1, grain) - 1) / std::max<int64_t>(1, grain);
-  const int parts = static_cast<int>(std::min<int64_t>(size(), byGrain));
+  const int parts = static_cast<int>(std::min<int64_t>(4 * size(), byGrain));
   std::unique_lock lock(m_busy, std::try_to_lock);
-  if (parts <= 1 || !lock.owns_lock()) {
+  if (parts <= 1 || size() == 1 || !lock.owns_lock()) {
     fn(0, n);
     return;
   }
   m_fn = &fn;
   m_n = n;
-  m_parts = parts;
+  m_parts.store(parts, std::memory_order_relaxed);
   m_error = nullptr;
-  // Every worker wakes and reads m_parts; those without a part just acknowledge.
-  m_pending.store(static_cast<int>(m_workers.size()), std::memory_order_relaxed);
-  m_generation.fetch_add(1, std::memory_order_release);
+  m_done.store(0, std::memory_order_relaxed);
+  const uint64_t g = m_generation.load(std::memory_order_relaxed) + 1;
+  m_claim.store((g & 0xffffffffu) << 32, std::memory_order_release);
+  m_generation.store(g, std::memory_order_release);
   m_generation.notify_all();
-  runPart(0);
-  for (int spin = 0; m_pending.load(std::memory_order_acquire) > 0; ++spin) {
+  claimParts(g);
+  for (int spin = 0; m_done.load(std::memory_order_acquire) < parts; ++spin) {
     if (spin < kSpinsBeforeSleep) cpuRelax();
     else std::this_thread::yield();
   }

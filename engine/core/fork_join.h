@@ -5,10 +5,13 @@
 //   ForkJoin team(2);                       // the caller + one worker thread
 //   team.run(outputs, 64, [&](int64_t b, int64_t e) { kernel(b, e); });
 //
-// run() splits [0, n) into at most size() contiguous parts of at least `grain` indices and
-// returns when all are done. One run at a time: a call made while another thread's run is in
-// flight executes serially on its caller instead of waiting (two runners on two threads never
-// block each other). A part that throws is reported by rethrowing on the caller.
+// run() splits [0, n) into contiguous parts of at least `grain` indices (a few per thread, for
+// balance) that the caller and the workers claim from a shared counter, and returns when all
+// are done. A worker the OS has not scheduled yet claims nothing, so the caller never waits for
+// a thread that did not start (on a busy 2-core machine a descheduled worker cost a whole time
+// slice per fork). One run at a time: a call made while another thread's run is in flight
+// executes serially on its caller instead of waiting (two runners on two threads never block
+// each other). A part that throws is reported by rethrowing on the caller.
 #pragma once
 
 #include <atomic>
@@ -32,18 +35,22 @@ public:
   void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
 private:
-  void workerLoop(int index);
-  void runPart(int part);
+  void workerLoop();
+  // Claims and runs parts of run `generation` until none is left.
+  void claimParts(uint64_t generation);
 
   std::vector<std::thread> m_workers;
   std::mutex m_busy;                    // held by the caller of the run in flight
   std::atomic<uint64_t> m_generation{0};  // bumped to start a run; workers wait on it
-  std::atomic<int> m_pending{0};        // worker parts of the current run not yet finished
+  // The run's generation (high 32 bits) and its next unclaimed part (low 32): a claim made with
+  // a stale generation fails instead of taking a part of a later run.
+  std::atomic<uint64_t> m_claim{0};
+  std::atomic<int> m_done{0};           // parts of the current run finished
   std::atomic<bool> m_stop{false};
   // The current run, written before m_generation is bumped.
   const std::function<void(int64_t, int64_t)>* m_fn = nullptr;
   int64_t m_n = 0;
-  int m_parts = 0;
+  std::atomic<int> m_parts{0};
   std::exception_ptr m_error;
   std::mutex m_errorMutex;
 };

@@ -273,7 +273,8 @@ struct ModelRunner::Impl {
   torch::Tensor forwardItems(std::span<const Item> items, int64_t decodeItems,
                              const std::vector<std::pair<size_t, int64_t>>& logitRows);
   torch::Tensor forwardDecode(std::span<const Item> items);
-  void attendDecodeRows(std::span<const Item> items, size_t layer, const float* q, int64_t qStride, float* out);
+  void attendDecodeRows(std::span<const Item> items, size_t layer, const float* q, int64_t qStride, float* out,
+                        ForkJoin& on);
   StepResult step();
 };
 
@@ -363,8 +364,11 @@ torch::Tensor ModelRunner::Impl::forwardItems(std::span<const Item> items, int64
     if (nd > 0 && fastDecode) {
       torch::Tensor qc = qk.contiguous();
       torch::Tensor od = torch::empty({nd, nh * d}, torch::kFloat32);
+      // On the calling thread: this step's matmuls run on BLAS threads, which the team's
+      // spinning workers would only slow down.
+      ForkJoin serial(1);
       attendDecodeRows(items.first(static_cast<size_t>(nd)), l, qc.data_ptr<float>(), (nh + nkv) * d,
-                       od.data_ptr<float>());
+                       od.data_ptr<float>(), serial);
       outs.push_back(od);
     } else if (nd > 0) {
       torch::Tensor qd = q.narrow(0, 0, nd).view({nd, nkv, g, d});
@@ -403,14 +407,14 @@ torch::Tensor ModelRunner::Impl::forwardItems(std::span<const Item> items, int64
 // Attention of decode rows (item k's query heads at q + k * qStride) over their whole
 // context, read in place from the paged pool: out is [items, nh * d].
 void ModelRunner::Impl::attendDecodeRows(std::span<const Item> items, size_t layer, const float* q,
-                                         int64_t qStride, float* out) {
+                                         int64_t qStride, float* out, ForkJoin& on) {
   const int64_t nh = cfg.numAttentionHeads, d = cfg.headDim;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   int64_t maxCtx = 0;
   for (const Item& it : items) maxCtx = std::max(maxCtx, it.start + 1);
   const int64_t n = static_cast<int64_t>(items.size());
   const int64_t perThread = nh * maxCtx;
-  parallelRange(*team, n, perThread * d, 1 << 15, [&](int64_t b, int64_t e) {
+  parallelRange(on, n, perThread * d, 1 << 15, [&](int64_t b, int64_t e) {
     thread_local std::vector<float> scratchScores;  // one per thread of the team
     scratchScores.resize(static_cast<size_t>(perThread));
     float* scores = scratchScores.data();
@@ -485,7 +489,7 @@ torch::Tensor ModelRunner::Impl::forwardDecode(std::span<const Item> items) {
       std::memcpy(kp + at, row + nh * d, static_cast<size_t>(nkv * d) * sizeof(float));
       std::memcpy(vp + at, row + (nh + nkv) * d, static_cast<size_t>(nkv * d) * sizeof(float));
     }
-    attendDecodeRows(items, l, qkv, qkvW, att);
+    attendDecodeRows(items, l, qkv, qkvW, att, *team);
     linear(att, nh * d, fl.oT, lw.oBias, hid, x, true);
     cpu::rmsNorm(x, f32(lw.postNorm), n, hid, eps, h);
     linear(h, hid, fl.gateUpT, fl.gateUpBias, 2 * inter, gateUp, false);

@@ -4,6 +4,7 @@
 #include <QtTest>
 
 #include <atomic>
+#include <chrono>
 #include <set>
 #include <thread>
 #include <vector>
@@ -31,8 +32,39 @@ private Q_SLOTS:
         for (int64_t i = 0; i < n; ++i) QCOMPARE(hits[static_cast<size_t>(i)].load(), 1);
       }
     }
-    QVERIFY2(ids.size() > 1, "a range of 1001 with grain 1 must be split over the team");
-    QVERIFY(ids.count(std::this_thread::get_id()));  // the caller takes a part itself
+    QVERIFY(ids.count(std::this_thread::get_id()));  // the caller takes parts itself
+    // Parts slow enough that a worker wakes before the caller has claimed them all.
+    std::set<std::thread::id> slowIds;
+    for (int attempt = 0; attempt < 20 && slowIds.size() < 2; ++attempt)
+      team.run(12, 1, [&](int64_t, int64_t) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        std::lock_guard lock(m);
+        slowIds.insert(std::this_thread::get_id());
+      });
+    QVERIFY2(slowIds.size() > 1, "the workers never took a part");
+  }
+
+  // A worker held up inside its part (as a descheduled one would be) leaves every other part to
+  // the caller: the run needs nothing more from it than the part it claimed.
+  void unclaimedPartsAreTakenByTheCaller() {
+    ForkJoin team(2);
+    const std::thread::id caller = std::this_thread::get_id();
+    std::atomic<int> parts{0}, byCaller{0};
+    std::atomic<bool> workerStarted{false}, release{false};
+    team.run(8, 1, [&](int64_t, int64_t) {
+      parts++;
+      if (std::this_thread::get_id() != caller) {
+        workerStarted = true;
+        while (!release) std::this_thread::yield();
+        return;
+      }
+      if (byCaller == 0)  // let the worker claim one part first (it is awake: it was just notified)
+        for (int i = 0; i < 2000 && !workerStarted; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (++byCaller == 7) release = true;
+    });
+    if (!workerStarted) QSKIP("the worker thread was not scheduled within 2 s");
+    QCOMPARE(parts.load(), 8);
+    QCOMPARE(byCaller.load(), 7);  // everything but the one part the worker holds
   }
 
   void smallRangesStayOnTheCaller() {
