@@ -45,28 +45,30 @@ Result<LabelledQuestions> labelledQuestions(const fs::path& corpus, const std::s
   return out;
 }
 
-// Measures and stores the default nprobe of the index `r` searches, on dev questions: not the
+// Measures and stores the default nprobe of `index` (files at `base`), on dev questions: not the
 // train split (the embedder learned those, so they find their passages more easily: calibrated
 // there, 238 kept only 0.937 on test) and not the test split. Kept when one is stored for this
 // embedder already, unless `force`.
-Result<retrieval::NprobeCalibration> calibrateIndex(const Retriever& r, const fs::path& corpus, const std::string& split,
-                                                   int64_t queries, double target, bool force, bool quiet) {
+Result<retrieval::NprobeCalibration> calibrateIndex(const model::TextEmbedder& embedder,
+                                                   const retrieval::PassageIndex& index, const fs::path& base,
+                                                   const fs::path& corpus, const std::string& split, int64_t queries,
+                                                   double target, bool force, bool quiet) {
   if (!force) {
-    RAG_ASSIGN_OR_RETURN(auto stored, retrieval::loadNprobeCalibration(r.base, r.embedder->fingerprint()));
+    RAG_ASSIGN_OR_RETURN(auto stored, retrieval::loadNprobeCalibration(base, embedder.fingerprint()));
     if (stored) return *stored;
   }
   RAG_ASSIGN_OR_RETURN(LabelledQuestions dev, labelledQuestions(corpus, split, queries));
   if (dev.questions.empty())
     return Status::notFound("the corpus has no " + split + " questions to calibrate nprobe on; pick another with --split");
-  RAG_ASSIGN_OR_RETURN(std::vector<float> q, r.embedder->embed(dev.questions));
+  RAG_ASSIGN_OR_RETURN(std::vector<float> q, embedder.embed(dev.questions));
   ProgressPrinter printer(quiet);
   retrieval::NprobeCalibrationParams p;
   p.target = target;
   p.progress = [&printer](std::string_view phase, uint64_t done, uint64_t total) { printer(phase, done, total); };
-  auto c = retrieval::calibrateNprobe(*r.index, q, dev.gold, r.embedder->fingerprint(), p);
+  auto c = retrieval::calibrateNprobe(index, q, dev.gold, embedder.fingerprint(), p);
   printer.finish();
   if (!c) return c.status();
-  RAG_RETURN_IF_ERROR(retrieval::saveNprobeCalibration(r.base, *c));
+  RAG_RETURN_IF_ERROR(retrieval::saveNprobeCalibration(base, *c));
   return c;
 }
 
@@ -93,7 +95,7 @@ int cmdIndexCalibrate(Args& args) {
   Result<Retriever> r = Retriever::open(args, corpus);
   if (!r) return fail(r.status());
   if (Status s = args.finish(); !s) return fail(s);
-  auto c = calibrateIndex(*r, corpus, split, *queries, *target, force, quiet);
+  auto c = calibrateIndex(*r->embedder, *r->index, r->base, corpus, split, *queries, *target, force, quiet);
   if (!c) return fail(c.status().withContext("calibrating the default nprobe"));
   if (json) {
     std::fputs(readFile(retrieval::nprobeCalibrationPath(r->base)).valueOr("{}").c_str(), stdout);
@@ -136,23 +138,18 @@ int cmdIndexBuild(Args& args) {
   printer.finish();
   if (!built) return fail(built.status().withContext("building the passage index (run the same command again to resume)"));
   const fs::path where = p.base.empty() ? retrieval::defaultIndexBase(corpus) : p.base;
-  // The new index's default nprobe (an old calibration was for the old clusters).
-  Retriever r;
-  r.embedder = std::move(*embedder);
-  r.base = where;
-  auto opened = retrieval::PassageIndex::load(where, r.embedder->fingerprint());
-  if (!opened) return fail(opened.status());
-  r.index.emplace(std::move(*opened));
+  // The new index's default nprobe: an old calibration was for the old clusters and goes first.
   // A corpus without dev questions (or one where calibration fails) keeps the built index and
   // the fallback nprobe, and says so.
   std::error_code ec;
   fs::remove(retrieval::nprobeCalibrationPath(where), ec);
-  auto calibration = calibrateIndex(r, corpus, "dev", 1000, 0.95, /*force=*/true, quiet);
+  auto index = retrieval::PassageIndex::load(where, (*embedder)->fingerprint());
+  if (!index) return fail(index.status());
+  auto calibration = calibrateIndex(**embedder, *index, where, corpus, "dev", 1000, 0.95, /*force=*/true, quiet);
   if (!calibration)
     std::fprintf(stderr, "ragraph: warning: the index is built, but its default nprobe was not measured (%s); "
                          "retrieval uses --nprobe or %lld. Run `ragraph index calibrate --split SPLIT` to measure it.\n",
                  calibration.status().message().c_str(), static_cast<long long>(kDefaultNprobe));
-  embedder = std::move(r.embedder);
   if (json) {
     JsonWriter w(std::cout);
     w.beginObject();

@@ -273,8 +273,9 @@ struct ModelRunner::Impl {
   torch::Tensor forwardItems(std::span<const Item> items, int64_t decodeItems,
                              const std::vector<std::pair<size_t, int64_t>>& logitRows);
   torch::Tensor forwardDecode(std::span<const Item> items);
+  // `on` null: on the calling thread.
   void attendDecodeRows(std::span<const Item> items, size_t layer, const float* q, int64_t qStride, float* out,
-                        ForkJoin& on);
+                        ForkJoin* on);
   StepResult step();
 };
 
@@ -364,11 +365,10 @@ torch::Tensor ModelRunner::Impl::forwardItems(std::span<const Item> items, int64
     if (nd > 0 && fastDecode) {
       torch::Tensor qc = qk.contiguous();
       torch::Tensor od = torch::empty({nd, nh * d}, torch::kFloat32);
-      // On the calling thread: this step's matmuls run on BLAS threads, which the team's
-      // spinning workers would only slow down.
-      ForkJoin serial(1);
+      // On the calling thread (no team): this step's matmuls run on BLAS threads, which the
+      // team's spinning workers would only slow down.
       attendDecodeRows(items.first(static_cast<size_t>(nd)), l, qc.data_ptr<float>(), (nh + nkv) * d,
-                       od.data_ptr<float>(), serial);
+                       od.data_ptr<float>(), nullptr);
       outs.push_back(od);
     } else if (nd > 0) {
       torch::Tensor qd = q.narrow(0, 0, nd).view({nd, nkv, g, d});
@@ -407,14 +407,14 @@ torch::Tensor ModelRunner::Impl::forwardItems(std::span<const Item> items, int64
 // Attention of decode rows (item k's query heads at q + k * qStride) over their whole
 // context, read in place from the paged pool: out is [items, nh * d].
 void ModelRunner::Impl::attendDecodeRows(std::span<const Item> items, size_t layer, const float* q,
-                                         int64_t qStride, float* out, ForkJoin& on) {
+                                         int64_t qStride, float* out, ForkJoin* on) {
   const int64_t nh = cfg.numAttentionHeads, d = cfg.headDim;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   int64_t maxCtx = 0;
   for (const Item& it : items) maxCtx = std::max(maxCtx, it.start + 1);
   const int64_t n = static_cast<int64_t>(items.size());
   const int64_t perThread = nh * maxCtx;
-  parallelRange(on, n, perThread * d, 1 << 15, [&](int64_t b, int64_t e) {
+  auto rows = [&](int64_t b, int64_t e) {
     thread_local std::vector<float> scratchScores;  // one per thread of the team
     scratchScores.resize(static_cast<size_t>(perThread));
     float* scores = scratchScores.data();
@@ -424,7 +424,9 @@ void ModelRunner::Impl::attendDecodeRows(std::span<const Item> items, size_t lay
                             cfg.numKeyValueHeads, d};
       cpu::attendDecode(q + r * qStride, 0, nh, nh, kv, it.start + 1, scale, scores, out + r * nh * d);
     }
-  });
+  };
+  if (on) parallelRange(*on, n, perThread * d, 1 << 15, rows);
+  else rows(0, n);
 }
 
 // forwardItems for a step of decode rows only (fastDecode): the same layer stack on raw F32
@@ -489,7 +491,7 @@ torch::Tensor ModelRunner::Impl::forwardDecode(std::span<const Item> items) {
       std::memcpy(kp + at, row + nh * d, static_cast<size_t>(nkv * d) * sizeof(float));
       std::memcpy(vp + at, row + (nh + nkv) * d, static_cast<size_t>(nkv * d) * sizeof(float));
     }
-    attendDecodeRows(items, l, qkv, qkvW, att, *team);
+    attendDecodeRows(items, l, qkv, qkvW, att, team.get());
     linear(att, nh * d, fl.oT, lw.oBias, hid, x, true);
     cpu::rmsNorm(x, f32(lw.postNorm), n, hid, eps, h);
     linear(h, hid, fl.gateUpT, fl.gateUpBias, 2 * inter, gateUp, false);

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 
 #include "../fixtures/workload/tiny_corpus.h"
+#include "core/fs.h"
 #include "retrieval/nprobe_calibration.h"
 #include "retrieval/passage_index.h"
 #include "status_checks.h"
@@ -22,10 +22,7 @@ namespace {
 
 constexpr int64_t kDim = 8;
 
-bool writeText(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  return static_cast<bool>(out << text);
-}
+
 
 // A deterministic unit vector per text (a stand-in for a trained encoder).
 std::vector<float> hashVector(const std::string& text) {
@@ -168,7 +165,9 @@ private Q_SLOTS:
     QVERIFY(flat > 0.5);
     QVERIFY2(recall(1) < flat, "the fixture must make one cluster lose recall, or the test proves nothing");
 
-    auto c = calibrateNprobe(*idx, queries, gold, "hash-embedder-1", {.target = 1.0});
+    NprobeCalibrationParams exact;
+    exact.target = 1.0;
+    auto c = calibrateNprobe(*idx, queries, gold, "hash-embedder-1", exact);
     QVERIFY2(c.isOk(), c.status().message().c_str());
     QCOMPARE(c->queries, int64_t{99});
     QCOMPARE(c->flatRecall, flat);
@@ -178,7 +177,9 @@ private Q_SLOTS:
     QVERIFY(recall(c->nprobe - 1) < flat);
     QCOMPARE(c->probes.at(c->nprobe), c->ivfRecall);
 
-    auto loose = calibrateNprobe(*idx, queries, gold, "hash-embedder-1", {.target = 0.01});
+    NprobeCalibrationParams lenient;
+    lenient.target = 0.01;
+    auto loose = calibrateNprobe(*idx, queries, gold, "hash-embedder-1", lenient);
     QVERIFY(loose.isOk());
     QCOMPARE(loose->nprobe, int64_t{1});
 
@@ -191,7 +192,7 @@ private Q_SLOTS:
     QCOMPARE((*back)->probes, c->probes);
     QVERIFY(loadNprobeCalibration(base, "another-embedder")->has_value() == false);
     QVERIFY(loadNprobeCalibration(params("absent").base, "hash-embedder-1")->has_value() == false);
-    QVERIFY(writeText(nprobeCalibrationPath(base), "{\"fingerprint\": \"hash-embedder-1\"}"));
+    QVERIFY(writeFileAtomic(nprobeCalibrationPath(base), "{\"fingerprint\": \"hash-embedder-1\"}").isOk());
     QVERIFY(mentions(loadNprobeCalibration(base, "hash-embedder-1").status(), {"nprobe", "ragraph index build"}));
 
     // Bad input names the problem.
