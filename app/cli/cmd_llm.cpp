@@ -58,6 +58,7 @@ Result<DecodeFigures> measureDecode(std::shared_ptr<const model::LlamaModel> m, 
     q.prompt = syntheticPrompt(promptLen, vocab, static_cast<uint64_t>(b) + 1);
     q.sampling.maxTokens = steps + 4;
     q.sampling.stopTokenIds.clear();
+    q.sampling.ignoreEos = true;  // a trained model may end early; every step must decode `batch` rows
     RAG_ASSIGN_OR_RETURN(model::SeqId id, runner->add(std::move(q)));
     (void)id;
   }

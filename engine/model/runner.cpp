@@ -653,7 +653,7 @@ StepResult ModelRunner::Impl::step() {
         ev.tokens.push_back(t);
         const bool stopString = emitText(s, ev);
         const bool stopToken =
-            std::find(eosIds.begin(), eosIds.end(), t) != eosIds.end() ||
+            (!s.sampling.ignoreEos && std::find(eosIds.begin(), eosIds.end(), t) != eosIds.end()) ||
             std::find(s.sampling.stopTokenIds.begin(), s.sampling.stopTokenIds.end(), t) !=
                 s.sampling.stopTokenIds.end();
         if (stopString) finish(s, FinishReason::StopString, nullptr, &ev);

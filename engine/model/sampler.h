@@ -48,6 +48,9 @@ struct SamplingParams {
   // initializers leave them out without -Wmissing-field-initializers.)
   std::vector<std::string> stop = {};
   std::vector<int32_t> stopTokenIds = {};
+  // The model's end-of-sequence tokens do not stop it (benchmarks that must decode exactly
+  // maxTokens whatever the model says; vLLM's ignore_eos).
+  bool ignoreEos = false;
 
   // InvalidArgument naming the field, its value and the allowed range: temperature must be
   // finite and >= 0, topK >= 0, topP in (0, 1], maxTokens >= 0, stop strings non-empty,

@@ -195,7 +195,7 @@ private Q_SLOTS:
       std::map<bool, std::map<SeqId, Run>> runs;
       for (bool kernels : {true, false}) {
         auto r = makeRunner(m, {.blockSize = 8, .maxBatchTokens = 40, .kernels = kernels});
-        for (int i = 0; i < 7; ++i) r->add(greedy(randomTokens(2 + 9 * i, 96, 30 + static_cast<uint64_t>(i)), 12));
+        for (int i = 0; i < 7; ++i) QVERIFY(r->add(greedy(randomTokens(2 + 9 * i, 96, 30 + static_cast<uint64_t>(i)), 12)).isOk());
         runs[kernels] = drain(*r, 96);
       }
       QCOMPARE(runs[true].size(), size_t{7});
@@ -375,6 +375,30 @@ private Q_SLOTS:
     const std::vector<int32_t> alone = sampled(false);
     QCOMPARE(alone.size(), size_t{10});
     QCOMPARE(sampled(true), alone);
+  }
+
+  // The model's end-of-sequence token stops a sequence, unless the request ignores it (what
+  // `bench llm` needs to decode a fixed number of steps with a trained model).
+  void eosStopsUnlessIgnored() {
+    auto m = tinyModel();
+    const std::vector<int32_t> prompt = randomTokens(12, 96, 41);
+    auto probe = makeRunner(m);
+    const SeqId first = *probe->add(greedy(prompt, 6, false));
+    const Run free = drain(*probe, 96)[first];
+    QCOMPARE(free.tokens.size(), size_t{6});
+    LlamaConfig c = m->config();
+    c.eosTokenIds = {free.tokens[0]};  // the token greedy decoding produces first
+    auto withEos = std::make_shared<const LlamaModel>(c, m->weights());
+    for (bool ignore : {false, true}) {
+      auto r = makeRunner(withEos);
+      SequenceRequest q = greedy(prompt, 6, false);
+      q.sampling.ignoreEos = ignore;
+      const SeqId id = *r->add(std::move(q));
+      const Run run = drain(*r, 96)[id];
+      QCOMPARE(run.tokens.size(), ignore ? size_t{6} : size_t{1});
+      QVERIFY(run.reason == (ignore ? FinishReason::MaxTokens : FinishReason::StopToken));
+      if (ignore) QCOMPARE(run.tokens, free.tokens);
+    }
   }
 
   void stopStringsAndText() {
