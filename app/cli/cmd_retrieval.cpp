@@ -4,7 +4,7 @@
 // gold passage is retrieved, exactly and through the IVF at several nprobe.
 //
 //   ragraph index build [--embedder DIR] [--nlist N] [--batch 64] [--dtype bf16]
-//   ragraph index calibrate [--queries 1000] [--target 0.95] [--force]
+//   ragraph index calibrate [--queries 2000] [--target 0.95] [--confidence 0.95] [--force]
 //   ragraph eval retrieval --split test --limit 2000 --json
 #include <cstdio>
 #include <numeric>
@@ -52,7 +52,8 @@ Result<LabelledQuestions> labelledQuestions(const fs::path& corpus, const std::s
 Result<retrieval::NprobeCalibration> calibrateIndex(const model::TextEmbedder& embedder,
                                                    const retrieval::PassageIndex& index, const fs::path& base,
                                                    const fs::path& corpus, const std::string& split, int64_t queries,
-                                                   double target, bool force, bool quiet) {
+                                                   const retrieval::NprobeCalibrationParams& params, bool force,
+                                                   bool quiet) {
   if (!force) {
     RAG_ASSIGN_OR_RETURN(auto stored, retrieval::loadNprobeCalibration(base, embedder.fingerprint()));
     if (stored) return *stored;
@@ -62,8 +63,7 @@ Result<retrieval::NprobeCalibration> calibrateIndex(const model::TextEmbedder& e
     return Status::notFound("the corpus has no " + split + " questions to calibrate nprobe on; pick another with --split");
   RAG_ASSIGN_OR_RETURN(std::vector<float> q, embedder.embed(dev.questions));
   ProgressPrinter printer(quiet);
-  retrieval::NprobeCalibrationParams p;
-  p.target = target;
+  retrieval::NprobeCalibrationParams p = params;
   p.progress = [&printer](std::string_view phase, uint64_t done, uint64_t total) { printer(phase, done, total); };
   auto c = retrieval::calibrateNprobe(index, q, dev.gold, embedder.fingerprint(), p);
   printer.finish();
@@ -73,29 +73,35 @@ Result<retrieval::NprobeCalibration> calibrateIndex(const model::TextEmbedder& e
 }
 
 void printCalibration(const retrieval::NprobeCalibration& c, const fs::path& base) {
-  std::printf("default nprobe %lld: IVF recall@%d %.3f = %.3f of exact %.3f on %lld questions (target %.2f); "
-              "stored in %s\n",
+  std::printf("default nprobe %lld: IVF recall@%d %.3f = %.3f of exact %.3f on %lld questions (at least %.3f with "
+              "confidence %.2f; target %.2f); stored in %s\n",
               static_cast<long long>(c.nprobe), c.k, c.ivfRecall, c.flatRecall > 0 ? c.ivfRecall / c.flatRecall : 0.0,
-              c.flatRecall, static_cast<long long>(c.queries), c.target,
+              c.flatRecall, static_cast<long long>(c.queries), c.ratioLowerBound, c.confidence, c.target,
               retrieval::nprobeCalibrationPath(base).c_str());
 }
 
 int cmdIndexCalibrate(Args& args) {
   const fs::path corpus = args.get("corpus") ? fs::path(*args.get("corpus")) : defaultCorpusPath();
-  Result<int64_t> queries = args.getInt("queries", 1000);
+  Result<int64_t> queries = args.getInt("queries", retrieval::kDefaultCalibrationQueries);
   Result<double> target = args.getDouble("target", 0.95);
+  Result<double> confidence = args.getDouble("confidence", 0.95);
   const std::string split = args.getOr("split", "dev");
   const bool force = args.flag("force");
   const bool json = args.flag("json");
   const bool quiet = args.flag("quiet");
-  if (!queries || !target) return fail(!queries ? queries.status() : target.status());
-  if (*queries < 1 || *target <= 0.0 || *target > 1.0)
-    return fail(Status::invalidArgument("--queries must be >= 1 and --target in (0, 1]"));
+  if (!queries) return fail(queries.status());
+  if (!target) return fail(target.status());
+  if (!confidence) return fail(confidence.status());
+  if (*queries < 1 || *target <= 0.0 || *target > 1.0 || *confidence < 0.0 || *confidence >= 1.0)
+    return fail(Status::invalidArgument("--queries must be >= 1, --target in (0, 1] and --confidence in [0, 1)"));
+  retrieval::NprobeCalibrationParams params;
+  params.target = *target;
+  params.confidence = *confidence;
   model::setComputeThreads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   Result<Retriever> r = Retriever::open(args, corpus);
   if (!r) return fail(r.status());
   if (Status s = args.finish(); !s) return fail(s);
-  auto c = calibrateIndex(*r->embedder, *r->index, r->base, corpus, split, *queries, *target, force, quiet);
+  auto c = calibrateIndex(*r->embedder, *r->index, r->base, corpus, split, *queries, params, force, quiet);
   if (!c) return fail(c.status().withContext("calibrating the default nprobe"));
   if (json) {
     std::fputs(readFile(retrieval::nprobeCalibrationPath(r->base)).valueOr("{}").c_str(), stdout);
@@ -145,7 +151,8 @@ int cmdIndexBuild(Args& args) {
   fs::remove(retrieval::nprobeCalibrationPath(where), ec);
   auto index = retrieval::PassageIndex::load(where, (*embedder)->fingerprint());
   if (!index) return fail(index.status());
-  auto calibration = calibrateIndex(**embedder, *index, where, corpus, "dev", 1000, 0.95, /*force=*/true, quiet);
+  auto calibration = calibrateIndex(**embedder, *index, where, corpus, "dev", retrieval::kDefaultCalibrationQueries,
+                                    {}, /*force=*/true, quiet);
   if (!calibration)
     std::fprintf(stderr, "ragraph: warning: the index is built, but its default nprobe was not measured (%s); "
                          "retrieval uses --nprobe or %lld. Run `ragraph index calibrate --split SPLIT` to measure it.\n",

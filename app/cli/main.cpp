@@ -1,6 +1,7 @@
 // ragraph: the command-line face of the engine (corpus, traces, training, evaluation,
 // benchmarks, headless runs, workflow files). Benchmarks print JSON; errors are one line on
 // stderr.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <set>
@@ -69,7 +70,8 @@ const std::vector<Command>& commands() {
        "[--quiet] [--json]",
        {"quiet", "json"}, cmdIndexBuild},
       {"index", "calibrate",
-       "[--corpus PATH] [--embedder DIR] [--index BASE] [--split dev] [--queries 1000] [--target 0.95] [--force] [--quiet] [--json]",
+       "[--corpus PATH] [--embedder DIR] [--index BASE] [--split dev] [--queries 2000] [--target 0.95] "
+       "[--confidence 0.95] [--force] [--quiet] [--json]",
        {"force", "quiet", "json"}, cmdIndexCalibrate},
       {"eval", "retrieval",
        "[--split test] [--limit N] [--corpus PATH] [--embedder DIR] [--index BASE] [--nprobe N] "
@@ -105,15 +107,19 @@ const std::vector<Command>& commands() {
   return table;
 }
 
+// "ragraph GROUP [NAME] USAGE"
+std::string usageLine(const Command& c) {
+  std::string line = "ragraph ";
+  line.append(c.group);
+  if (!c.name.empty()) line.append(" ").append(c.name);
+  return line.append(" ").append(c.usage);
+}
+
 void printHelp(std::FILE* to) {
   std::fprintf(to,
                "ragraph - RAGraph Workbench command line\n\n"
                "usage: ragraph <command> [options]\n\n");
-  for (const Command& c : commands()) {
-    std::string head(c.group);
-    if (!c.name.empty()) head.append(" ").append(c.name);
-    std::fprintf(to, "  ragraph %s %s\n", head.c_str(), std::string(c.usage).c_str());
-  }
+  for (const Command& c : commands()) std::fprintf(to, "  %s\n", usageLine(c).c_str());
   std::fprintf(to,
                "\nThe corpus is found at $RAGRAPH_CORPUS, else <build>/data/corpus.db next to a\n"
                "build tree, else $XDG_DATA_HOME/ragraph/corpus.db; --corpus PATH overrides.\n"
@@ -136,6 +142,12 @@ int main(int argc, char** argv) {
     if (!c.name.empty()) {
       if (words.size() < 2 || words[1] != c.name) continue;
       consumed = 2;
+    }
+    // `ragraph GROUP NAME --help` (or -h) anywhere among the options: that command's usage.
+    if (std::any_of(words.begin() + static_cast<std::ptrdiff_t>(consumed), words.end(),
+                    [](const std::string& w) { return w == "--help" || w == "-h"; })) {
+      std::printf("usage: %s\n", usageLine(c).c_str());
+      return 0;
     }
     rag::cli::Args args(std::vector<std::string>(words.begin() + consumed, words.end()), c.flags);
     try {

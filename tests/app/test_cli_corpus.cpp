@@ -174,6 +174,15 @@ private Q_SLOTS:
     QCOMPARE(ragraph({"corpus", "stats", "--corpus"}).code, 2);
     QVERIFY(!QFile::exists(path("y.db")));
   }
+
+  // `--help` on a command prints its own usage and does nothing else.
+  void helpOnACommandPrintsItsUsage() {
+    CliRun r = ragraph({"corpus", "build", "--out", path("h.db"), "--help"});
+    QCOMPARE(r.code, 0);
+    QVERIFY2(r.out.startsWith("usage: ragraph corpus build [--out PATH]"), qPrintable(r.out));
+    QVERIFY(!QFile::exists(path("h.db")));
+    QVERIFY(ragraph({"bench", "retrieval", "-h"}).out.contains("[--patience 8]"));
+  }
 };
 
 QTEST_GUILESS_MAIN(TestCliCorpus)

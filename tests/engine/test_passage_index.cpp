@@ -167,6 +167,7 @@ private Q_SLOTS:
 
     NprobeCalibrationParams exact;
     exact.target = 1.0;
+    exact.confidence = 0.0;  // the point estimate
     auto c = calibrateNprobe(*idx, queries, gold, "hash-embedder-1", exact);
     QVERIFY2(c.isOk(), c.status().message().c_str());
     QCOMPARE(c->queries, int64_t{99});
@@ -176,6 +177,20 @@ private Q_SLOTS:
     QVERIFY(c->ivfRecall >= flat);
     QVERIFY(recall(c->nprobe - 1) < flat);
     QCOMPARE(c->probes.at(c->nprobe), c->ivfRecall);
+
+    // Asking for the target with confidence costs clusters: the lower bound, not the ratio,
+    // must reach it.
+    NprobeCalibrationParams point, confident;
+    point.target = confident.target = 0.9;
+    point.confidence = 0.0;
+    auto byPoint = calibrateNprobe(*idx, queries, gold, "hash-embedder-1", point);
+    auto byBound = calibrateNprobe(*idx, queries, gold, "hash-embedder-1", confident);
+    QVERIFY(byPoint.isOk() && byBound.isOk());
+    QCOMPARE(byBound->confidence, 0.95);
+    QVERIFY(byBound->ratioLowerBound >= 0.9);
+    QVERIFY(byBound->ratioLowerBound <= byBound->ivfRecall / byBound->flatRecall);
+    QVERIFY(byBound->nprobe >= byPoint->nprobe);
+    QVERIFY(byPoint->ivfRecall / byPoint->flatRecall >= 0.9);
 
     NprobeCalibrationParams lenient;
     lenient.target = 0.01;
@@ -192,6 +207,9 @@ private Q_SLOTS:
     QCOMPARE((*back)->probes, c->probes);
     QVERIFY(loadNprobeCalibration(base, "another-embedder")->has_value() == false);
     QVERIFY(loadNprobeCalibration(params("absent").base, "hash-embedder-1")->has_value() == false);
+    // A file of the earlier point-estimate rule has no "confidence": measured again, not used.
+    QVERIFY(writeFileAtomic(nprobeCalibrationPath(base), "{\"fingerprint\": \"hash-embedder-1\", \"nprobe\": 3}").isOk());
+    QVERIFY(loadNprobeCalibration(base, "hash-embedder-1")->has_value() == false);
     QVERIFY(writeFileAtomic(nprobeCalibrationPath(base), "{\"fingerprint\": \"hash-embedder-1\"}").isOk());
     QVERIFY(mentions(loadNprobeCalibration(base, "hash-embedder-1").status(), {"nprobe", "ragraph index build"}));
 
@@ -199,6 +217,27 @@ private Q_SLOTS:
     std::vector<int64_t> none(gold.size(), -1);
     QVERIFY(mentions(calibrateNprobe(*idx, queries, none, "x").status(), {"no calibration question has a gold passage"}));
     QVERIFY(mentions(calibrateNprobe(*idx, std::span<const float>(queries).first(12), gold, "x").status(), {"dimension 8"}));
+    NprobeCalibrationParams unsure;
+    unsure.confidence = 1.0;
+    QVERIFY(mentions(calibrateNprobe(*idx, queries, gold, "x", unsure).status(), {"confidence in [0, 1)"}));
+  }
+
+  // The bound by hand: IVF finds 3 of the 4 questions exact search finds, so R = 0.75, the
+  // paired differences are 0.25 (x3) and -0.75, se = sqrt(0.75 / (4 * 3)) = 0.25, and the
+  // one-sided 95 % quantile is 1.6449.
+  void recallRatioLowerBoundIsTheDeltaMethodBound() {
+    const std::vector<uint8_t> ivf{1, 1, 0, 1}, exact{1, 1, 1, 1};
+    QVERIFY(std::abs(recallRatioLowerBound(ivf, exact, 0.95) - (0.75 - 1.644854 * 0.25)) < 1e-5);
+    QCOMPARE(recallRatioLowerBound(ivf, exact, 0.0), 0.75);
+    QCOMPARE(recallRatioLowerBound(ivf, exact, 0.5), 0.75);
+    // Questions both searches miss, or both find, carry no uncertainty about the ratio.
+    const std::vector<uint8_t> same{1, 0, 0, 1};
+    QCOMPARE(recallRatioLowerBound(same, same, 0.99), 1.0);
+    QCOMPARE(recallRatioLowerBound(ivf, std::vector<uint8_t>(4, 0), 0.95), 0.0);
+    // More questions with the same ratio: a tighter bound.
+    std::vector<uint8_t> ivf100, exact100(100, 1);
+    for (int i = 0; i < 25; ++i) ivf100.insert(ivf100.end(), {1, 1, 0, 1});
+    QVERIFY(recallRatioLowerBound(ivf100, exact100, 0.95) > recallRatioLowerBound(ivf, exact, 0.95));
   }
 };
 
