@@ -64,6 +64,10 @@ Result<ServingParams> readServingParams(Args& args, const std::string& defaultMo
   RAG_ASSIGN_OR_RETURN(p.subStageSeconds, args.getDouble("substage-ms", 0.0));
   p.subStageSeconds /= 1000.0;
   p.deterministic = args.flag("deterministic");
+  RAG_ASSIGN_OR_RETURN(p.specLoadThreshold, args.getDouble("spec-load", p.specLoadThreshold));
+  if (!(p.specLoadThreshold >= 0.0))
+    return Status::invalidArgument("--spec-load must be a share >= 0 (0.5: speculate while a worker thread idles; "
+                                   "above 1: always, within the request counts)");
   return p;
 }
 

@@ -89,7 +89,9 @@ void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
     }
     if (u.finished || u.newTokens > 0 || !u.text.empty()) out.push_back(std::move(u));
   }
-  const double secs = static_cast<double>(nowNs() - t0) * 1e-9;
+  const uint64_t busyNs = nowNs() - t0;
+  if (m_params.load) m_params.load->addBusy(busyNs);
+  const double secs = static_cast<double>(busyNs) * 1e-9;
   const double prev = m_stepSeconds.load(std::memory_order_relaxed);
   m_stepSeconds.store(prev == 0 ? secs : prev + 0.1 * (secs - prev), std::memory_order_relaxed);
   m_running.store(static_cast<int32_t>(m_live.size()), std::memory_order_relaxed);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "model/runner.h"
+#include "sched/load_gauge.h"
 #include "sched/mailbox.h"
 
 namespace rag {
@@ -52,6 +53,7 @@ struct GenerationWorkerParams {
   TurnLock* turns = nullptr;
   bool stageBatches = false;
   TraceRing* ring = nullptr;
+  LoadGauge* load = nullptr;  // told each step's time
   std::function<void(std::vector<GenerationUpdate>)> post;  // called on the worker thread
 };
 

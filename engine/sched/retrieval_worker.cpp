@@ -300,6 +300,7 @@ void RetrievalWorker::loop() {
       std::erase_if(m_live, [&](const Live& l) { return l.job.key == c.job.key; });
     }
     commands.clear();
+    const uint64_t t0 = nowNs();
     if (m_params.mode == ServeMode::Sequential) {
       // One request's retrieval at a time, start to end, while generation waits its turn.
       if (!m_pending.empty()) {
@@ -314,6 +315,7 @@ void RetrievalWorker::loop() {
       admit(m_pending, out);
       searchTurn(out);
     }
+    if (m_params.load) m_params.load->addBusy(nowNs() - t0);  // (an idle pass adds microseconds)
     m_liveCount.store(static_cast<int32_t>(m_live.size() + m_pending.size()), std::memory_order_relaxed);
     flush();
   }

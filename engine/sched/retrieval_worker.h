@@ -27,6 +27,7 @@
 #include "retrieval/cluster_cache.h"
 #include "retrieval/ivf_index.h"
 #include "retrieval/locality.h"
+#include "sched/load_gauge.h"
 #include "sched/mailbox.h"
 #include "sched/stage_budget.h"
 
@@ -83,6 +84,7 @@ struct RetrievalWorkerParams {
   std::optional<double> partialAtShare;
   TurnLock* turns = nullptr;
   TraceRing* ring = nullptr;
+  LoadGauge* load = nullptr;  // told the time of each turn (embedding and search)
   std::function<void(std::vector<RetrievalUpdate>)> post;  // called on the worker thread
   // Hedra with a GPU: hot clusters on this device store (§4.4); null: every cluster on the CPU.
   std::unique_ptr<retrieval::ClusterStore> clusterStore;

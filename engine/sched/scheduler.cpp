@@ -121,6 +121,8 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(ServingResources resources,
     return Status::invalidArgument("serving needs a model, its tokenizer, an embedder and a passage index");
   if (params.nprobe < 1) return Status::invalidArgument("nprobe must be at least 1, not " + std::to_string(params.nprobe));
   if (params.maxLiveRequests < 1) return Status::invalidArgument("maxLiveRequests must be at least 1");
+  if (!(params.specLoadThreshold >= 0.0))
+    return Status::invalidArgument("specLoadThreshold must be a share >= 0 (above 1: speculation ignores the load)");
   if (params.generationThreads < 1 || params.retrievalThreads < 1)
     return Status::invalidArgument("generation and retrieval threads must be at least 1");
   std::unique_ptr<Scheduler> s(new Scheduler(std::move(resources), params, ring, std::move(onEvent)));
@@ -132,6 +134,9 @@ Status Scheduler::start() {
   RAG_ASSIGN_OR_RETURN(corpus::QaPromptReader reader, corpus::QaPromptReader::open(m_res.corpus));
   m_reader = std::make_unique<corpus::QaPromptReader>(std::move(reader));
   if (m_params.policy.mode == ServeMode::Sequential) m_turns = std::make_unique<TurnLock>();
+  // The workers' threads, as many as the machine runs at once.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  m_load = std::make_unique<LoadGauge>(std::min(cores, m_params.generationThreads + m_params.retrievalThreads));
 
   model::RunnerParams rp;
   rp.deterministic = m_params.deterministic;
@@ -149,6 +154,7 @@ Status Scheduler::start() {
                              .turns = m_turns.get(),
                              .stageBatches = m_params.policy.mode == ServeMode::FlashRag,
                              .ring = m_ring,
+                             .load = m_load.get(),
                              .post = [this](std::vector<GenerationUpdate> us) {
                                for (auto& u : us) m_inbox.push(Message(std::move(u)));
                              }});
@@ -173,6 +179,7 @@ Status Scheduler::start() {
                                                                  : std::nullopt,
                             .turns = m_turns.get(),
                             .ring = m_ring,
+                            .load = m_load.get(),
                             .post = [this](std::vector<RetrievalUpdate> us) {
                               for (auto& u : us) m_inbox.push(Message(std::move(u)));
                             },
@@ -241,6 +248,7 @@ ServingStats Scheduler::stats() const {
   s.subStageBudgetSeconds = m_ret->budgetSeconds();
   s.gpuCacheActive = m_ret->clusterCacheActive();
   s.gpuCacheHitRate = m_ret->clusterCacheHitRate();
+  s.workerLoad = m_load->last();
   return s;
 }
 
@@ -253,6 +261,10 @@ ClusterHeat Scheduler::clusterHeat() const {
 
 bool Scheduler::hedraSpeculation() const {
   return m_params.policy.mode == ServeMode::Hedra && m_params.policy.speculation;
+}
+
+bool Scheduler::roomToSpeculate() {
+  return m_params.specLoadThreshold > 1.0 || m_load->load(nowNs()) < m_params.specLoadThreshold;
 }
 
 JobKey Scheduler::newKey(uint32_t requestId) {
@@ -275,6 +287,7 @@ void Scheduler::loop() {
     }
     if (msgs.empty()) continue;
     TraceZone zone(m_ring, m_lane, TraceStage::Schedule, 0);
+    (void)m_load->load(nowNs());  // a sample per window, for the triggers and stats()
     for (Message& m : msgs) std::visit([this](auto& x) { handle(x); }, m);
     // The wavefront: every request whose next node is ready, across all live requests.
     uint32_t wave = 0;
@@ -530,7 +543,7 @@ void Scheduler::maybeSpeculateGeneration(Req& r, const std::vector<retrieval::Se
   if (!gen || gen->kind != NodeKind::Generation) return;
   Result<std::string> prompt = renderTemplate(gen->promptTemplate, vars);
   if (!prompt) return;
-  if (r.spec || m_genInFlight >= m_params.specGenerationLimit) return;  // T_curr >= τ·T_max
+  if (r.spec || m_genInFlight >= m_params.specGenerationLimit || !roomToSpeculate()) return;  // T_curr >= τ·T_max
   Result<model::SequenceRequest> seq = sequenceFor(*gen, *prompt, r.id);
   if (!seq) return;
   r.specGenerationTried = true;
@@ -550,7 +563,7 @@ void Scheduler::maybeSpeculateGeneration(Req& r, const std::vector<retrieval::Se
 void Scheduler::maybeSpeculateRetrieval(Req& r) {
   if (!hedraSpeculation() || r.specRetrievalIssued || r.specRetrieval != 0) return;
   if (r.activeTokens < m_params.specRetrievalMinTokens) return;
-  if (m_ret->liveTasks() >= m_params.specRetrievalLimit) return;
+  if (m_ret->liveTasks() >= m_params.specRetrievalLimit || !roomToSpeculate()) return;
   const WorkflowNode* node = r.graph->findNode(r.node);
   if (!node) return;
   Variables vars = r.vars;

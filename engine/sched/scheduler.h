@@ -6,12 +6,14 @@
 // generation worker, a Retrieval node a search job in the retrieval worker. Under the Hedra
 // policy it also applies the transformations of §4.3:
 //   - speculative generation: when a partial top-k arrives (from the local cache or after a
-//     sub-stage) and fewer than specGenerationLimit requests are generating, the next
+//     sub-stage), fewer than specGenerationLimit requests are generating and the workers'
+//     threads have been busy less than specLoadThreshold of the time (load_gauge.h), the next
 //     Generation node starts on the partial passages; when the final top-k arrives, the
 //     speculation is kept if its prompt is exactly the final prompt, else cancelled (its KV
 //     freed) and the node restarted: a rollback. Results never depend on speculation.
 //   - speculative retrieval: once a Generation node that feeds a Retrieval node has produced
-//     specRetrievalMinTokens tokens and fewer than specRetrievalLimit searches are live, its
+//     specRetrievalMinTokens tokens, fewer than specRetrievalLimit searches are live and the
+//     threads have room (the same gauge), its
 //     partial text is searched; the result becomes the request's local cache, which orders the
 //     real retrieval's clusters.
 //   - similarity-aware order: every retrieval leaves a local cache (top-20, H_v, C) that the
@@ -131,6 +133,8 @@ private:
   void traceNode(const Req& r, TraceStage stage, uint64_t beginNs, uint32_t work, uint8_t flags);
   JobKey newKey(uint32_t requestId);
   bool hedraSpeculation() const;
+  // T_curr < τ·T_max: the workers' threads have had idle time lately (samples the gauge).
+  bool roomToSpeculate();
 
   ServingResources m_res;
   ServingParams m_params;
@@ -139,6 +143,7 @@ private:
   std::unique_ptr<corpus::QaPromptReader> m_reader;  // scheduler thread only
   std::unordered_map<int64_t, std::string> m_passageText;
   std::unique_ptr<TurnLock> m_turns;
+  std::unique_ptr<LoadGauge> m_load;  // both workers' busy time
   std::unique_ptr<GenerationWorker> m_gen;
   std::unique_ptr<RetrievalWorker> m_ret;
   Mailbox<Message> m_inbox;

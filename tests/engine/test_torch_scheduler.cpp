@@ -37,8 +37,10 @@ class TestTorchScheduler : public QObject {
     p.serving.policy = *parseServePolicy(policy);
     p.serving.nprobe = 8;
     p.serving.deterministic = true;
-    // One cluster per sub-stage: the most partial results, so speculation really happens.
+    // One cluster per sub-stage: the most partial results, so speculation really happens, and
+    // whatever the workers' load (on a busy test machine the gauge could hold it back).
     p.serving.subStageSeconds = 1e-9;
+    p.serving.specLoadThreshold = 2.0;
     return p;
   }
 
@@ -246,6 +248,35 @@ private Q_SLOTS:
     QVERIFY(mentions(m.status(), {"no-model"}));
     QVERIFY(!parseServePolicy("fastest").isOk());
     QVERIFY(mentions(parseServePolicy("fastest").status(), {"fastest", "hedra-nospec"}));
+    EngineParams nan = params("hedra");
+    nan.serving.specLoadThreshold = -0.5;
+    QVERIFY(mentions(Engine::create(nan).status(), {"specLoadThreshold"}));
+  }
+
+  // The load gate of the speculation trigger: with no idle share allowed (threshold 0) hedra
+  // never speculates, and the answers are those it gives when it does.
+  void speculationWaitsForIdleThreads() {
+    auto graph = builtinWorkflow(Workflow::OneShot);
+    QVERIFY(graph.isOk());
+    EngineParams never = params("hedra");
+    never.serving.specLoadThreshold = 0.0;
+    auto e = engine(never);
+    QVERIFY(e);
+    const std::vector<RequestResult> held = runAll(*e, *graph);
+    auto free = engine(params("hedra"));
+    QVERIFY(free);
+    const std::vector<RequestResult> spec = runAll(*free, *graph);
+    QCOMPARE(held.size(), m_questions.size());
+    QCOMPARE(spec.size(), m_questions.size());
+    int64_t heldSpeculations = 0, freeSpeculations = 0;
+    for (size_t i = 0; i < held.size(); ++i) {
+      heldSpeculations += held[i].speculations;
+      freeSpeculations += spec[i].speculations;
+      QCOMPARE(held[i].answer, spec[i].answer);
+    }
+    QCOMPARE(heldSpeculations, int64_t{0});
+    QVERIFY(freeSpeculations > 0);
+    QVERIFY(e->servingStats().workerLoad >= 0.0 && e->servingStats().workerLoad <= 1.0);
   }
 
   void eventsAndTraceDescribeTheRun() {
