@@ -175,13 +175,15 @@ private Q_SLOTS:
     QCOMPARE(one->find("passages")->size(), size_t{5});
     r = runRagraph(QStringList{"bench", "serve", "--workflows", "oneshot,multistep", "--modes", "sequential,flashrag,hedra",
                                "--rps", "40", "--requests", "4", "--json", path("serve.json"), "--trace", path("serve.trace.json"),
-                               "--find-max", "--search-steps", "1"} + common);
+                               "--find-max", "--search-steps", "1", "--min-seconds", "0.2"} + common);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QFile f(path("serve.json"));
     QVERIFY(f.open(QIODevice::ReadOnly));
     auto doc = parseJson(f.readAll().toStdString());
     QVERIFY(doc.isOk());
     QCOMPARE(doc->find("runs")->size(), size_t{6});
+    // 0.2 s of arrivals at 40 rps are 8 requests: more than --requests 4.
+    QCOMPARE(doc->find("runs")->asArray().at(0).find("requests")->asInt64().value_or(0), int64_t{8});
     QVERIFY(doc->find("search_runs")->size() >= 6);  // at least one probe per workflow and mode
     for (const char* w : {"oneshot", "multistep"}) {
       const auto* s = doc->find("summary")->find(w);
@@ -196,6 +198,12 @@ private Q_SLOTS:
     r = runRagraph(QStringList{"bench", "serve", "--rps", "0"} + common);
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains("--rps"), qPrintable(r.err));
+    r = runRagraph(QStringList{"bench", "serve", "--min-seconds", "-1"} + common);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("--min-seconds"), qPrintable(r.err));
+    r = runRagraph(QStringList{"bench", "serve", "--spec-load", "-1"} + common);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("--spec-load"), qPrintable(r.err));
   }
 };
 
