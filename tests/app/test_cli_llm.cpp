@@ -2,9 +2,8 @@
 // tiny model trained here on a tiny corpus (the answers are wrong; the plumbing is checked).
 #include <QtTest>
 
-#include <tuple>
-
 #include <filesystem>
+#include <tuple>
 
 #include "../fixtures/workload/tiny_corpus.h"
 #include "cli_run.h"
