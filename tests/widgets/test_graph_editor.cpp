@@ -17,6 +17,7 @@
 #include <QSpinBox>
 #include <QTextBlock>
 #include <QTextLayout>
+#include <filesystem>
 #include <fstream>
 
 #include "nodegraph/graph_editor.h"
@@ -156,6 +157,55 @@ private Q_SLOTS:
     editor.propertyPanel()->topkBox()->setValue(9);
     QCOMPARE(stack->count(), 2);
     QCOMPARE(editor.model()->node("retrieve")->topk, int64_t(9));
+  }
+
+  // With nothing selected the panel edits the workflow itself; each field is one undo step and
+  // the file keeps what was typed.
+  void theWorkflowsNameDescriptionAndAnswerAreEditable() {
+    GraphEditor editor;
+    editor.loadTemplate(rag::Workflow::OneShot);
+    ragwb::PropertyPanel* panel = editor.propertyPanel();
+    editor.scene()->clearSelection();
+    QCOMPARE(panel->graphNameEdit()->text(), QString("oneshot"));
+    QUndoStack* stack = editor.model()->undoStack();
+
+    panel->graphNameEdit()->setText("  my oneshot ");
+    Q_EMIT panel->graphNameEdit()->editingFinished();
+    QCOMPARE(editor.model()->graph().name(), std::string("my oneshot"));
+    QPlainTextEdit* description = panel->graphDescriptionEdit();
+    description->setFocus();
+    description->selectAll();
+    QTest::keyClicks(description, "For the demo.");
+    QCOMPARE(editor.model()->graph().description(), std::string("For the demo."));
+    QCOMPARE(stack->count(), 2);  // the name, then the typing as one step
+
+    // A bad value is refused with the reason, and the field shows what the workflow kept.
+    QSignalSpy failed(panel, &ragwb::PropertyPanel::editFailed);
+    panel->answerVarEdit()->setText("");
+    Q_EMIT panel->answerVarEdit()->editingFinished();
+    QCOMPARE(failed.count(), 1);
+    QVERIFY(failed.front().front().toString().contains("answer variable"));
+    QCOMPARE(panel->answerVarEdit()->text(), QString("answer"));
+    // An answer variable no node writes is a validation problem.
+    panel->answerVarEdit()->setText("reply");
+    Q_EMIT panel->answerVarEdit()->editingFinished();
+    QCOMPARE(editor.model()->graph().answerVar(), std::string("reply"));
+    QVERIFY(!editor.model()->issues().empty());
+
+    editor.undoAction()->trigger();
+    QCOMPARE(editor.model()->graph().answerVar(), std::string("answer"));
+    QVERIFY(editor.model()->issues().empty());
+    editor.undoAction()->trigger();
+    QCOMPARE(description->toPlainText(), QString::fromStdString(editor.model()->graph().description()));
+    QVERIFY(editor.model()->graph().description() != "For the demo.");
+    editor.redoAction()->trigger();
+
+    const std::filesystem::path file = std::filesystem::path(m_dir.path().toStdString()) / "named.json";
+    QVERIFY(editor.model()->save(file).isOk());
+    auto back = rag::WorkflowGraph::load(file);
+    QVERIFY2(back.isOk(), back.status().message().c_str());
+    QCOMPARE(back->name(), std::string("my oneshot"));
+    QCOMPARE(back->description(), std::string("For the demo."));
   }
 
   void highlighterMarksUnknownVariablesAndTheNodeGetsABadge() {

@@ -169,9 +169,38 @@ rag::Status GraphModel::edit(const QString& text, const QString& mergeKey,
                              const std::function<rag::Status(Parts&)>& mutate) {
   Parts parts{m_doc.graph.nodes(), m_doc.graph.edges(), m_doc.positions};
   RAG_RETURN_IF_ERROR(mutate(parts));
-  GraphDocument after{rebuilt(m_doc.graph, parts.nodes, parts.edges), std::move(parts.positions)};
-  if (after == m_doc) return rag::Status::ok();
+  push(text, mergeKey, GraphDocument{rebuilt(m_doc.graph, parts.nodes, parts.edges), std::move(parts.positions)});
+  return rag::Status::ok();
+}
+
+// An edit that changes nothing pushes nothing.
+void GraphModel::push(const QString& text, const QString& mergeKey, GraphDocument after) {
+  if (after == m_doc) return;
   m_undo->push(new GraphEditCommand(this, m_doc, std::move(after), text, mergeKey));
+}
+
+rag::Status GraphModel::setGraphProperty(GraphProperty property, const QString& value) {
+  GraphDocument after = m_doc;
+  const std::string v = value.toStdString();
+  switch (property) {
+    case GraphProperty::Name:
+      if (value.trimmed().isEmpty())
+        return rag::Status::invalidArgument("a workflow needs a name (it names the file and the runs)");
+      after.graph.setName(value.trimmed().toStdString());
+      push(tr("Rename workflow"), QStringLiteral("graph:name"), std::move(after));
+      break;
+    case GraphProperty::Description:
+      after.graph.setDescription(v);
+      push(tr("Edit description"), QStringLiteral("graph:description"), std::move(after));
+      break;
+    case GraphProperty::AnswerVar:
+      if (value.trimmed().isEmpty())
+        return rag::Status::invalidArgument("the answer variable cannot be empty: name the variable "
+                                            "whose value at END is the answer, e.g. answer");
+      after.graph.setAnswerVar(value.trimmed().toStdString());
+      push(tr("Set answer variable"), QStringLiteral("graph:answer"), std::move(after));
+      break;
+  }
   return rag::Status::ok();
 }
 
@@ -404,6 +433,9 @@ void GraphModel::apply(const GraphDocument& doc) {
     if (old.positions.value(id) != m_doc.positions.value(id)) Q_EMIT nodeChanged(id);
   }
   if (old.graph.edges() != m_doc.graph.edges()) Q_EMIT edgesChanged();
+  if (old.graph.name() != m_doc.graph.name() || old.graph.description() != m_doc.graph.description() ||
+      old.graph.answerVar() != m_doc.graph.answerVar())
+    Q_EMIT graphPropertiesChanged();
   if (!sameIssues(oldIssues, m_issues)) Q_EMIT issuesChanged();
 }
 

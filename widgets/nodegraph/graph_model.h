@@ -101,6 +101,11 @@ public:
   rag::Status moveEdge(int index, int newIndex);
   // Removes nodes (with their edges) and edges in one command: a Delete of the selection.
   rag::Status removeItems(const QStringList& nodes, const QList<int>& edges);
+  // The workflow's own settings (what the file's "name", "description" and "answer" hold).
+  // Consecutive changes of one of them merge into one command. InvalidArgument for an empty
+  // name or answer variable.
+  enum class GraphProperty { Name, Description, AnswerVar };
+  rag::Status setGraphProperty(GraphProperty property, const QString& value);
 
   // ---- documents: each replaces the document, clears the undo stack and emits modelReset, or
   // fails with a message naming the problem and leaves the current document as it was.
@@ -119,6 +124,7 @@ Q_SIGNALS:
   void nodeRemoved(const QString& id);
   void nodeChanged(const QString& id);  // a property or the position; also for START/END moves
   void edgesChanged();
+  void graphPropertiesChanged();  // name, description or answer variable
   void issuesChanged();
   void modelReset();
 
@@ -132,6 +138,7 @@ private:
   };
   rag::Status edit(const QString& text, const QString& mergeKey,
                    const std::function<rag::Status(Parts&)>& mutate);
+  void push(const QString& text, const QString& mergeKey, GraphDocument after);
   void apply(const GraphDocument& doc);
   void reset(GraphDocument doc);
 

@@ -51,17 +51,13 @@ PropertyPanel::PropertyPanel(GraphModel* model, QWidget* parent)
   m_title = new QLabel;
   m_title->setTextFormat(Qt::RichText);
   m_pages = new QStackedWidget;
-  auto* empty = new QLabel(tr("Select a node or an edge to edit it.\n\n"
-                              "Drag a node kind from the palette onto the canvas to add a node; "
-                              "drag from the dot below a node onto another node to connect them; "
-                              "drop a condition on an edge to guard it."));
-  empty->setWordWrap(true);
-  empty->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+  auto* graphPage = new QWidget;
   auto* nodePage = new QWidget;
   auto* edgePage = new QWidget;
+  buildGraphPage(graphPage);
   buildNodePage(nodePage);
   buildEdgePage(edgePage);
-  m_pages->addWidget(empty);
+  m_pages->addWidget(graphPage);
   m_pages->addWidget(nodePage);
   m_pages->addWidget(edgePage);
   m_issues = new QLabel;
@@ -78,9 +74,41 @@ PropertyPanel::PropertyPanel(GraphModel* model, QWidget* parent)
   connect(model, &GraphModel::nodeAdded, this, &PropertyPanel::refresh);
   connect(model, &GraphModel::nodeRemoved, this, &PropertyPanel::refresh);
   connect(model, &GraphModel::edgesChanged, this, &PropertyPanel::refresh);
+  connect(model, &GraphModel::graphPropertiesChanged, this, &PropertyPanel::refresh);
   connect(model, &GraphModel::issuesChanged, this, &PropertyPanel::refresh);
   connect(model, &GraphModel::modelReset, this, &PropertyPanel::showNothing);
   showNothing();
+}
+
+// Nothing selected: the workflow's own settings, above how to edit the canvas.
+void PropertyPanel::buildGraphPage(QWidget* page) {
+  m_graphColumn = columnOn(page);
+  m_graphName = new QLineEdit;
+  m_graphName->setToolTip(tr("Names the workflow in the run panel, in saved runs and as the file name"));
+  m_graphDescription = new QPlainTextEdit;
+  m_graphDescription->setTabChangesFocus(true);
+  m_graphDescription->setFixedHeight(4 * fontMetrics().lineSpacing() + 12);
+  m_graphDescription->setPlaceholderText(tr("What the workflow does, for whoever opens it next"));
+  m_answerVar = new QLineEdit;
+  m_answerVar->setToolTip(tr("The variable whose value at END is the request's answer"));
+  addRow(m_graphColumn, tr("Name"), m_graphName);
+  addRow(m_graphColumn, tr("Description"), m_graphDescription);
+  addRow(m_graphColumn, tr("Answer variable"), m_answerVar);
+  auto* help = new QLabel(tr("Select a node or an edge to edit it.\n\n"
+                             "Drag a node kind from the palette onto the canvas to add a node; "
+                             "drag from the dot below a node onto another node to connect them; "
+                             "drop a condition on an edge to guard it."));
+  help->setWordWrap(true);
+  help->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+  m_graphColumn->insertWidget(m_graphColumn->count() - 1, help);
+
+  connect(m_graphName, &QLineEdit::editingFinished, this,
+          [this] { setGraphProperty(GraphModel::GraphProperty::Name, m_graphName->text()); });
+  connect(m_graphDescription, &QPlainTextEdit::textChanged, this, [this] {
+    setGraphProperty(GraphModel::GraphProperty::Description, m_graphDescription->toPlainText());
+  });
+  connect(m_answerVar, &QLineEdit::editingFinished, this,
+          [this] { setGraphProperty(GraphModel::GraphProperty::AnswerVar, m_answerVar->text()); });
 }
 
 void PropertyPanel::buildNodePage(QWidget* page) {
@@ -217,8 +245,7 @@ void PropertyPanel::refresh() {
   } else {
     m_node.clear();
     m_edge = -1;
-    m_title->setText(tr("<b>Properties</b>"));
-    m_pages->setCurrentIndex(0);
+    refreshGraph();
   }
   QStringList escaped;
   for (const QString& i : issues) escaped << i.toHtmlEscaped();
@@ -226,6 +253,16 @@ void PropertyPanel::refresh() {
                                      : tr("<b>Problems</b><ul><li>%1</li></ul>")
                                            .arg(escaped.join(QStringLiteral("</li><li>"))));
   m_refreshing = false;
+}
+
+void PropertyPanel::refreshGraph() {
+  const rag::WorkflowGraph& g = m_model->graph();
+  m_title->setText(tr("<b>Workflow</b>"));
+  m_pages->setCurrentIndex(0);
+  setText(m_graphName, toQString(g.name()));
+  setText(m_answerVar, toQString(g.answerVar()));
+  const QString description = toQString(g.description());
+  if (m_graphDescription->toPlainText() != description) m_graphDescription->setPlainText(description);
 }
 
 void PropertyPanel::refreshNode(const rag::WorkflowNode& n) {
@@ -287,6 +324,13 @@ void PropertyPanel::report(const rag::Status& status) {
 void PropertyPanel::setNodeProperty(GraphModel::NodeProperty property, const QVariant& value) {
   if (m_refreshing || m_node.isEmpty()) return;
   report(m_model->setNodeProperty(m_node, property, value));
+}
+
+void PropertyPanel::setGraphProperty(GraphModel::GraphProperty property, const QString& value) {
+  if (m_refreshing || !m_node.isEmpty() || m_edge >= 0) return;
+  const rag::Status s = m_model->setGraphProperty(property, value);
+  report(s);
+  if (!s) refresh();  // show the value the workflow kept
 }
 
 void PropertyPanel::commitStop() {

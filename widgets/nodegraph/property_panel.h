@@ -1,7 +1,8 @@
 // The RAGraph editor's property panel: a form for the selected node (id, output variable, and
 // the prompt template, max tokens, temperature and stop strings of a generation node or the
 // query variable, top-k and nprobe of a retrieval node) or the selected edge (its place in the
-// checking order and its condition), plus the validation problems that name it.
+// checking order and its condition), plus the validation problems that name it. With nothing
+// selected it edits the workflow itself: name, description and answer variable.
 //
 // Every change goes to the GraphModel as soon as it is made (line edits when editing finishes);
 // the model merges consecutive changes of one field into one undo step, so typing a prompt is
@@ -54,6 +55,9 @@ public:
   QLineEdit* conditionTextEdit() const { return m_condText; }
   QLineEdit* conditionNodeEdit() const { return m_condNode; }
   QSpinBox* conditionLimitBox() const { return m_condLimit; }
+  QLineEdit* graphNameEdit() const { return m_graphName; }
+  QPlainTextEdit* graphDescriptionEdit() const { return m_graphDescription; }
+  QLineEdit* answerVarEdit() const { return m_answerVar; }
   QLabel* issuesLabel() const { return m_issues; }
 
 Q_SIGNALS:
@@ -63,15 +67,18 @@ Q_SIGNALS:
   void editFailed(const QString& message);
 
 private:
+  void buildGraphPage(QWidget* page);
   void buildNodePage(QWidget* page);
   void buildEdgePage(QWidget* page);
   // A labelled row of fields; setRowVisible shows or hides label and field together.
   void addRow(QVBoxLayout* column, const QString& label, QWidget* field);
   void setRowVisible(QWidget* field, bool visible);
   void refresh();
+  void refreshGraph();
   void refreshNode(const rag::WorkflowNode& node);
   void refreshEdge(const rag::WorkflowEdge& edge);
   void setNodeProperty(GraphModel::NodeProperty property, const QVariant& value);
+  void setGraphProperty(GraphModel::GraphProperty property, const QString& value);
   void commitStop();
   void commitRename();
   void commitOrder(int rank);
@@ -86,9 +93,13 @@ private:
   QStackedWidget* m_pages;
   QLabel* m_title;
   QLabel* m_issues;
+  QVBoxLayout* m_graphColumn;
   QVBoxLayout* m_nodeColumn;
   QVBoxLayout* m_edgeColumn;
   QHash<QWidget*, QWidget*> m_rows;  // field -> its labelled row
+  QLineEdit* m_graphName;
+  QPlainTextEdit* m_graphDescription;
+  QLineEdit* m_answerVar;
   QLineEdit* m_id;
   QLabel* m_kind;
   QLineEdit* m_output;
