@@ -246,7 +246,9 @@ void ClusterHeatmap::rebuild() {
   const int clusters = m_series.clusterCount();
   QCPAxis* rows = m_heatRect->axis(QCPAxis::atLeft);
   rows->setLabel(m_sortByHeat ? tr("clusters by heat (rank)") : tr("cluster"));
+  // Before the first sample there are no clusters to number: no ticks (not -0.4 ... 0.4).
   rows->setRange(-0.5, std::max(clusters, 1) - 0.5);
+  for (QCPAxis* axis : {rows, m_heatRect->axis(QCPAxis::atRight)}) axis->setTickLabels(clusters > 0);
   m_stripRect->setVisible(!m_series.currentResidency().empty());
   m_stripRect->axis(QCPAxis::atBottom)->setLabel(m_series.currentResidency().empty() ? QString() : tr("GPU"));
   m_status->setText(cacheStatus());
