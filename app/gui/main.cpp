@@ -1,7 +1,7 @@
 // ragraph-workbench: the desktop workbench.
 //   ragraph-workbench [--corpus PATH] [--screenshot FILE.png] [--demo] [--bench-timeline [--spans N]]
 // --screenshot renders the window once its pages have loaded (with --demo: once the demo run has
-// finished), saves the PNG and exits; --demo runs a short Multistep workload on the default
+// finished), saves the PNG and exits; --demo runs a short IRG workload on the default
 // corpus through the editor's graph, so the timeline, heatmap and tables fill; --bench-timeline
 // prints the timeline's drawing speed as JSON and exits.
 #include <QApplication>
@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   parser.addVersionOption();
   QCommandLineOption corpusOpt("corpus", "Corpus database (default: the one `ragraph corpus build` made).", "PATH");
   QCommandLineOption shotOpt("screenshot", "Save a PNG of the window once loaded (with --demo: after the run), then exit.", "FILE");
-  QCommandLineOption demoOpt("demo", "Run a short Multistep workload (hedra) so every view fills.");
+  QCommandLineOption demoOpt("demo", "Run a short IRG workload (hedra) so every view fills.");
   QCommandLineOption benchOpt("bench-timeline", "Print the timeline's frames per second as JSON and exit.");
   QCommandLineOption spansOpt("spans", "Spans for --bench-timeline (default 200000).", "N", "200000");
   parser.addOptions({corpusOpt, shotOpt, demoOpt, benchOpt, spansOpt});
@@ -64,8 +64,8 @@ int main(int argc, char** argv) {
     });
   };
   if (parser.isSet(demoOpt)) {
-    window.editor()->loadTemplate(rag::Workflow::Multistep);
-    window.runPanel()->configure("multistep", "hedra", 6.0, 16);
+    window.editor()->loadTemplate(rag::Workflow::Irg);
+    window.runPanel()->configure("irg", "hedra", 6.0, 16);
     QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, &window, [&window] {
       static bool started = false;
       if (started) return;
