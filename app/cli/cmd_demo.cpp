@@ -1,8 +1,8 @@
 // `ragraph demo`: the short headless tour run.sh gives on a machine without a display. It opens
 // the default corpus through the engine facade, looks up test questions of every type on the
 // worker pool, prints each with its gold passages and answers; when the shipped model, embedder
-// and passage index are there, serves those questions through the One-shot and Multistep
-// workflows (hedra policy) and prints each request's stages; and exports the engine's trace as
+// and passage index are there, serves those questions through the One-shot and IRG workflows
+// (hedra policy; Multistep's sub-question prompts are outside what the model was trained on) and prints each request's stages; and exports the engine's trace as
 // Chrome-trace JSON (open it in Perfetto).
 #include <cstdio>
 #include <filesystem>
@@ -86,9 +86,9 @@ int cmdDemo(Args& args) {
   const double secs = wall.elapsedSeconds();
 
   if (e.serving()) {
-    std::printf("Serving the same questions through One-shot and Multistep (hedra: sub-stage retrieval, "
+    std::printf("Serving the same questions through One-shot and IRG (hedra: sub-stage retrieval, "
                 "speculation, cluster reordering):\n\n");
-    for (Workflow w : {Workflow::OneShot, Workflow::Multistep}) {
+    for (Workflow w : {Workflow::OneShot, Workflow::Irg}) {
       Result<WorkflowGraph> graph = builtinWorkflow(w);
       if (!graph) return fail(graph.status());
       std::vector<RequestHandle> handles;
