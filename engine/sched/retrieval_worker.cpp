@@ -300,22 +300,26 @@ void RetrievalWorker::loop() {
       std::erase_if(m_live, [&](const Live& l) { return l.job.key == c.job.key; });
     }
     commands.clear();
-    const uint64_t t0 = nowNs();
+    // Embedding and search, timed for the load gauge (an idle pass adds microseconds).
+    auto work = [&](std::vector<RetrievalJob>& jobs) {
+      const uint64_t t0 = nowNs();
+      admit(jobs, out);
+      searchTurn(out);
+      if (m_params.load) m_params.load->addBusy(nowNs() - t0);
+    };
     if (m_params.mode == ServeMode::Sequential) {
-      // One request's retrieval at a time, start to end, while generation waits its turn.
+      // One request's retrieval at a time, start to end, while generation waits its turn (the
+      // wait is not work).
       if (!m_pending.empty()) {
         TurnGuard turn(m_params.turns);
         std::vector<RetrievalJob> one;
         one.push_back(std::move(m_pending.front()));
         m_pending.erase(m_pending.begin());
-        admit(one, out);
-        searchTurn(out);
+        work(one);
       }
     } else {
-      admit(m_pending, out);
-      searchTurn(out);
+      work(m_pending);
     }
-    if (m_params.load) m_params.load->addBusy(nowNs() - t0);  // (an idle pass adds microseconds)
     m_liveCount.store(static_cast<int32_t>(m_live.size() + m_pending.size()), std::memory_order_relaxed);
     flush();
   }
