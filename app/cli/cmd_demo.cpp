@@ -2,8 +2,9 @@
 // the default corpus through the engine facade, looks up test questions of every type on the
 // worker pool, prints each with its gold passages and answers; when the shipped model, embedder
 // and passage index are there, serves those questions through the One-shot and IRG workflows
-// (hedra policy; Multistep's sub-question prompts are outside what the model was trained on) and prints each request's stages; and exports the engine's trace as
-// Chrome-trace JSON (open it in Perfetto).
+// (hedra policy; Multistep's sub-question prompts are outside what the model was trained on)
+// and prints each request's stages; and exports the engine's trace as Chrome-trace JSON (open it
+// in Perfetto).
 #include <cstdio>
 #include <filesystem>
 #include <iostream>

@@ -90,9 +90,10 @@ const std::vector<Command>& commands() {
        {"json", "deterministic"}, cmdWorkflowRun},
       {"bench", "serve",
        "[--workflows oneshot,hyde,multistep,irg,recomp] [--modes sequential,flashrag,hedra] [--rps 2,4,8,16,32] "
-       "[--requests 40] [--min-seconds 10xSLO] [--nprobe 128] [--slo 1] [--json FILE] [--trace FILE] [--quick] [--split test] "
-       "[--find-max [--search-steps 4]] [--generation-threads 1] [--retrieval-threads 1] [--substage-ms MS] "
-       "[--spec-load 0.5] [--deterministic] [--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] [--corpus PATH]",
+       "[--requests 40] [--min-seconds 10xSLO] [--nprobe 128] [--slo 1] [--json FILE] [--trace FILE] [--quick] "
+       "[--split test] [--find-max [--search-steps 4]] [--generation-threads 1] [--retrieval-threads 1] "
+       "[--substage-ms MS] [--spec-load 0.5] [--deterministic] [--model DIR] [--dtype f32|bf16] [--embedder DIR] "
+       "[--index BASE] [--corpus PATH]",
        {"quick", "deterministic", "find-max"}, cmdBenchServe},
       {"bench", "ivf",
        "[--vectors 131072] [--dim 128] [--nlist N] [--nprobe 32] [--queries 1024] [--k 10] "

@@ -263,8 +263,8 @@ bool Scheduler::hedraSpeculation() const {
   return m_params.policy.mode == ServeMode::Hedra && m_params.policy.speculation;
 }
 
-bool Scheduler::roomToSpeculate() {
-  return m_params.specLoadThreshold > 1.0 || m_load->load(nowNs()) < m_params.specLoadThreshold;
+bool Scheduler::roomToSpeculate() const {
+  return m_params.specLoadThreshold > 1.0 || m_load->last() < m_params.specLoadThreshold;
 }
 
 JobKey Scheduler::newKey(uint32_t requestId) {
@@ -287,7 +287,7 @@ void Scheduler::loop() {
     }
     if (msgs.empty()) continue;
     TraceZone zone(m_ring, m_lane, TraceStage::Schedule, 0);
-    (void)m_load->load(nowNs());  // a sample per window, for the triggers and stats()
+    (void)m_load->load(nowNs());  // the one place it is sampled: for the triggers and stats()
     for (Message& m : msgs) std::visit([this](auto& x) { handle(x); }, m);
     // The wavefront: every request whose next node is ready, across all live requests.
     uint32_t wave = 0;

@@ -133,8 +133,9 @@ private:
   void traceNode(const Req& r, TraceStage stage, uint64_t beginNs, uint32_t work, uint8_t flags);
   JobKey newKey(uint32_t requestId);
   bool hedraSpeculation() const;
-  // T_curr < τ·T_max: the workers' threads have had idle time lately (samples the gauge).
-  bool roomToSpeculate();
+  // T_curr < τ·T_max: the workers' threads have had idle time lately (the gauge as the loop last
+  // sampled it).
+  bool roomToSpeculate() const;
 
   ServingResources m_res;
   ServingParams m_params;

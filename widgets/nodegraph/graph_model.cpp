@@ -181,23 +181,23 @@ void GraphModel::push(const QString& text, const QString& mergeKey, GraphDocumen
 
 rag::Status GraphModel::setGraphProperty(GraphProperty property, const QString& value) {
   GraphDocument after = m_doc;
-  const std::string v = value.toStdString();
+  const std::string trimmed = value.trimmed().toStdString();  // names; a description keeps its spaces
   switch (property) {
     case GraphProperty::Name:
-      if (value.trimmed().isEmpty())
+      if (trimmed.empty())
         return rag::Status::invalidArgument("a workflow needs a name (it names the file and the runs)");
-      after.graph.setName(value.trimmed().toStdString());
+      after.graph.setName(trimmed);
       push(tr("Rename workflow"), QStringLiteral("graph:name"), std::move(after));
       break;
     case GraphProperty::Description:
-      after.graph.setDescription(v);
+      after.graph.setDescription(value.toStdString());
       push(tr("Edit description"), QStringLiteral("graph:description"), std::move(after));
       break;
     case GraphProperty::AnswerVar:
-      if (value.trimmed().isEmpty())
+      if (trimmed.empty())
         return rag::Status::invalidArgument("the answer variable cannot be empty: name the variable "
                                             "whose value at END is the answer, e.g. answer");
-      after.graph.setAnswerVar(value.trimmed().toStdString());
+      after.graph.setAnswerVar(trimmed);
       push(tr("Set answer variable"), QStringLiteral("graph:answer"), std::move(after));
       break;
   }
