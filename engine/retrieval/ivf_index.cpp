@@ -22,6 +22,7 @@
 
 #include "core/clock.h"
 #include "core/fs.h"
+#include "retrieval/shared_scan.h"
 
 namespace fs = std::filesystem;
 
@@ -180,6 +181,8 @@ struct IvfIndex::Impl {
   const faiss::IndexFlat* quantizer = nullptr;
   std::unique_ptr<std::atomic<uint64_t>[]> accessCounts;  // [nlist]
   ClusterCostModel cost;
+  SharedScanCostModel sharedCost;
+  double maxRowNorm = 0;  // the largest |v| of an indexed vector: the shared scan's error bound
 
   int64_t dim() const { return index->d; }
   int64_t nlist() const { return static_cast<int64_t>(index->nlist); }
@@ -191,13 +194,25 @@ struct IvfIndex::Impl {
   // Wraps a trained, filled IndexIVFFlat; Corrupt when it is not the kind this class serves.
   static Result<std::unique_ptr<Impl>> wrap(std::unique_ptr<faiss::IndexIVFFlat> index,
                                             const std::string& source);
+  // The non-empty clusters, smallest first (the calibrations draw size bands from it).
+  std::vector<int64_t> clustersBySize() const {
+    std::vector<int64_t> clusters;
+    for (int64_t c = 0; c < nlist(); ++c)
+      if (listSize(c) > 0) clusters.push_back(c);
+    std::stable_sort(clusters.begin(), clusters.end(),
+                     [&](int64_t x, int64_t y) { return listSize(x) < listSize(y); });
+    return clusters;
+  }
   ClusterCostModel calibrate() const;
+  SharedScanCostModel calibrateShared() const;
   void initTask(SearchTask& t, const float* query, int32_t k) const;
   Status runSlice(const Slice& s, const std::vector<int32_t>& take,
                   std::span<const uint8_t> elsewhere) const;
   Result<StepStats> runPlanned(const std::vector<SearchTask*>& live,
                                const std::vector<int32_t>& take, const std::vector<double>& cost,
                                std::span<const uint8_t> elsewhere) const;
+  Result<StepStats> runShared(const std::vector<SearchTask*>& live,
+                              const std::vector<int32_t>& take) const;
 };
 
 Result<std::unique_ptr<IvfIndex::Impl>> IvfIndex::Impl::wrap(
@@ -224,6 +239,15 @@ Result<std::unique_ptr<IvfIndex::Impl>> IvfIndex::Impl::wrap(
   }
   impl->quantizer = quantizer;
   impl->accessCounts.reset(new std::atomic<uint64_t>[index->nlist]());
+  for (size_t c = 0; c < index->nlist; ++c) {
+    const size_t n = index->invlists->list_size(c);
+    if (n == 0) continue;
+    faiss::InvertedLists::ScopedCodes codes(index->invlists, c);
+    const auto* x = reinterpret_cast<const float*>(codes.get());  // IVF-Flat codes are the floats
+    for (size_t j = 0; j < n; ++j)
+      impl->maxRowNorm = std::max(impl->maxRowNorm,
+                                  std::sqrt(static_cast<double>(faiss::fvec_norm_L2sqr(x + j * index->d, index->d))));
+  }
   impl->index = std::move(index);
   return impl;
 }
@@ -235,12 +259,8 @@ Result<std::unique_ptr<IvfIndex::Impl>> IvfIndex::Impl::wrap(
 // calls differ in vectors per visit and a and b can be told apart. Every call runs twice, in
 // two passes over all calls, and keeps its faster time (a preempted run only ever adds time).
 ClusterCostModel IvfIndex::Impl::calibrate() const {
-  std::vector<int64_t> clusters;
-  for (int64_t c = 0; c < nlist(); ++c)
-    if (listSize(c) > 0) clusters.push_back(c);
+  const std::vector<int64_t> clusters = clustersBySize();
   if (clusters.empty()) return {};
-  std::stable_sort(clusters.begin(), clusters.end(),
-                   [&](int64_t x, int64_t y) { return listSize(x) < listSize(y); });
 
   constexpr int kBands = 4, kCallsPerBand = 8, kQueries = 8, kProbes = 8, kPasses = 2;
   constexpr int32_t k = 10;
@@ -304,6 +324,70 @@ ClusterCostModel IvfIndex::Impl::calibrate() const {
   std::vector<CostSample> samples;
   for (const Call& call : calls) samples.push_back(call.sample);
   return fitCostModel(samples);
+}
+
+// Times the shared scan kernel the way a shared step uses it and fits SharedScanCostModel: per
+// band of cluster sizes (as calibrate()), eight queries each on eight clusters of their own
+// gives the first visits (a, b); then all eight on the same eight clusters gives the further
+// visits (extra: what those calls took beyond one first visit per cluster). Best of two passes.
+SharedScanCostModel IvfIndex::Impl::calibrateShared() const {
+  const std::vector<int64_t> clusters = clustersBySize();
+  if (clusters.empty()) return {};
+  constexpr int kBands = 4, kQueries = 8, kProbes = 8, kPasses = 2;
+  const size_t longest = static_cast<size_t>(listSize(clusters.back()));
+  std::vector<float> scores(kQueries * longest);
+  std::vector<const float*> queries(kQueries);
+  std::vector<float*> outs(kQueries);
+  for (size_t q = 0; q < kQueries; ++q) {
+    queries[q] = centroid(clusters[(q * 7919) % clusters.size()]);  // plausible queries
+    outs[q] = scores.data() + q * longest;
+  }
+  auto rows = [&](int64_t c) {
+    faiss::InvertedLists::ScopedCodes codes(index->invlists, static_cast<size_t>(c));
+    return reinterpret_cast<const float*>(codes.get());  // array lists: the codes stay put
+  };
+  std::vector<CostSample> firstVisits;
+  struct Shared {
+    double visits = 0, vectors = 0, seconds = 0;
+  };
+  std::vector<Shared> shared;
+  const size_t bandWidth = (clusters.size() + kBands - 1) / kBands;
+  for (size_t band = 0; band < kBands; ++band) {
+    const size_t lo = std::min(clusters.size(), band * bandWidth);
+    const size_t hi = std::min(clusters.size(), lo + bandWidth);
+    if (lo >= hi) continue;
+    const size_t probes = std::min<size_t>(kProbes, hi - lo);
+    CostSample alone{.seconds = std::numeric_limits<double>::infinity()};
+    Shared together{.seconds = std::numeric_limits<double>::infinity()};
+    for (int pass = 0; pass < kPasses; ++pass) {
+      Stopwatch w;
+      for (size_t q = 0; q < kQueries; ++q)
+        for (size_t j = 0; j < probes; ++j) {  // distinct clusters per query: cold reads
+          const int64_t c = clusters[lo + (q * probes + j) % (hi - lo)];
+          innerProductsShared(&queries[q], &outs[q], 1, rows(c), listSize(c), dim());
+          if (pass == 0) alone.visits += 1, alone.vectors += static_cast<double>(listSize(c));
+        }
+      alone.seconds = std::min(alone.seconds, w.elapsedSeconds());
+      Stopwatch w2;
+      for (size_t j = hi - probes; j < hi; ++j) {
+        innerProductsShared(queries.data(), outs.data(), kQueries, rows(clusters[j]),
+                            listSize(clusters[j]), dim());
+        if (pass == 0) together.visits += 1, together.vectors += static_cast<double>(listSize(clusters[j]));
+      }
+      together.seconds = std::min(together.seconds, w2.elapsedSeconds());
+    }
+    firstVisits.push_back(alone);
+    shared.push_back(together);
+  }
+  const ClusterCostModel fit = fitCostModel(firstVisits);
+  SharedScanCostModel m{.a = fit.a, .b = fit.b, .samples = fit.samples};
+  double beyond = 0, vectors = 0;
+  for (const Shared& s : shared) {
+    beyond += s.seconds - (m.a * s.visits + m.b * s.vectors);
+    vectors += s.vectors * (kQueries - 1);
+  }
+  if (vectors > 0) m.extra = std::max(0.0, beyond / vectors);
+  return m;
 }
 
 void IvfIndex::Impl::initTask(SearchTask& t, const float* query, int32_t k) const {
@@ -384,6 +468,7 @@ Result<IvfIndex> IvfIndex::build(std::span<const float> vectors, int64_t dim, in
   RAG_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Impl::wrap(std::move(ivf), "the new index"));
   report("calibrating the cluster cost model", 0, 1);
   impl->cost = impl->calibrate();
+  impl->sharedCost = impl->calibrateShared();
   report("calibrating the cluster cost model", 1, 1);
   return IvfIndex(std::move(impl));
 }
@@ -504,6 +589,7 @@ Result<IvfIndex> IvfIndex::load(const fs::path& path, std::string_view expectedF
   RAG_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl,
                        Impl::wrap(std::unique_ptr<faiss::IndexIVFFlat>(ivf), where));
   impl->cost = impl->calibrate();
+  impl->sharedCost = impl->calibrateShared();
   return IvfIndex(std::move(impl));
 }
 
@@ -672,7 +758,11 @@ std::vector<int64_t> IvfIndex::listSizes() const {
 }
 
 const ClusterCostModel& IvfIndex::costModel() const { return m_impl->cost; }
-ClusterCostModel IvfIndex::calibrateCostModel() { return m_impl->cost = m_impl->calibrate(); }
+ClusterCostModel IvfIndex::calibrateCostModel() {
+  m_impl->sharedCost = m_impl->calibrateShared();
+  return m_impl->cost = m_impl->calibrate();
+}
+const SharedScanCostModel& IvfIndex::sharedCostModel() const { return m_impl->sharedCost; }
 void IvfIndex::setCostModel(const ClusterCostModel& model) { m_impl->cost = model; }
 
 Status IvfIndex::checkQueries(std::span<const float> queries, int32_t k, const char* what) const {
@@ -815,6 +905,18 @@ Status checkBudget(double budgetSeconds) {
   return Status::ok();
 }
 
+// A step's arguments checked, and its tasks that are not done yet, in the order given.
+Result<std::vector<SearchTask*>> unfinishedTasks(std::span<SearchTask* const> tasks,
+                                                 double budgetSeconds, int64_t d, int64_t nlist,
+                                                 const char* what) {
+  RAG_RETURN_IF_ERROR(checkBudget(budgetSeconds));
+  RAG_RETURN_IF_ERROR(checkStepTasks(tasks, d, nlist, what));
+  std::vector<SearchTask*> live;
+  for (SearchTask* t : tasks)
+    if (!t->done()) live.push_back(t);
+  return live;
+}
+
 }  // namespace
 
 // Runs a planned step over `live` (take[i] > 0 next clusters of live[i], estimated cost[i]) in
@@ -849,15 +951,13 @@ Result<StepStats> IvfIndex::Impl::runPlanned(const std::vector<SearchTask*>& liv
       stats.vectorsScanned += listSize(c);
     }
   }
+  stats.clustersRead = stats.clustersSearched;
   return stats;
 }
 
 Result<StepStats> IvfIndex::step(std::span<SearchTask* const> tasks, double budgetSeconds) const {
-  RAG_RETURN_IF_ERROR(checkBudget(budgetSeconds));
-  RAG_RETURN_IF_ERROR(checkStepTasks(tasks, dim(), nlist(), "step"));
-  std::vector<SearchTask*> live;
-  for (SearchTask* t : tasks)
-    if (!t->done()) live.push_back(t);
+  RAG_ASSIGN_OR_RETURN(std::vector<SearchTask*> live,
+                       unfinishedTasks(tasks, budgetSeconds, dim(), nlist(), "step"));
   if (live.empty()) return StepStats{};
   const ClusterCostModel& model = m_impl->cost;
   const StepPlan plan = retrieval::planStep(live, budgetSeconds, std::max(1, omp_get_max_threads()),
@@ -867,13 +967,146 @@ Result<StepStats> IvfIndex::step(std::span<SearchTask* const> tasks, double budg
   return stats;
 }
 
+// The shared step's two passes. Screening: each distinct cluster is read once and scored for
+// every task visiting it (in parallel over clusters). Merging: each task walks its clusters in
+// its own order and offers every row to its heap as FAISS's IVF-Flat scanner does (in parallel
+// over tasks); a row whose screened score is below the heap's worst by more than the two
+// kernels can disagree cannot enter, and every other row is rescored with fvec_inner_product,
+// FAISS's kernel, so the heap sees exactly FAISS's values in FAISS's order.
+Result<StepStats> IvfIndex::Impl::runShared(const std::vector<SearchTask*>& live,
+                                            const std::vector<int32_t>& take) const {
+  struct Visit {
+    int64_t cluster;
+    uint32_t task;
+    size_t scores;  // offset of its scores in the buffer
+  };
+  std::vector<Visit> visits;
+  size_t buffer = 0;
+  for (size_t i = 0; i < live.size(); ++i) {
+    const SearchTask& t = *live[i];
+    for (size_t j = t.cursor(); j < t.cursor() + static_cast<size_t>(take[i]); ++j) {
+      const int64_t c = t.clusters()[j];
+      visits.push_back({c, static_cast<uint32_t>(i), buffer});
+      buffer += static_cast<size_t>(listSize(c));
+    }
+  }
+  thread_local std::vector<float> scoreBuffer;  // reused: a step's buffer is a few MiB
+  if (scoreBuffer.size() < buffer) scoreBuffer.resize(buffer);
+  float* const scores = scoreBuffer.data();  // (the OpenMP threads below have their own thread_locals)
+  // Visits grouped by cluster; within a cluster in task order.
+  std::vector<uint32_t> byCluster(visits.size());
+  for (uint32_t v = 0; v < byCluster.size(); ++v) byCluster[v] = v;
+  std::stable_sort(byCluster.begin(), byCluster.end(),
+                   [&](uint32_t x, uint32_t y) { return visits[x].cluster < visits[y].cluster; });
+  std::vector<size_t> runs;  // start of each cluster's group in byCluster, and the end
+  for (size_t v = 0; v < byCluster.size(); ++v)
+    if (v == 0 || visits[byCluster[v]].cluster != visits[byCluster[v - 1]].cluster) runs.push_back(v);
+  runs.push_back(byCluster.size());
+
+  const int64_t d = dim();
+  const int threads = std::max(1, omp_get_max_threads());
+  const int64_t nruns = static_cast<int64_t>(runs.size()) - 1;
+  const int64_t nlive = static_cast<int64_t>(live.size());
+  Stopwatch w;
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<const float*> queries;
+    std::vector<float*> outs;
+#pragma omp for schedule(dynamic, 4)
+    for (int64_t r = 0; r < nruns; ++r) {
+      queries.clear();
+      outs.clear();
+      for (size_t v = runs[static_cast<size_t>(r)]; v < runs[static_cast<size_t>(r) + 1]; ++v) {
+        const Visit& visit = visits[byCluster[v]];
+        queries.push_back(live[visit.task]->m_query.data());
+        outs.push_back(scores + visit.scores);
+      }
+      const int64_t c = visits[byCluster[runs[static_cast<size_t>(r)]]].cluster;
+      faiss::InvertedLists::ScopedCodes codes(index->invlists, static_cast<size_t>(c));
+      innerProductsShared(queries.data(), outs.data(), static_cast<int32_t>(queries.size()),
+                          reinterpret_cast<const float*>(codes.get()), listSize(c), d);
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < nlive; ++i) {
+      SearchTask& t = *live[static_cast<size_t>(i)];
+      const float* q = t.m_query.data();
+      const double qNorm = std::sqrt(static_cast<double>(faiss::fvec_norm_L2sqr(q, static_cast<size_t>(d))));
+      const float margin = static_cast<float>(innerProductErrorBound(d, qNorm * maxRowNorm));
+      const size_t k = t.m_heapSims.size();
+      float* heapSims = t.m_heapSims.data();
+      int64_t* heapIds = t.m_heapIds.data();
+      for (const Visit& visit : visits) {  // this task's visits, in its order
+        if (visit.task != static_cast<uint32_t>(i)) continue;
+        const size_t c = static_cast<size_t>(visit.cluster);
+        const size_t n = index->invlists->list_size(c);
+        faiss::InvertedLists::ScopedCodes codes(index->invlists, c);
+        faiss::InvertedLists::ScopedIds ids(index->invlists, c);
+        const auto* rows = reinterpret_cast<const float*>(codes.get());
+        const float* screened = scores + visit.scores;
+        for (size_t j = 0; j < n; ++j) {
+          if (screened[j] < heapSims[0] - margin) continue;  // cannot beat the worst kept
+          const float sim = faiss::fvec_inner_product(q, rows + j * static_cast<size_t>(d), static_cast<size_t>(d));
+          if (IpHeap::cmp(heapSims[0], sim)) faiss::heap_replace_top<IpHeap>(k, heapSims, heapIds, sim, ids[j]);
+        }
+        t.m_vectorsScanned += static_cast<int64_t>(n);
+        accessCounts[c].fetch_add(1, std::memory_order_relaxed);
+      }
+      t.m_cursor += static_cast<size_t>(take[static_cast<size_t>(i)]);
+    }
+  }
+  StepStats stats;
+  stats.seconds = w.elapsedSeconds();
+  stats.tasksAdvanced = 0;
+  for (int32_t n : take) stats.tasksAdvanced += n > 0 ? 1 : 0;
+  stats.clustersSearched = static_cast<int64_t>(visits.size());
+  stats.clustersRead = nruns;
+  for (const Visit& v : visits) stats.vectorsScanned += listSize(v.cluster);
+  return stats;
+}
+
+Result<StepStats> IvfIndex::stepShared(std::span<SearchTask* const> tasks,
+                                       double budgetSeconds) const {
+  RAG_ASSIGN_OR_RETURN(std::vector<SearchTask*> live,
+                       unfinishedTasks(tasks, budgetSeconds, dim(), nlist(), "stepShared"));
+  if (live.empty()) return StepStats{};
+  // Plan: whole remaining searches in the given order, cluster by cluster, while the estimated
+  // cost fits the budget on the search threads; a cluster some earlier task of the step visits
+  // costs only its further-visit price.
+  const int threads = std::max(1, omp_get_max_threads());
+  const double capacity = budgetSeconds * threads;
+  const SharedScanCostModel& model = m_impl->sharedCost;
+  std::vector<int32_t> visitors(static_cast<size_t>(nlist()), 0);
+  std::vector<int32_t> take(live.size(), 0);
+  double total = 0;
+  bool full = false;
+  for (size_t i = 0; i < live.size() && !full; ++i) {
+    const SearchTask& t = *live[i];
+    for (size_t j = t.cursor(); j < t.clusters().size(); ++j) {
+      const int64_t c = t.clusters()[j];
+      const int64_t n = m_impl->listSize(c);
+      const double cost = visitors[static_cast<size_t>(c)] == 0 ? model.firstSeconds(n) : model.extraSeconds(n);
+      if (take[0] > 0 && total + cost > capacity) {
+        full = true;
+        break;
+      }
+      total += cost;
+      ++visitors[static_cast<size_t>(c)];
+      ++take[i];
+    }
+  }
+  std::vector<SearchTask*> planned;
+  std::vector<int32_t> plannedTake;
+  for (size_t i = 0; i < live.size(); ++i)
+    if (take[i] > 0) planned.push_back(live[i]), plannedTake.push_back(take[i]);
+  RAG_ASSIGN_OR_RETURN(StepStats stats, m_impl->runShared(planned, plannedTake));
+  stats.estimatedSeconds = total / threads;
+  return stats;
+}
+
 Result<std::vector<int32_t>> IvfIndex::planStep(std::span<SearchTask* const> tasks,
                                                 double budgetSeconds) const {
-  RAG_RETURN_IF_ERROR(checkBudget(budgetSeconds));
-  RAG_RETURN_IF_ERROR(checkStepTasks(tasks, dim(), nlist(), "planStep"));
-  std::vector<SearchTask*> live;
-  for (SearchTask* t : tasks)
-    if (!t->done()) live.push_back(t);
+  RAG_ASSIGN_OR_RETURN(std::vector<SearchTask*> live,
+                       unfinishedTasks(tasks, budgetSeconds, dim(), nlist(), "planStep"));
   std::vector<int32_t> take(tasks.size(), 0);
   if (live.empty()) return take;
   const ClusterCostModel& model = m_impl->cost;

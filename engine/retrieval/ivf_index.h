@@ -68,6 +68,20 @@ struct ClusterCostModel {
   double seconds(int64_t listSize) const { return a + b * static_cast<double>(listSize); }
 };
 
+// Estimated single-thread seconds of a shared step (IvfIndex::stepShared), where the searches of
+// a step that visit the same cluster read its vectors once: the first visit of a cluster in a
+// step costs a + b · list_size, each further visit of it in the same step extra · list_size (the
+// rows are read once per four queries and are warm in cache). Fitted by timing the scan kernel.
+struct SharedScanCostModel {
+  double a = 0.0;
+  double b = 0.0;
+  double extra = 0.0;
+  int32_t samples = 0;  // timed calls behind the fit (0: not calibrated)
+
+  double firstSeconds(int64_t listSize) const { return a + b * static_cast<double>(listSize); }
+  double extraSeconds(int64_t listSize) const { return extra * static_cast<double>(listSize); }
+};
+
 // One query's step-wise search. Made by IvfIndex::makeTask/makeTasks; advanced by
 // IvfIndex::step. Movable and cheap to keep per request.
 class SearchTask {
@@ -111,7 +125,8 @@ private:
 // What one step did.
 struct StepStats {
   int32_t tasksAdvanced = 0;
-  int64_t clustersSearched = 0;
+  int64_t clustersSearched = 0;  // (task, cluster) visits
+  int64_t clustersRead = 0;      // distinct clusters read: fewer than the visits in a shared step
   int64_t vectorsScanned = 0;
   double estimatedSeconds = 0.0;  // the cost model's wall-time estimate for the planned work
   double seconds = 0.0;           // measured wall time of the search itself
@@ -170,6 +185,16 @@ public:
   // cluster id out of range, or one task listed twice.
   Result<StepStats> step(std::span<SearchTask* const> tasks, double budgetSeconds) const;
 
+  // A shared step (HedraRAG §5's cluster search across requests): the tasks are taken in the
+  // order given (the caller's priority: oldest first), each by its next clusters in its own
+  // order, until the step's estimated cost under sharedCostModel() reaches `budgetSeconds` on
+  // the search threads; the first task always gets a cluster, later tasks may get none. Each
+  // cluster the step visits is read once for every task that visits it (retrieval/shared_scan.h),
+  // and rows that could enter a task's top-k are rescored with FAISS's own kernel in the task's
+  // visiting order, so every heap ends bit-identical to what step() would make of the same
+  // clusters. Same errors as step().
+  Result<StepStats> stepShared(std::span<SearchTask* const> tasks, double budgetSeconds) const;
+
   // Hybrid steps (HedraRAG §4.4; retrieval/cluster_cache.h): a step whose clusters are split
   // between the CPU and a device.
   //
@@ -196,8 +221,9 @@ public:
   // The fitted per-cluster cost (single thread); refit with calibrateCostModel() when the machine
   // is quieter, or set one (tests, a scheduler's measured model).
   const ClusterCostModel& costModel() const;
-  ClusterCostModel calibrateCostModel();
+  ClusterCostModel calibrateCostModel();  // also refits sharedCostModel()
   void setCostModel(const ClusterCostModel& model);
+  const SharedScanCostModel& sharedCostModel() const;
 
   // How often step() has visited each cluster (one count per task and cluster), for the heatmap
   // and the GPU cluster cache. Relaxed atomics: cheap, and exact once the steps have returned.

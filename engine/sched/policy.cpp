@@ -12,7 +12,7 @@ struct NamedPolicy {
   ServePolicy policy;
 };
 
-constexpr std::array<NamedPolicy, 7> kPolicies = {{
+constexpr std::array<NamedPolicy, 8> kPolicies = {{
     {"sequential", {ServeMode::Sequential, false, false, false}},
     {"flashrag", {ServeMode::FlashRag, false, false, false}},
     {"hedra", {ServeMode::Hedra, true, true, true}},
@@ -20,6 +20,7 @@ constexpr std::array<NamedPolicy, 7> kPolicies = {{
     {"hedra-noreorder", {ServeMode::Hedra, true, false, true}},
     {"hedra-nogpucache", {ServeMode::Hedra, true, true, false}},
     {"hedra-roundrobin", {ServeMode::Hedra, true, true, true, false}},
+    {"hedra-noshare", {ServeMode::Hedra, true, true, true, true, false}},
 }};
 
 }  // namespace
@@ -35,6 +36,7 @@ std::string servePolicyName(const ServePolicy& p) {
   if (!p.reorder) s += "-noreorder";
   if (!p.gpuCache) s += "-nogpucache";
   if (!p.oldestFirst) s += "-roundrobin";
+  if (!p.sharedScans) s += "-noshare";
   return s;
 }
 

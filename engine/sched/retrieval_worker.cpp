@@ -198,7 +198,14 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
     m_budget.store(budget, std::memory_order_relaxed);
   }
   std::vector<retrieval::SearchTask*> tasks;
-  if (hedra && m_params.oldestFirst) {
+  // Shared scans plan the sub-stage themselves: every live search in priority order (oldest
+  // first, speculative ones last), cluster by cluster, until the budget's estimate is full.
+  const bool shared = hedra && m_params.oldestFirst && m_params.sharedScans && !m_cache;
+  if (shared) {
+    for (bool speculative : {false, true})
+      for (Live& l : m_live)
+        if (l.job.speculative == speculative && !l.task.done()) tasks.push_back(&l.task);
+  } else if (hedra && m_params.oldestFirst) {
     // First come, first served within the sub-stage: whole searches in admission order
     // (speculative ones last) until their estimated remaining time fills the budget on the
     // search threads. With equal-sized searches this finishes each as early as it can, where
@@ -236,6 +243,8 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
       } else {
         stats = h.status();
       }
+    } else if (shared) {
+      stats = m_index.ivf().stepShared(tasks, budget);
     } else {
       stats = m_index.ivf().step(tasks, budget);
     }

@@ -7,8 +7,9 @@
 //   Sequential  one job at a time, its whole search in one call, holding the TurnLock;
 //   FlashRag    every queued job embedded together, then all searched to the end in one call;
 //               jobs that arrive meanwhile wait for the next turn;
-//   Hedra       jobs join the live set at every sub-stage; one IvfIndex::step per sub-stage over
-//               all live tasks within the budget mb of Eq. (1); a job with a local-cache hint
+//   Hedra       jobs join the live set at every sub-stage; one IvfIndex::step (or stepShared,
+//               which reads a cluster once for every search visiting it) per sub-stage over the
+//               live tasks within the budget mb of Eq. (1); a job with a local-cache hint
 //               is first answered from that cache, then searched H_v-first (§4.3).
 // The final top-k never depends on the policy: every task searches all of its nprobe clusters,
 // only in another order (early termination is used for speculation, never for results).
@@ -75,6 +76,9 @@ struct RetrievalWorkerParams {
   // Hedra: a sub-stage searches the oldest live searches (speculative ones after the rest) until
   // their remaining work fills the budget, instead of one cluster of every search per round.
   bool oldestFirst = true;
+  // Hedra with oldestFirst and no GPU cluster cache: a sub-stage reads each cluster once for all
+  // the searches visiting it (IvfIndex::stepShared), which also plans the sub-stage.
+  bool sharedScans = true;
   // The generation sub-stage's duration (a decode step): a retrieval sub-stage is never cut
   // shorter, since the pipeline advances at that pace anyway (§4.2's alignment of the two).
   std::function<double()> generationStepSeconds;

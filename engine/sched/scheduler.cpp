@@ -174,6 +174,7 @@ Status Scheduler::start() {
                             .deterministic = m_params.deterministic,
                             .fixedBudgetSeconds = m_params.subStageSeconds,
                             .oldestFirst = m_params.policy.oldestFirst,
+                            .sharedScans = m_params.policy.sharedScans,
                             .generationStepSeconds = [gen = m_gen.get()] { return gen->stepSeconds(); },
                             .partialAtShare = hedraSpeculation() ? std::optional<double>(m_params.specMinSearchedShare)
                                                                  : std::nullopt,

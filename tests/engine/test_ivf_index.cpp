@@ -458,6 +458,87 @@ private Q_SLOTS:
     QVERIFY(faiss.isOk());
     QVERIFY(sameHits(task->topK(), faiss->row(0)));
   }
+  void sharedStepsEqualFaissStepsBitForBit() {
+    // Dimension 40 (the kernel's 16-lane loop plus a tail) and 400 duplicated rows, so that
+    // equal similarities (ties) occur: the shared step must keep FAISS's choice among them.
+    constexpr int64_t d = 40, n = 6000;
+    std::vector<float> data = clusteredVectors(n, d, 12, 3);
+    for (int64_t i = 0; i < 400; ++i)
+      std::copy_n(data.begin() + i * d, d, data.begin() + (n - 1 - i) * d);
+    auto built = IvfIndex::build(data, d, 32, 9);
+    QVERIFY2(built.isOk(), built.status().toString().c_str());
+    const IvfIndex& index = *built;
+    QVERIFY(index.sharedCostModel().samples > 0);
+    QVERIFY(index.sharedCostModel().b > 0 || index.sharedCostModel().a > 0);
+    std::vector<float> queries;
+    for (int64_t q = 0; q < 24; ++q)  // a duplicated row itself for some: exact ties at the top
+      queries.insert(queries.end(), data.begin() + ((q * 211) % n) * d, data.begin() + ((q * 211) % n + 1) * d);
+    auto k20 = index.makeTasks(queries, 20, 24);  // 24 of 32 clusters: they overlap a lot
+    auto k5 = index.makeTasks(std::span<const float>(queries).first(8 * d), 5, 24);
+    QVERIFY(k20.isOk() && k5.isOk());
+    std::vector<SearchTask> faissTasks = *k20;
+    faissTasks.insert(faissTasks.end(), k5->begin(), k5->end());
+    std::vector<SearchTask> whole = faissTasks, chunked = faissTasks;
+
+    std::vector<SearchTask*> f = pointers(faissTasks), w = pointers(whole), c = pointers(chunked);
+    auto fs = index.step(f, std::numeric_limits<double>::infinity());
+    auto ws = index.stepShared(w, std::numeric_limits<double>::infinity());
+    QVERIFY2(fs.isOk() && ws.isOk(), ws.status().toString().c_str());
+    QCOMPARE(ws->tasksAdvanced, static_cast<int32_t>(whole.size()));
+    QCOMPARE(ws->clustersSearched, fs->clustersSearched);
+    QCOMPARE(ws->vectorsScanned, fs->vectorsScanned);
+    QVERIFY(ws->clustersRead <= 32);  // each cluster read once for all 32 searches
+    QCOMPARE(fs->clustersRead, fs->clustersSearched);
+
+    // Small budgets, with the tasks' priority order changing between steps.
+    const double budget = 2 * index.sharedCostModel().firstSeconds(n / 32);
+    for (int steps = 0; std::any_of(chunked.begin(), chunked.end(), [](auto& t) { return !t.done(); }); ++steps) {
+      QVERIFY(steps < 2000);
+      std::rotate(c.begin(), c.begin() + 1, c.end());
+      auto s = index.stepShared(c, budget);
+      QVERIFY2(s.isOk(), s.status().toString().c_str());
+      QVERIFY(s->tasksAdvanced >= 1);
+    }
+    for (size_t i = 0; i < faissTasks.size(); ++i) {
+      const std::vector<SearchHit> want = faissTasks[i].topK();
+      for (const std::vector<SearchHit>& got : {whole[i].topK(), chunked[i].topK()}) {
+        QCOMPARE(got.size(), want.size());
+        for (size_t j = 0; j < want.size(); ++j) {
+          QCOMPARE(got[j].id, want[j].id);
+          QVERIFY(got[j].similarity == want[j].similarity);  // bit-identical, not merely close
+        }
+      }
+    }
+  }
+
+  void sharedStepTakesTasksInTheGivenOrder() {
+    auto made = m_index->makeTasks(m_queries, 10, 8);
+    QVERIFY(made.isOk());
+    std::vector<SearchTask*> all = pointers(*made);
+    m_index->resetClusterAccessCounts();
+    // Budget 0: only the first task advances, by one cluster.
+    auto s = m_index->stepShared(all, 0.0);
+    QVERIFY(s.isOk());
+    QCOMPARE(s->tasksAdvanced, 1);
+    QCOMPARE(s->clustersSearched, int64_t{1});
+    QCOMPARE(all[0]->cursor(), size_t{1});
+    for (size_t i = 1; i < all.size(); ++i) QCOMPARE(all[i]->cursor(), size_t{0});
+    // A budget of about one whole search: the first task finishes before the second starts.
+    const double one = 8 * m_index->sharedCostModel().firstSeconds(20000 / kNlist);
+    s = m_index->stepShared(all, one);
+    QVERIFY(s.isOk());
+    QVERIFY(all[0]->done() || all[1]->cursor() == 0);
+    QVERIFY(!all.back()->done());
+    uint64_t visits = 0;
+    for (uint64_t v : m_index->clusterAccessCounts()) visits += v;
+    uint64_t expected = 0;
+    for (SearchTask* t : all) expected += t->cursor();
+    QCOMPARE(visits, expected);
+    // Bad input is refused as step() refuses it.
+    QCOMPARE(m_index->stepShared(all, -1.0).status().code(), StatusCode::InvalidArgument);
+    std::vector<SearchTask*> twice = {all[2], all[2]};
+    QCOMPARE(m_index->stepShared(twice, 1.0).status().code(), StatusCode::InvalidArgument);
+  }
 };
 
 QTEST_GUILESS_MAIN(TestIvfIndex)

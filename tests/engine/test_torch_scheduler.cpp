@@ -96,7 +96,8 @@ private Q_SLOTS:
 
   // The property the deterministic mode exists for: whatever the policy, every request gets the
   // same tokens. Hedra speculates (checked), reorders clusters and hands sub-stages to the
-  // oldest searches first (or round-robin); results do not move.
+  // oldest searches first (or round-robin), reading a cluster once for all the searches of a
+  // sub-stage (or not); results do not move.
   void everyPolicyGivesTheSameAnswers_data() {
     QTest::addColumn<QString>("workflow");
     for (const char* w : {"oneshot", "hyde", "multistep", "irg", "recomp"}) QTest::newRow(w) << QString(w);
@@ -106,7 +107,7 @@ private Q_SLOTS:
     auto graph = builtinWorkflow(*workflowFromName(workflow.toStdString()));
     QVERIFY(graph.isOk());
     std::map<std::string, std::vector<RequestResult>> byPolicy;
-    for (const char* policy : {"sequential", "flashrag", "hedra", "hedra-roundrobin"}) {
+    for (const char* policy : {"sequential", "flashrag", "hedra", "hedra-roundrobin", "hedra-noshare"}) {
       auto e = engine(params(policy));
       QVERIFY(e);
       byPolicy[policy] = runAll(*e, *graph);
@@ -118,7 +119,7 @@ private Q_SLOTS:
     for (size_t i = 0; i < m_questions.size(); ++i) {
       generatedText += byPolicy["sequential"][i].answer.size();
       const RequestResult& seq = byPolicy["sequential"][i];
-      for (const char* policy : {"flashrag", "hedra", "hedra-roundrobin"}) {
+      for (const char* policy : {"flashrag", "hedra", "hedra-roundrobin", "hedra-noshare"}) {
         const RequestResult& other = byPolicy[policy][i];
         QCOMPARE(other.answer, seq.answer);
         QVERIFY2(other.variables == seq.variables, policy);

@@ -63,11 +63,16 @@ struct ServePolicy {
   // (false: one cluster to every live search per round, which under load makes every search
   // finish late together, processor-sharing style).
   bool oldestFirst = true;
+  // Hedra only, with oldestFirst and no GPU cluster cache: the searches of a sub-stage that
+  // visit the same cluster read it once for all of them (IvfIndex::stepShared; HedraRAG §5's
+  // cluster search across requests). false: each search scans with FAISS's own kernel, as the
+  // baselines do. Results are bit-identical either way.
+  bool sharedScans = true;
   bool operator==(const ServePolicy&) const = default;
 };
 
 // "sequential", "flashrag", "hedra", "hedra-nospec", "hedra-noreorder", "hedra-nogpucache",
-// "hedra-roundrobin".
+// "hedra-roundrobin", "hedra-noshare".
 std::string servePolicyName(const ServePolicy& p);
 Result<ServePolicy> parseServePolicy(std::string_view name);
 std::vector<std::string> servePolicyNames();
