@@ -7,6 +7,7 @@
 // queries. The two are timed alternately (ABBA order) in one run, after a warm-up each, and the
 // medians compared (goal: step-wise ≤ 1.10 × FAISS). A budgeted run then steps the same queries
 // in sub-stages of --budget-ms and compares the cost model's estimate with the measured time.
+// Last, shared steps (IvfIndex::stepShared) against FAISS steps for groups of 1-16 queries.
 //
 // The vectors are synthetic (unit vectors around random centres): the corpus embedder does not
 // exist yet. Memory: the vectors once in the index plus once while it is built.
@@ -112,6 +113,63 @@ Result<StepwiseRun> runStepwise(const IvfIndex& index, std::span<const float> qu
   return run;
 }
 
+// Shared steps against FAISS steps: groups of `m` queries searched together (one step with an
+// unbounded budget each), so every cluster that several of a group's queries visit is read once
+// by stepShared. Both sides start from the same tasks and must end bit-identical.
+struct SharedRow {
+  int64_t m = 0;
+  double faissPerQuery = 0, sharedPerQuery = 0;  // medians, seconds
+  double clustersReadPerQuery = 0;
+  int64_t differing = 0;  // queries whose heap differs in an id or a similarity bit
+};
+
+Result<SharedRow> timeShared(const IvfIndex& index, std::span<const float> queries, int32_t k,
+                             int64_t nprobe, int64_t m, int64_t repeats) {
+  const int64_t d = index.dim();
+  const int64_t groups = static_cast<int64_t>(queries.size()) / d / m;
+  SharedRow row{.m = m};
+  std::vector<double> faissSecs, sharedSecs;
+  double read = 0;
+  for (int64_t r = 0; r < repeats; ++r) {
+    double faissT = 0, sharedT = 0;
+    for (int64_t g = 0; g < groups; ++g) {
+      RAG_ASSIGN_OR_RETURN(std::vector<SearchTask> a,
+                           index.makeTasks(queries.subspan(static_cast<size_t>(g * m * d), static_cast<size_t>(m * d)), k, nprobe));
+      std::vector<SearchTask> b = a;
+      std::vector<SearchTask*> pa, pb;
+      for (size_t i = 0; i < a.size(); ++i) pa.push_back(&a[i]), pb.push_back(&b[i]);
+      const double inf = std::numeric_limits<double>::infinity();
+      for (int side = 0; side < 2; ++side) {  // alternating order
+        if ((side == 0) == (g % 2 == 0)) {
+          Stopwatch w;
+          RAG_ASSIGN_OR_RETURN(retrieval::StepStats s, index.step(pa, inf));
+          (void)s;
+          faissT += w.elapsedSeconds();
+        } else {
+          Stopwatch w;
+          RAG_ASSIGN_OR_RETURN(retrieval::StepStats s, index.stepShared(pb, inf));
+          sharedT += w.elapsedSeconds();
+          if (r == 0) read += static_cast<double>(s.clustersRead);
+        }
+      }
+      if (r == 0)
+        for (size_t i = 0; i < a.size(); ++i) {
+          const std::vector<SearchHit> x = a[i].topK(), y = b[i].topK();
+          bool same = x.size() == y.size();
+          for (size_t j = 0; same && j < x.size(); ++j)
+            same = x[j].id == y[j].id && x[j].similarity == y[j].similarity;
+          row.differing += same ? 0 : 1;
+        }
+    }
+    faissSecs.push_back(faissT / static_cast<double>(groups * m));
+    sharedSecs.push_back(sharedT / static_cast<double>(groups * m));
+  }
+  row.faissPerQuery = median(faissSecs);
+  row.sharedPerQuery = median(sharedSecs);
+  row.clustersReadPerQuery = read / static_cast<double>(groups * m);
+  return row;
+}
+
 double loadAverage1() {
   std::ifstream in("/proc/loadavg");
   double v = -1;
@@ -209,6 +267,17 @@ int cmdBenchIvf(Args& args) {
     stepMeasured.push_back(s->seconds);
   }
   const int64_t budgetDiffering = countDiffering(*faissFirst, *budgetTasks);
+
+  std::vector<SharedRow> shared;
+  const int64_t sharedQueries = std::min<int64_t>(*queries, 64);
+  for (int64_t m : {1, 2, 4, 8, 16}) {
+    if (m > sharedQueries) break;
+    std::fprintf(stderr, "shared steps of %lld queries ...\n", static_cast<long long>(m));
+    auto row = timeShared(index, std::span<const float>(qs).first(static_cast<size_t>(sharedQueries * *dim)),
+                          topK, *nprobe, m, *repeats);
+    if (!row) return fail(row.status());
+    shared.push_back(*row);
+  }
   uint64_t visits = 0, hottest = 0;
   for (uint64_t c : index.clusterAccessCounts()) visits += c, hottest = std::max(hottest, c);
 
@@ -272,6 +341,31 @@ int cmdBenchIvf(Args& args) {
   w.key("cluster_visits").value(visits);
   w.key("hottest_cluster_visits").value(hottest);
   w.key("queries_differing_from_faiss").value(budgetDiffering);
+  w.endObject();
+  const retrieval::SharedScanCostModel& sc = index.sharedCostModel();
+  w.key("shared").beginObject();
+  w.key("what").value("queries searched m at a time, one unbounded step each: FAISS's scan per "
+                      "query (step) against one read of each cluster for the group (stepShared); "
+                      "seconds per query, medians over the repeats; stepShared spreads even one "
+                      "search over the OpenMP threads, so set OMP_NUM_THREADS=1 to compare the "
+                      "scan kernels thread for thread");
+  w.key("cost_model").beginObject();
+  w.key("a_seconds").value(sc.a);
+  w.key("b_seconds_per_vector").value(sc.b);
+  w.key("extra_seconds_per_vector").value(sc.extra);
+  w.endObject();
+  w.key("groups").beginArray();
+  for (const SharedRow& r : shared) {
+    w.beginObject();
+    w.key("queries_per_step").value(r.m);
+    w.key("faiss_seconds_per_query").value(r.faissPerQuery);
+    w.key("shared_seconds_per_query").value(r.sharedPerQuery);
+    w.key("faiss_over_shared").value(r.faissPerQuery / r.sharedPerQuery);
+    w.key("clusters_read_per_query").value(r.clustersReadPerQuery);
+    w.key("queries_differing").value(r.differing);
+    w.endObject();
+  }
+  w.endArray();
   w.endObject();
   w.endObject();
   std::cout << std::endl;
