@@ -73,7 +73,7 @@ Result<ServingParams> readServingParams(Args& args, const std::string& defaultMo
   p.deterministic = args.flag("deterministic");
   RAG_ASSIGN_OR_RETURN(p.specLoadThreshold, args.getDouble("spec-load", p.specLoadThreshold));
   if (!(p.specLoadThreshold >= 0.0))
-    return Status::invalidArgument("--spec-load must be a share >= 0 (0.5: speculate while a worker thread idles; "
+    return Status::invalidArgument("--spec-load must be a share >= 0 (0.5: speculate while the worker doing it idles half the time; "
                                    "above 1: always, within the request counts)");
   return p;
 }

@@ -186,13 +186,14 @@ void MainWindow::buildMenus() {
 
 void MainWindow::updateStatus() {
   const rag::ServingStats s = m_bridge.stats();
-  QString text = tr("%1 live · %2 sequences · KV %3/%4 blocks · %5 search tasks · workers %6% busy")
+  QString text = tr("%1 live · %2 sequences · KV %3/%4 blocks · %5 search tasks · generation %6% · retrieval %7% busy")
                      .arg(s.liveRequests)
                      .arg(s.runningSequences)
                      .arg(s.kvBlocksUsed)
                      .arg(s.kvBlocksTotal)
                      .arg(s.searchTasks)
-                     .arg(qRound(100.0 * s.workerLoad));
+                     .arg(qRound(100.0 * s.generationLoad))
+                     .arg(qRound(100.0 * s.retrievalLoad));
   if (m_stall->ticks() > 0) text += tr(" · longest GUI stall %1 ms").arg(m_stall->maxStallMs(), 0, 'f', 1);
   m_servingState->setText(text);
 }

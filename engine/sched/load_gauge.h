@@ -1,16 +1,20 @@
-// How busy the serving workers' threads are: T_curr / T_max of HedraRAG §4.3's speculation
+// How busy a serving worker's threads are: T_curr / T_max of HedraRAG §4.3's speculation
 // trigger (speculate while T_curr < τ·T_max), measured instead of estimated from request counts.
+// One gauge per worker, because the trigger is per stage: a speculative generation needs an
+// idle generation thread, a speculative retrieval an idle retrieval thread. (One gauge over
+// both made hedra speculate generations on a saturated generation thread once shared scans
+// left the retrieval thread half idle.)
 //
 // The paper's GPU counts (16 generating, 32 searching requests) say when the GPU's batch
 // throughput saturates. On a CPU the workers saturate their threads much sooner: one IVF search
 // at nprobe 512 keeps the retrieval thread busy, and decode throughput stops growing at about 8
 // sequences. There, speculative work that finds no idle thread is paid for by real work (with
 // speculation on, multistep at SLO 3 s sustained 14.7 rps against 25.8 without), so the
-// scheduler also asks this gauge: the share of the last window the workers spent working,
-// over the threads they have.
+// scheduler also asks this gauge: the share of the last window the worker spent working,
+// over the threads it has.
 //
-//   LoadGauge load(2);                         // two worker threads
-//   load.addBusy(stepNs);                      // a worker, after each unit of work
+//   LoadGauge load(1);                         // the worker's one thread
+//   load.addBusy(stepNs);                      // the worker, after each unit of work
 //   if (load.load(nowNs()) < 0.5) speculate(); // the scheduler thread
 //
 // addBusy and last() are thread-safe; load() is for one thread (the scheduler).

@@ -134,9 +134,10 @@ Status Scheduler::start() {
   RAG_ASSIGN_OR_RETURN(corpus::QaPromptReader reader, corpus::QaPromptReader::open(m_res.corpus));
   m_reader = std::make_unique<corpus::QaPromptReader>(std::move(reader));
   if (m_params.policy.mode == ServeMode::Sequential) m_turns = std::make_unique<TurnLock>();
-  // The workers' threads, as many as the machine runs at once.
+  // Each worker's threads, as many as the machine runs at once.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  m_load = std::make_unique<LoadGauge>(std::min(cores, m_params.generationThreads + m_params.retrievalThreads));
+  m_genLoad = std::make_unique<LoadGauge>(std::min(cores, m_params.generationThreads));
+  m_retLoad = std::make_unique<LoadGauge>(std::min(cores, m_params.retrievalThreads));
 
   model::RunnerParams rp;
   rp.deterministic = m_params.deterministic;
@@ -154,7 +155,7 @@ Status Scheduler::start() {
                              .turns = m_turns.get(),
                              .stageBatches = m_params.policy.mode == ServeMode::FlashRag,
                              .ring = m_ring,
-                             .load = m_load.get(),
+                             .load = m_genLoad.get(),
                              .post = [this](std::vector<GenerationUpdate> us) {
                                for (auto& u : us) m_inbox.push(Message(std::move(u)));
                              }});
@@ -180,7 +181,7 @@ Status Scheduler::start() {
                                                                  : std::nullopt,
                             .turns = m_turns.get(),
                             .ring = m_ring,
-                            .load = m_load.get(),
+                            .load = m_retLoad.get(),
                             .post = [this](std::vector<RetrievalUpdate> us) {
                               for (auto& u : us) m_inbox.push(Message(std::move(u)));
                             },
@@ -249,7 +250,8 @@ ServingStats Scheduler::stats() const {
   s.subStageBudgetSeconds = m_ret->budgetSeconds();
   s.gpuCacheActive = m_ret->clusterCacheActive();
   s.gpuCacheHitRate = m_ret->clusterCacheHitRate();
-  s.workerLoad = m_load->last();
+  s.generationLoad = m_genLoad->last();
+  s.retrievalLoad = m_retLoad->last();
   return s;
 }
 
@@ -264,8 +266,8 @@ bool Scheduler::hedraSpeculation() const {
   return m_params.policy.mode == ServeMode::Hedra && m_params.policy.speculation;
 }
 
-bool Scheduler::roomToSpeculate() const {
-  return m_params.specLoadThreshold > 1.0 || m_load->last() < m_params.specLoadThreshold;
+bool Scheduler::roomToSpeculate(const LoadGauge& stage) const {
+  return m_params.specLoadThreshold > 1.0 || stage.last() < m_params.specLoadThreshold;
 }
 
 JobKey Scheduler::newKey(uint32_t requestId) {
@@ -288,7 +290,10 @@ void Scheduler::loop() {
     }
     if (msgs.empty()) continue;
     TraceZone zone(m_ring, m_lane, TraceStage::Schedule, 0);
-    (void)m_load->load(nowNs());  // the one place it is sampled: for the triggers and stats()
+    // The one place the gauges are sampled: for the triggers and stats().
+    const uint64_t now = nowNs();
+    (void)m_genLoad->load(now);
+    (void)m_retLoad->load(now);
     for (Message& m : msgs) std::visit([this](auto& x) { handle(x); }, m);
     // The wavefront: every request whose next node is ready, across all live requests.
     uint32_t wave = 0;
@@ -544,7 +549,7 @@ void Scheduler::maybeSpeculateGeneration(Req& r, const std::vector<retrieval::Se
   if (!gen || gen->kind != NodeKind::Generation) return;
   Result<std::string> prompt = renderTemplate(gen->promptTemplate, vars);
   if (!prompt) return;
-  if (r.spec || m_genInFlight >= m_params.specGenerationLimit || !roomToSpeculate()) return;  // T_curr >= τ·T_max
+  if (r.spec || m_genInFlight >= m_params.specGenerationLimit || !roomToSpeculate(*m_genLoad)) return;  // T_curr >= τ·T_max
   Result<model::SequenceRequest> seq = sequenceFor(*gen, *prompt, r.id);
   if (!seq) return;
   r.specGenerationTried = true;
@@ -564,7 +569,7 @@ void Scheduler::maybeSpeculateGeneration(Req& r, const std::vector<retrieval::Se
 void Scheduler::maybeSpeculateRetrieval(Req& r) {
   if (!hedraSpeculation() || r.specRetrievalIssued || r.specRetrieval != 0) return;
   if (r.activeTokens < m_params.specRetrievalMinTokens) return;
-  if (m_ret->liveTasks() >= m_params.specRetrievalLimit || !roomToSpeculate()) return;
+  if (m_ret->liveTasks() >= m_params.specRetrievalLimit || !roomToSpeculate(*m_retLoad)) return;
   const WorkflowNode* node = r.graph->findNode(r.node);
   if (!node) return;
   Variables vars = r.vars;

@@ -135,7 +135,7 @@ private:
   bool hedraSpeculation() const;
   // T_curr < τ·T_max: the workers' threads have had idle time lately (the gauge as the loop last
   // sampled it).
-  bool roomToSpeculate() const;
+  bool roomToSpeculate(const LoadGauge& stage) const;
 
   ServingResources m_res;
   ServingParams m_params;
@@ -144,7 +144,10 @@ private:
   std::unique_ptr<corpus::QaPromptReader> m_reader;  // scheduler thread only
   std::unordered_map<int64_t, std::string> m_passageText;
   std::unique_ptr<TurnLock> m_turns;
-  std::unique_ptr<LoadGauge> m_load;  // both workers' busy time
+  // Each worker's busy time: speculative generation asks the generation worker's, speculative
+  // retrieval the retrieval worker's (HedraRAG §4.3: the throughput of the stage that would do
+  // the speculative work).
+  std::unique_ptr<LoadGauge> m_genLoad, m_retLoad;
   std::unique_ptr<GenerationWorker> m_gen;
   std::unique_ptr<RetrievalWorker> m_ret;
   Mailbox<Message> m_inbox;

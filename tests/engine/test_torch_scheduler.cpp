@@ -277,7 +277,8 @@ private Q_SLOTS:
     }
     QCOMPARE(heldSpeculations, int64_t{0});
     QVERIFY(freeSpeculations > 0);
-    QVERIFY(e->servingStats().workerLoad >= 0.0 && e->servingStats().workerLoad <= 1.0);
+    for (double load : {e->servingStats().generationLoad, e->servingStats().retrievalLoad})
+      QVERIFY(load >= 0.0 && load <= 1.0);
   }
 
   void eventsAndTraceDescribeTheRun() {

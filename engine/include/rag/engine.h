@@ -95,9 +95,10 @@ struct ServingParams {
   int32_t specGenerationLimit = 16;
   int32_t specRetrievalLimit = 32;
   int32_t specRetrievalMinTokens = 8;  // partial generation length before a speculative search
-  // ... and while the workers' threads were busy less than this share of the last 100 ms
-  // (sched/load_gauge.h): speculative work is only worth its cost on an idle thread. 0.5 on
-  // two threads: while one of them idles. Above 1: the counts alone decide (the paper's rule).
+  // ... and while the worker that would do the speculative work (the generation worker for a
+  // speculative generation, the retrieval worker for a speculative retrieval) was busy less than
+  // this share of the last 100 ms (sched/load_gauge.h): speculative work is only worth its cost
+  // on an idle thread. Above 1: the counts alone decide (the paper's rule).
   double specLoadThreshold = 0.5;
   // Speculative generation starts once per retrieval, on the first partial top-k that covers
   // this share of the retrieval's clusters (0: as soon as the local cache answers).
@@ -172,7 +173,8 @@ struct ServingStats {
   double subStageBudgetSeconds = 0;
   bool gpuCacheActive = false;    // hot clusters are searched on a GPU
   double gpuCacheHitRate = 0;     // share of cluster visits served by it
-  double workerLoad = 0;          // busy share of the worker threads (the speculation gauge)
+  double generationLoad = 0;      // busy share of the generation worker's threads (a speculation gauge)
+  double retrievalLoad = 0;       // busy share of the retrieval worker's threads (the other)
 };
 
 // IVF cluster activity for heatmaps: visits per cluster since the index was loaded (all
