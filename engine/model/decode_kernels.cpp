@@ -5,12 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-// One clone per x86-64 level; the dynamic loader picks the best the CPU runs (an ifunc).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define RAG_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define RAG_CLONES
-#endif
+#include "core/target_clones.h"
 
 namespace rag::model::cpu {
 

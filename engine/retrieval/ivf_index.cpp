@@ -980,9 +980,11 @@ Result<StepStats> IvfIndex::Impl::runShared(const std::vector<SearchTask*>& live
     uint32_t task;
     size_t scores;  // offset of its scores in the buffer
   };
-  std::vector<Visit> visits;
+  std::vector<Visit> visits;       // task by task, each in its visiting order
+  std::vector<size_t> firstVisit;  // task i's visits are [firstVisit[i], firstVisit[i + 1])
   size_t buffer = 0;
   for (size_t i = 0; i < live.size(); ++i) {
+    firstVisit.push_back(visits.size());
     const SearchTask& t = *live[i];
     for (size_t j = t.cursor(); j < t.cursor() + static_cast<size_t>(take[i]); ++j) {
       const int64_t c = t.clusters()[j];
@@ -990,6 +992,7 @@ Result<StepStats> IvfIndex::Impl::runShared(const std::vector<SearchTask*>& live
       buffer += static_cast<size_t>(listSize(c));
     }
   }
+  firstVisit.push_back(visits.size());
   thread_local std::vector<float> scoreBuffer;  // reused: a step's buffer is a few MiB
   if (scoreBuffer.size() < buffer) scoreBuffer.resize(buffer);
   float* const scores = scoreBuffer.data();  // (the OpenMP threads below have their own thread_locals)
@@ -1035,8 +1038,8 @@ Result<StepStats> IvfIndex::Impl::runShared(const std::vector<SearchTask*>& live
       const size_t k = t.m_heapSims.size();
       float* heapSims = t.m_heapSims.data();
       int64_t* heapIds = t.m_heapIds.data();
-      for (const Visit& visit : visits) {  // this task's visits, in its order
-        if (visit.task != static_cast<uint32_t>(i)) continue;
+      for (size_t v = firstVisit[static_cast<size_t>(i)]; v < firstVisit[static_cast<size_t>(i) + 1]; ++v) {
+        const Visit& visit = visits[v];
         const size_t c = static_cast<size_t>(visit.cluster);
         const size_t n = index->invlists->list_size(c);
         faiss::InvertedLists::ScopedCodes codes(index->invlists, c);
