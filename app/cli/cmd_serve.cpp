@@ -8,6 +8,9 @@
 // attainment, accuracy (a gold answer string in the answer), speculation accuracy and rollbacks;
 // the summary gives, per workflow, the highest rate each policy sustains (≥ 90 % of requests
 // within the SLO) and hedra's ratios over the baselines, plus mean-latency ratios at equal rate.
+// Each run also reports the workers' busy time per request and the ceiling it sets (the rate
+// at which that work would fill a worker or the machine's cores), the summary each policy's
+// ceiling at its highest-rate run.
 // The highest rate is the best of the --rps grid, or with --find-max the result of a search
 // around it (so a coarse grid does not cap the ratios).
 //
@@ -22,6 +25,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <random>
@@ -83,8 +87,26 @@ struct RunFigures {
   double rps = 0;
   int64_t busy = 0, subStages = 0;
   double subStageBudget = 0;  // the last Eq. (1) budget (Hedra)
+  // Each worker's busy time per completed request (retrieval: embedding and search), and the
+  // rate at which this run's work per request would fill a worker (it steps one sub-stage at a
+  // time) or the cores (both workers' thread-seconds). The work per request depends on the load
+  // (batching, shared scans), so this is the capacity at this run's load.
+  double generationBusyPerRequest = 0, retrievalBusyPerRequest = 0;
+  double ceilingRps = 0;
   RunMetrics m;
 };
+
+// The highest request rate at which `genSec` and `retSec` seconds of work per request (wall
+// time of each worker's steps, each step on genThreads / retThreads threads) fit: each worker
+// at most 1 / its time, the two on `cores` at most cores / their thread-seconds. 0: no work.
+double ceilingRps(double genSec, double retSec, double genThreads, double retThreads, double cores) {
+  double c = std::numeric_limits<double>::infinity();
+  if (genSec > 0) c = std::min(c, 1.0 / genSec);
+  if (retSec > 0) c = std::min(c, 1.0 / retSec);
+  const double threadSeconds = genSec * std::min(genThreads, cores) + retSec * std::min(retThreads, cores);
+  if (threadSeconds > 0) c = std::min(c, cores / threadSeconds);
+  return std::isfinite(c) ? c : 0.0;
+}
 
 struct Question {
   std::string text;
@@ -131,8 +153,16 @@ Result<RunFigures> serveRun(const sched::ServingResources& res, const ServingPar
     records.push_back(std::move(rec));
   }
   f.m = computeRunMetrics(records, static_cast<int64_t>(count), slo, static_cast<double>(nowNs() - start) * 1e-9);
-  f.subStages = s->stats().subStages;
-  f.subStageBudget = s->stats().subStageBudgetSeconds;
+  const ServingStats st = s->stats();
+  f.subStages = st.subStages;
+  f.subStageBudget = st.subStageBudgetSeconds;
+  if (f.m.completed > 0) {
+    const double n = static_cast<double>(f.m.completed);
+    f.generationBusyPerRequest = st.generationBusySeconds / n;
+    f.retrievalBusyPerRequest = st.retrievalBusySeconds / n;
+    f.ceilingRps = ceilingRps(f.generationBusyPerRequest, f.retrievalBusyPerRequest, params.generationThreads,
+                              params.retrievalThreads, std::max(1u, std::thread::hardware_concurrency()));
+  }
   return f;
 }
 
@@ -151,6 +181,10 @@ void writeRun(JsonWriter& w, const RunFigures& f) {
   w.key("rollbacks").value(m.rollbacks).key("substages").value(f.subStages);
   w.key("substage_budget_ms").value(f.subStageBudget * 1e3);
   w.key("wall_s").value(m.wallSeconds);
+  w.key("busy_ms_per_request").beginObject();
+  w.key("generation").value(f.generationBusyPerRequest * 1e3).key("retrieval").value(f.retrievalBusyPerRequest * 1e3);
+  w.endObject();
+  w.key("ceiling_rps").value(f.ceilingRps);
   w.endObject();
 }
 
@@ -323,14 +357,19 @@ int cmdBenchServe(Args& args) {
     std::map<std::string, double> best;
     std::map<std::string, std::map<double, double>> meanAt;
     std::map<std::string, double> acc;
+    std::map<std::string, std::pair<double, double>> ceiling;  // mode: (rate of the run, its ceiling)
     for (const RunFigures& f : runs) {
       if (f.workflow != wname) continue;
+      if (f.rps >= ceiling[f.mode].first) ceiling[f.mode] = {f.rps, f.ceilingRps};
       if (f.m.sloAttainment >= kSustainedShare) best[f.mode] = std::max(best[f.mode], f.rps);
       meanAt[f.mode][f.rps] = f.m.meanLatency;
       acc[f.mode] += f.m.accuracy / static_cast<double>(rates.size());
     }
-    for (const RunFigures& f : probes)
-      if (f.workflow == wname && f.m.sloAttainment >= kSustainedShare) best[f.mode] = std::max(best[f.mode], f.rps);
+    for (const RunFigures& f : probes) {
+      if (f.workflow != wname) continue;
+      if (f.m.sloAttainment >= kSustainedShare) best[f.mode] = std::max(best[f.mode], f.rps);
+      if (f.rps >= ceiling[f.mode].first) ceiling[f.mode] = {f.rps, f.ceilingRps};
+    }
     w.key("max_sustained_rps").beginObject();
     for (const ServePolicy& m : modes) {
       const std::string n = servePolicyName(m);
@@ -338,6 +377,12 @@ int cmdBenchServe(Args& args) {
       if (best.count(n)) w.value(best[n]);
       else w.null();
     }
+    w.endObject();
+    // What each policy's work per request allows on this machine, from its highest-rate run
+    // (grid or search): an estimate of its capacity, not a bound, since the work per request
+    // falls as batching and shared scans grow with the load.
+    w.key("ceiling_rps").beginObject();
+    for (const ServePolicy& m : modes) w.key(servePolicyName(m)).value(ceiling[servePolicyName(m)].second);
     w.endObject();
     w.key("mean_accuracy").beginObject();
     for (const ServePolicy& m : modes) w.key(servePolicyName(m)).value(acc[servePolicyName(m)]);

@@ -58,6 +58,8 @@ public:
 
   // The value load() last returned (any thread: for statistics).
   double last() const { return m_value.load(std::memory_order_relaxed); }
+  // All the work reported so far, in seconds (any thread).
+  double busySeconds() const { return static_cast<double>(m_busyNs.load(std::memory_order_relaxed)) * 1e-9; }
   double capacity() const { return m_capacity; }
 
 private:

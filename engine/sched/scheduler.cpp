@@ -252,6 +252,8 @@ ServingStats Scheduler::stats() const {
   s.gpuCacheHitRate = m_ret->clusterCacheHitRate();
   s.generationLoad = m_genLoad->last();
   s.retrievalLoad = m_retLoad->last();
+  s.generationBusySeconds = m_genLoad->busySeconds();
+  s.retrievalBusySeconds = m_retLoad->busySeconds();
   return s;
 }
 

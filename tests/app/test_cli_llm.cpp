@@ -186,11 +186,21 @@ private Q_SLOTS:
     // 0.2 s of arrivals at 40 rps are 8 requests: more than --requests 4.
     QCOMPARE(doc->find("runs")->asArray().at(0).find("requests")->asInt64().value_or(0), int64_t{8});
     QVERIFY(doc->find("search_runs")->size() >= 6);  // at least one probe per workflow and mode
+    // Every run generated and retrieved: both workers' work per request, and the ceiling it sets
+    // (at most one request per generation busy time).
+    for (const auto& run : doc->find("runs")->asArray()) {
+      const double gen = run.find("busy_ms_per_request")->find("generation")->asDouble();
+      const double ret = run.find("busy_ms_per_request")->find("retrieval")->asDouble();
+      const double ceiling = run.find("ceiling_rps")->asDouble();
+      QVERIFY2(gen > 0 && ret > 0, qPrintable(QString("generation %1 ms, retrieval %2 ms").arg(gen).arg(ret)));
+      QVERIFY(ceiling > 0 && ceiling <= 1000.0 / gen + 1e-9 && ceiling <= 1000.0 / ret + 1e-9);
+    }
     for (const char* w : {"oneshot", "multistep"}) {
       const auto* s = doc->find("summary")->find(w);
       QVERIFY(s != nullptr);
       QVERIFY(s->find("hedra_over_flashrag") != nullptr && s->find("hedra_over_sequential") != nullptr);
       QVERIFY(s->find("max_sustained_rps")->find("hedra") != nullptr);
+      QVERIFY(s->find("ceiling_rps")->find("hedra")->asDouble() > 0);
     }
     QVERIFY(QFile::exists(path("serve.trace.json")));
     // Bad options: exit 2, naming the fix.

@@ -29,6 +29,7 @@ private Q_SLOTS:
     QCOMPARE(g.load(t0 + 300 * kMs), 0.375);  // idle: halves
     g.addBusy(900 * kMs);  // more than the threads can do (preempted mid-work): 1 at most
     QCOMPARE(g.load(t0 + 400 * kMs), 0.6875);
+    QCOMPARE(g.busySeconds(), 1.2);  // every report, uncapped: 100 + 200 + 900 ms
   }
 
   void longerGapsAreOneWindow() {

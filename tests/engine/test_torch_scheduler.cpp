@@ -279,6 +279,9 @@ private Q_SLOTS:
     QVERIFY(freeSpeculations > 0);
     for (double load : {e->servingStats().generationLoad, e->servingStats().retrievalLoad})
       QVERIFY(load >= 0.0 && load <= 1.0);
+    // Every request generated and retrieved: both workers have reported work.
+    QVERIFY(e->servingStats().generationBusySeconds > 0.0);
+    QVERIFY(e->servingStats().retrievalBusySeconds > 0.0);
   }
 
   void eventsAndTraceDescribeTheRun() {
