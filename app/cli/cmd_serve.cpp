@@ -358,18 +358,19 @@ int cmdBenchServe(Args& args) {
     std::map<std::string, std::map<double, double>> meanAt;
     std::map<std::string, double> acc;
     std::map<std::string, std::pair<double, double>> ceiling;  // mode: (rate of the run, its ceiling)
+    // Grid runs and search probes alike: the highest sustained rate, the highest-rate run's ceiling.
+    auto fromAnyRun = [&](const RunFigures& f) {
+      if (f.m.sloAttainment >= kSustainedShare) best[f.mode] = std::max(best[f.mode], f.rps);
+      if (f.rps >= ceiling[f.mode].first) ceiling[f.mode] = {f.rps, f.ceilingRps};
+    };
     for (const RunFigures& f : runs) {
       if (f.workflow != wname) continue;
-      if (f.rps >= ceiling[f.mode].first) ceiling[f.mode] = {f.rps, f.ceilingRps};
-      if (f.m.sloAttainment >= kSustainedShare) best[f.mode] = std::max(best[f.mode], f.rps);
+      fromAnyRun(f);
       meanAt[f.mode][f.rps] = f.m.meanLatency;
       acc[f.mode] += f.m.accuracy / static_cast<double>(rates.size());
     }
-    for (const RunFigures& f : probes) {
-      if (f.workflow != wname) continue;
-      if (f.m.sloAttainment >= kSustainedShare) best[f.mode] = std::max(best[f.mode], f.rps);
-      if (f.rps >= ceiling[f.mode].first) ceiling[f.mode] = {f.rps, f.ceilingRps};
-    }
+    for (const RunFigures& f : probes)
+      if (f.workflow == wname) fromAnyRun(f);
     w.key("max_sustained_rps").beginObject();
     for (const ServePolicy& m : modes) {
       const std::string n = servePolicyName(m);
