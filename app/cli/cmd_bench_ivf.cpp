@@ -290,9 +290,9 @@ int cmdBenchIvf(Args& args) {
   w.beginObject();
   w.key("data").value("synthetic: " + std::to_string(*vectors) + " unit vectors of dimension " +
                       std::to_string(*dim) + " around " + std::to_string(topics) +
-                      " random Gaussian centres; queries are corpus vectors plus noise. The "
-                      "corpus embedder does not exist yet, so these stand in for passage "
-                      "embeddings");
+                      " random Gaussian centres; queries are corpus vectors plus noise (a "
+                      "stand-in for passage embeddings whose size and spread are set "
+                      "by the flags; `bench serve` searches the real corpus index)");
   w.key("vectors").value(*vectors);
   w.key("dim").value(*dim);
   w.key("nlist").value(nlist);

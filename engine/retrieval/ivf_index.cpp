@@ -136,11 +136,6 @@ ClusterCostModel fitCostModel(const std::vector<CostSample>& samples) {
   return m;
 }
 
-struct Slice {  // the tasks one FAISS call searches in a step
-  std::vector<SearchTask*> tasks;
-  std::vector<size_t> rows;  // their positions in the step's list of unfinished tasks
-};
-
 }  // namespace
 
 // ---- SearchResults / SearchTask ------------------------------------------------------------
@@ -175,9 +170,6 @@ void SearchTask::mergeHits(std::span<const float> sims, std::span<const int64_t>
 
 struct IvfIndex::Impl {
   std::unique_ptr<faiss::IndexIVFFlat> index;  // owns the quantizer and the inverted lists
-  // The same quantizer and lists with PARALLEL_MODE_NO_HEAP_INIT, so search_preassigned
-  // continues from the heaps it is given; kept apart so that search() stays FAISS's own.
-  std::unique_ptr<faiss::IndexIVFFlat> stepView;
   const faiss::IndexFlat* quantizer = nullptr;
   std::unique_ptr<std::atomic<uint64_t>[]> accessCounts;  // [nlist]
   ClusterCostModel cost;
@@ -206,10 +198,21 @@ struct IvfIndex::Impl {
   ClusterCostModel calibrate() const;
   SharedScanCostModel calibrateShared() const;
   void initTask(SearchTask& t, const float* query, int32_t k) const;
-  Status runSlice(const Slice& s, const std::vector<int32_t>& take,
-                  std::span<const uint8_t> elsewhere) const;
+  // How far a screened score may sit below the heap's worst and still enter: twice the error
+  // bound of two float evaluations of t's inner products (see innerProductErrorBound).
+  float screenMargin(const SearchTask& t) const;
+  // Offers cluster c's rows to t's heap in row order, as FAISS's IVF-Flat scanner does, given
+  // their screened scores (innerProductsShared): a row that cannot beat the heap's worst is
+  // skipped, every other one is rescored with fvec_inner_product, FAISS's kernel, so the heap
+  // sees exactly FAISS's values in FAISS's order.
+  void offerScreened(SearchTask& t, int64_t c, const float* screened, float margin) const;
+  // Scans t's next `take` clusters on this thread, one query per row read; clusters flagged in
+  // `elsewhere` are skipped (another device scans them). Moves the cursor; counts nothing.
+  void scanAlone(SearchTask& t, int32_t take, std::span<const uint8_t> elsewhere) const;
+  // Marks the clusters t's last `take` steps passed as visited (vector and access counts).
+  void countVisits(SearchTask& t, int32_t take) const;
   Result<StepStats> runPlanned(const std::vector<SearchTask*>& live,
-                               const std::vector<int32_t>& take, const std::vector<double>& cost,
+                               const std::vector<int32_t>& take,
                                std::span<const uint8_t> elsewhere) const;
   Result<StepStats> runShared(const std::vector<SearchTask*>& live,
                               const std::vector<int32_t>& take) const;
@@ -224,19 +227,6 @@ Result<std::unique_ptr<IvfIndex::Impl>> IvfIndex::Impl::wrap(
     return Status::corrupt(source + " is not a trained inner-product IVF-Flat index; " +
                            kRebuildHint);
   auto impl = std::make_unique<IvfIndex::Impl>();
-  try {
-    auto view = std::make_unique<faiss::IndexIVFFlat>(index->quantizer, index->d, index->nlist,
-                                                      faiss::METRIC_INNER_PRODUCT);
-    view->replace_invlists(index->invlists, /*own=*/false);
-    view->own_fields = false;
-    view->ntotal = index->ntotal;
-    // Mode 0 runs one call's queries serially (verified for 1.7.3); step() runs its slices in
-    // parallel itself, as IndexIVF::search does.
-    view->parallel_mode = view->PARALLEL_MODE_NO_HEAP_INIT;
-    impl->stepView = std::move(view);
-  } catch (const std::exception& e) {
-    return faissFailure("preparing the step-wise view of " + source, e);
-  }
   impl->quantizer = quantizer;
   impl->accessCounts.reset(new std::atomic<uint64_t>[index->nlist]());
   for (size_t c = 0; c < index->nlist; ++c) {
@@ -252,9 +242,8 @@ Result<std::unique_ptr<IvfIndex::Impl>> IvfIndex::Impl::wrap(
   return impl;
 }
 
-// Times FAISS scanning clusters the way a step does (the step view, carried heaps, several
-// queries in one search_preassigned call, each visiting clusters no other query in the call
-// visits, so most reads are cold), and fits seconds = a·visits + b·vectors over the calls. The
+// Times the step's scan (scanAlone: carried heaps, several queries per call, each visiting
+// clusters no other query in the call visits, so most reads are cold), and fits seconds = a·visits + b·vectors over the calls. The
 // clusters are split by size into four bands and each call draws from one band, so that the
 // calls differ in vectors per visit and a and b can be told apart. Every call runs twice, in
 // two passes over all calls, and keeps its faster time (a preempted run only ever adds time).
@@ -303,24 +292,17 @@ ClusterCostModel IvfIndex::Impl::calibrate() const {
     }
   }
 
-  faiss::SearchParametersIVF params;
-  std::vector<float> sims(kQueries * k);
-  std::vector<int64_t> ids(kQueries * k);
-  try {
-    for (int pass = 0; pass < kPasses; ++pass)
-      for (Call& call : calls) {
-        std::fill(sims.begin(), sims.end(), kEmptySim);
-        std::fill(ids.begin(), ids.end(), -1);
-        params.nprobe = static_cast<size_t>(call.probes);
-        Stopwatch w;
-        stepView->search_preassigned(kQueries, call.queries.data(), k, call.keys.data(),
-                                     call.coarse.data(), sims.data(), ids.data(), false, &params,
-                                     nullptr);
-        call.sample.seconds = std::min(call.sample.seconds, w.elapsedSeconds());
+  for (int pass = 0; pass < kPasses; ++pass)
+    for (Call& call : calls) {
+      Stopwatch w;
+      for (int q = 0; q < kQueries; ++q) {
+        SearchTask t;
+        initTask(t, call.queries.data() + q * dim(), k);
+        t.m_clusters.assign(call.keys.begin() + q * call.probes, call.keys.begin() + (q + 1) * call.probes);
+        scanAlone(t, static_cast<int32_t>(call.probes), {});
       }
-  } catch (const std::exception&) {
-    return {};  // an uncalibrated model (a = b = 0): steps then take one cluster per task
-  }
+      call.sample.seconds = std::min(call.sample.seconds, w.elapsedSeconds());
+    }
   std::vector<CostSample> samples;
   for (const Call& call : calls) samples.push_back(call.sample);
   return fitCostModel(samples);
@@ -647,90 +629,53 @@ StepPlan planStep(const std::vector<SearchTask*>& live, double budget, int threa
   return plan;
 }
 
-// Tasks with the same k, cut into at most `threads` runs of about equal estimated cost (equal
-// task counts when the model is uncalibrated): one search_preassigned call each.
-std::vector<Slice> cutSlices(const std::vector<SearchTask*>& live,
-                                                 const std::vector<double>& cost, int threads) {
-  const size_t nt = live.size();
-  std::vector<size_t> order(nt);
-  for (size_t i = 0; i < nt; ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t x, size_t y) { return live[x]->k() < live[y]->k(); });
-  std::vector<Slice> slices;
-  for (size_t g = 0; g < nt;) {
-    size_t ge = g;
-    double groupCost = 0;
-    while (ge < nt && live[order[ge]]->k() == live[order[g]]->k()) groupCost += cost[order[ge++]];
-    const bool byCount = !(groupCost > 0);
-    const double groupWeight = byCount ? static_cast<double>(ge - g) : groupCost;
-    const size_t parts = std::min<size_t>(static_cast<size_t>(threads), ge - g);
-    Slice slice;
-    double acc = 0;
-    size_t cut = 1;
-    for (size_t j = g; j < ge; ++j) {
-      slice.tasks.push_back(live[order[j]]);
-      slice.rows.push_back(order[j]);
-      acc += byCount ? 1.0 : cost[order[j]];
-      const double mark = groupWeight * static_cast<double>(cut) / static_cast<double>(parts);
-      if (j + 1 == ge || (cut < parts && acc >= mark)) {
-        slices.push_back(std::move(slice));
-        slice = {};
-        ++cut;
-      }
-    }
-    g = ge;
-  }
-  return slices;
-}
-
 }  // namespace
 
-// One search_preassigned call over a slice's tasks, each on its next take[row] clusters (shorter
-// rows padded with -1, which FAISS skips), continuing from and writing back their heaps.
-Status IvfIndex::Impl::runSlice(const Slice& s, const std::vector<int32_t>& take,
-                                std::span<const uint8_t> elsewhere) const {
-  const size_t n = s.tasks.size();
+float IvfIndex::Impl::screenMargin(const SearchTask& t) const {
+  const double qNorm = std::sqrt(static_cast<double>(faiss::fvec_norm_L2sqr(t.m_query.data(), static_cast<size_t>(dim()))));
+  return static_cast<float>(innerProductErrorBound(dim(), qNorm * maxRowNorm));
+}
+
+void IvfIndex::Impl::offerScreened(SearchTask& t, int64_t c, const float* screened, float margin) const {
+  const size_t n = static_cast<size_t>(listSize(c));
   const size_t d = static_cast<size_t>(dim());
-  const size_t k = static_cast<size_t>(s.tasks.front()->k());
-  size_t width = 0;
-  for (size_t row : s.rows) width = std::max(width, static_cast<size_t>(take[row]));
-  std::vector<float> x(n * d);                  // F32 [n, dim]
-  std::vector<FaissId> keys(n * width, -1);     // I64 [n, width]
-  std::vector<float> coarse(n * width, 0.0f);   // F32 [n, width]
-  std::vector<float> sims(n * k);               // F32 [n, k]
-  std::vector<int64_t> ids(n * k);              // I64 [n, k]
-  for (size_t r = 0; r < n; ++r) {
-    const SearchTask& t = *s.tasks[r];
-    std::copy(t.m_query.begin(), t.m_query.end(), x.begin() + static_cast<std::ptrdiff_t>(r * d));
-    for (size_t j = 0; j < static_cast<size_t>(take[s.rows[r]]); ++j) {
-      const int64_t c = t.m_clusters[t.m_cursor + j];
-      // -1 (skipped by FAISS) for a cluster another device scans.
-      keys[r * width + j] = !elsewhere.empty() && elsewhere[static_cast<size_t>(c)] ? -1 : c;
-      coarse[r * width + j] = t.m_centroidSims[t.m_cursor + j];
-    }
-    std::copy(t.m_heapSims.begin(), t.m_heapSims.end(), sims.begin() + static_cast<std::ptrdiff_t>(r * k));
-    std::copy(t.m_heapIds.begin(), t.m_heapIds.end(), ids.begin() + static_cast<std::ptrdiff_t>(r * k));
+  const size_t k = t.m_heapSims.size();
+  float* heapSims = t.m_heapSims.data();
+  int64_t* heapIds = t.m_heapIds.data();
+  const float* q = t.m_query.data();
+  faiss::InvertedLists::ScopedCodes codes(index->invlists, static_cast<size_t>(c));
+  faiss::InvertedLists::ScopedIds ids(index->invlists, static_cast<size_t>(c));
+  const auto* rows = reinterpret_cast<const float*>(codes.get());
+  for (size_t j = 0; j < n; ++j) {
+    if (screened[j] < heapSims[0] - margin) continue;  // cannot beat the worst kept
+    const float sim = faiss::fvec_inner_product(q, rows + j * d, d);
+    if (IpHeap::cmp(heapSims[0], sim)) faiss::heap_replace_top<IpHeap>(k, heapSims, heapIds, sim, ids[j]);
   }
-  faiss::SearchParametersIVF params;
-  params.nprobe = width;
-  try {
-    stepView->search_preassigned(static_cast<FaissId>(n), x.data(), static_cast<FaissId>(k),
-                                 keys.data(), coarse.data(), sims.data(), ids.data(), false,
-                                 &params, nullptr);
-  } catch (const std::exception& e) {
-    return faissFailure("a search step", e);
+}
+
+void IvfIndex::Impl::scanAlone(SearchTask& t, int32_t take, std::span<const uint8_t> elsewhere) const {
+  thread_local std::vector<float> screened;  // one cluster's scores (OpenMP threads: their own)
+  const float margin = screenMargin(t);
+  const float* q = t.m_query.data();
+  for (int32_t j = 0; j < take; ++j) {
+    const int64_t c = t.m_clusters[t.m_cursor++];
+    if (!elsewhere.empty() && elsewhere[static_cast<size_t>(c)]) continue;
+    const int64_t n = listSize(c);
+    if (n == 0) continue;
+    if (screened.size() < static_cast<size_t>(n)) screened.resize(static_cast<size_t>(n));
+    float* out = screened.data();
+    faiss::InvertedLists::ScopedCodes codes(index->invlists, static_cast<size_t>(c));
+    innerProductsShared(&q, &out, 1, reinterpret_cast<const float*>(codes.get()), n, dim());
+    offerScreened(t, c, out, margin);
   }
-  for (size_t r = 0; r < n; ++r) {
-    SearchTask& t = *s.tasks[r];
-    std::copy_n(sims.begin() + static_cast<std::ptrdiff_t>(r * k), k, t.m_heapSims.begin());
-    std::copy_n(ids.begin() + static_cast<std::ptrdiff_t>(r * k), k, t.m_heapIds.begin());
-    for (int32_t j = 0; j < take[s.rows[r]]; ++j) {
-      const int64_t c = t.m_clusters[t.m_cursor++];
-      t.m_vectorsScanned += listSize(c);
-      accessCounts[c].fetch_add(1, std::memory_order_relaxed);
-    }
+}
+
+void IvfIndex::Impl::countVisits(SearchTask& t, int32_t take) const {
+  for (size_t j = t.m_cursor - static_cast<size_t>(take); j < t.m_cursor; ++j) {
+    const int64_t c = t.m_clusters[j];
+    t.m_vectorsScanned += listSize(c);
+    accessCounts[c].fetch_add(1, std::memory_order_relaxed);
   }
-  return Status::ok();
 }
 
 int64_t IvfIndex::dim() const { return m_impl->dim(); }
@@ -815,10 +760,6 @@ Result<SearchTask> IvfIndex::makeTask(std::span<const float> query, int32_t k,
   SearchTask t;
   m_impl->initTask(t, query.data(), k);
   t.m_clusters.assign(clusters.begin(), clusters.end());
-  t.m_centroidSims.resize(clusters.size());
-  for (size_t i = 0; i < clusters.size(); ++i)
-    t.m_centroidSims[i] =
-        faiss::fvec_inner_product(query.data(), m_impl->centroid(clusters[i]), dim());
   return t;
 }
 
@@ -855,11 +796,9 @@ Result<std::vector<SearchTask>> IvfIndex::makeTasks(std::span<const float> queri
     SearchTask& t = tasks[static_cast<size_t>(i)];
     m_impl->initTask(t, queries.data() + i * d, k);
     t.m_clusters.reserve(static_cast<size_t>(p));
-    t.m_centroidSims.reserve(static_cast<size_t>(p));
     for (int64_t j = i * p; j < (i + 1) * p; ++j) {
       if (assign[static_cast<size_t>(j)] < 0) continue;  // fewer centroids than nprobe
       t.m_clusters.push_back(assign[static_cast<size_t>(j)]);
-      t.m_centroidSims.push_back(coarse[static_cast<size_t>(j)]);
     }
   }
   return tasks;
@@ -919,31 +858,23 @@ Result<std::vector<SearchTask*>> unfinishedTasks(std::span<SearchTask* const> ta
 
 }  // namespace
 
-// Runs a planned step over `live` (take[i] > 0 next clusters of live[i], estimated cost[i]) in
-// cost-balanced parallel slices; clusters flagged in `elsewhere` are skipped but marked visited.
+// Runs a planned step over `live` (take[i] > 0 next clusters of live[i]): each task scans its
+// clusters alone, the tasks spread over OpenMP's threads; clusters flagged in `elsewhere` are
+// skipped but count as visited.
 Result<StepStats> IvfIndex::Impl::runPlanned(const std::vector<SearchTask*>& live,
                                              const std::vector<int32_t>& take,
-                                             const std::vector<double>& cost,
                                              std::span<const uint8_t> elsewhere) const {
-  const int threads = std::max(1, omp_get_max_threads());
-  const std::vector<Slice> slices = cutSlices(live, cost, threads);
-  std::vector<Status> results(slices.size());
-  const int64_t nslices = static_cast<int64_t>(slices.size());
+  const int64_t n = static_cast<int64_t>(live.size());
+  const int threads = static_cast<int>(std::min<int64_t>(std::max(1, omp_get_max_threads()), n));
   Stopwatch w;
-  if (nslices == 1) {
-    results[0] = runSlice(slices[0], take, elsewhere);
-  } else {
-#pragma omp parallel for schedule(dynamic, 1) num_threads(std::min<int64_t>(threads, nslices))
-    for (int64_t s = 0; s < nslices; ++s)
-      results[static_cast<size_t>(s)] = runSlice(slices[static_cast<size_t>(s)], take, elsewhere);
-  }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
+  for (int64_t i = 0; i < n; ++i) scanAlone(*live[static_cast<size_t>(i)], take[static_cast<size_t>(i)], elsewhere);
   StepStats stats;
   stats.seconds = w.elapsedSeconds();
-  for (const Status& r : results)
-    if (!r) return r.withContext("step (tasks in other slices did advance)");
   stats.tasksAdvanced = static_cast<int32_t>(live.size());
   for (size_t i = 0; i < live.size(); ++i) {
-    const SearchTask& t = *live[i];
+    SearchTask& t = *live[i];
+    countVisits(t, take[i]);
     for (size_t j = t.cursor() - static_cast<size_t>(take[i]); j < t.cursor(); ++j) {
       const int64_t c = t.clusters()[j];
       if (!elsewhere.empty() && elsewhere[static_cast<size_t>(c)]) continue;
@@ -962,7 +893,7 @@ Result<StepStats> IvfIndex::step(std::span<SearchTask* const> tasks, double budg
   const ClusterCostModel& model = m_impl->cost;
   const StepPlan plan = retrieval::planStep(live, budgetSeconds, std::max(1, omp_get_max_threads()),
                                  [&](int64_t cluster) { return model.seconds(m_impl->listSize(cluster)); });
-  RAG_ASSIGN_OR_RETURN(StepStats stats, m_impl->runPlanned(live, plan.take, plan.cost, {}));
+  RAG_ASSIGN_OR_RETURN(StepStats stats, m_impl->runPlanned(live, plan.take, {}));
   stats.estimatedSeconds = plan.estimatedSeconds;
   return stats;
 }
@@ -1032,29 +963,11 @@ Result<StepStats> IvfIndex::Impl::runShared(const std::vector<SearchTask*>& live
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < nlive; ++i) {
       SearchTask& t = *live[static_cast<size_t>(i)];
-      const float* q = t.m_query.data();
-      const double qNorm = std::sqrt(static_cast<double>(faiss::fvec_norm_L2sqr(q, static_cast<size_t>(d))));
-      const float margin = static_cast<float>(innerProductErrorBound(d, qNorm * maxRowNorm));
-      const size_t k = t.m_heapSims.size();
-      float* heapSims = t.m_heapSims.data();
-      int64_t* heapIds = t.m_heapIds.data();
-      for (size_t v = firstVisit[static_cast<size_t>(i)]; v < firstVisit[static_cast<size_t>(i) + 1]; ++v) {
-        const Visit& visit = visits[v];
-        const size_t c = static_cast<size_t>(visit.cluster);
-        const size_t n = index->invlists->list_size(c);
-        faiss::InvertedLists::ScopedCodes codes(index->invlists, c);
-        faiss::InvertedLists::ScopedIds ids(index->invlists, c);
-        const auto* rows = reinterpret_cast<const float*>(codes.get());
-        const float* screened = scores + visit.scores;
-        for (size_t j = 0; j < n; ++j) {
-          if (screened[j] < heapSims[0] - margin) continue;  // cannot beat the worst kept
-          const float sim = faiss::fvec_inner_product(q, rows + j * static_cast<size_t>(d), static_cast<size_t>(d));
-          if (IpHeap::cmp(heapSims[0], sim)) faiss::heap_replace_top<IpHeap>(k, heapSims, heapIds, sim, ids[j]);
-        }
-        t.m_vectorsScanned += static_cast<int64_t>(n);
-        accessCounts[c].fetch_add(1, std::memory_order_relaxed);
-      }
+      const float margin = screenMargin(t);
+      for (size_t v = firstVisit[static_cast<size_t>(i)]; v < firstVisit[static_cast<size_t>(i) + 1]; ++v)
+        offerScreened(t, visits[v].cluster, scores + visits[v].scores, margin);
       t.m_cursor += static_cast<size_t>(take[static_cast<size_t>(i)]);
+      countVisits(t, take[static_cast<size_t>(i)]);
     }
   }
   StepStats stats;
@@ -1134,7 +1047,6 @@ Result<StepStats> IvfIndex::stepPlanned(std::span<SearchTask* const> tasks,
                                    std::to_string(nlist()) + " clusters");
   std::vector<SearchTask*> live;
   std::vector<int32_t> liveTake;
-  std::vector<double> cost;
   double total = 0, costliest = 0;
   const ClusterCostModel& model = m_impl->cost;
   for (size_t i = 0; i < tasks.size(); ++i) {
@@ -1150,12 +1062,11 @@ Result<StepStats> IvfIndex::stepPlanned(std::span<SearchTask* const> tasks,
         c += model.seconds(m_impl->listSize(t.clusters()[j]));
     live.push_back(tasks[i]);
     liveTake.push_back(take[i]);
-    cost.push_back(c);
     total += c;
     costliest = std::max(costliest, c);
   }
   if (live.empty()) return StepStats{};
-  RAG_ASSIGN_OR_RETURN(StepStats stats, m_impl->runPlanned(live, liveTake, cost, elsewhere));
+  RAG_ASSIGN_OR_RETURN(StepStats stats, m_impl->runPlanned(live, liveTake, elsewhere));
   stats.estimatedSeconds = std::max(costliest, total / std::max(1, omp_get_max_threads()));
   return stats;
 }

@@ -16,15 +16,19 @@
 //     ... tasks[i].topK() is the best of the clusters searched so far ...
 //   }
 //
-// Underneath, one step is FAISS's own search_preassigned over the tasks' next clusters with
-// PARALLEL_MODE_NO_HEAP_INIT, so the heaps carry over between calls. Stepping a task to the end
-// gives exactly what IndexIVF::search returns for the same clusters.
+// Underneath, a step scans each task's next clusters with the scan kernel of
+// retrieval/shared_scan.h (one query per row read; stepShared reads a cluster once for every task
+// that visits it) and offers the rows that could enter the top-k to the task's FAISS heap,
+// rescored with FAISS's own fvec_inner_product in FAISS's row order, so the heaps carry over
+// between steps and stepping a task to the end gives exactly what IndexIVF::search returns for
+// the same clusters. Every serving policy searches through this one kernel; search() is FAISS's
+// own IndexIVF::search, the reference the tests compare steps with.
 //
 // Threads: step(), search() and makeTask*() are const and may run concurrently from several
 // threads, as long as no task is in two calls at once (calibrateCostModel and setCostModel may
-// not overlap them). A step cuts its tasks into cost-balanced slices, one FAISS call each, run in
-// parallel on OpenMP's threads (omp_get_max_threads(), the pool FAISS itself uses), as
-// IndexIVF::search does with its queries. FAISS headers stay in ivf_index.cpp.
+// not overlap them). A step spreads its tasks over OpenMP's threads (omp_get_max_threads(), the
+// pool FAISS itself uses), as IndexIVF::search does with its queries. FAISS headers stay in
+// ivf_index.cpp.
 #pragma once
 
 #include <cstdint>
@@ -58,7 +62,7 @@ struct SearchResults {
 };
 
 // Estimated single-thread seconds for one query to scan one cluster inside a batched step:
-// a + b · list_size. Fitted from timed search_preassigned calls shaped like steps (several
+// a + b · list_size. Fitted from timed scans shaped like steps (several
 // queries, each on its own clusters), so a is the per-visit cost, not a per-call overhead.
 struct ClusterCostModel {
   double a = 0.0;  // seconds per cluster visit (list set-up, heap bookkeeping)
@@ -113,7 +117,6 @@ private:
   friend class IvfIndex;
   std::vector<float> m_query;       // F32 [dim]
   std::vector<int64_t> m_clusters;  // I64 [n_clusters], visiting order
-  std::vector<float> m_centroidSims;  // F32 [n_clusters], query · centroid (FAISS passes it on)
   size_t m_cursor = 0;
   int64_t m_vectorsScanned = 0;
   // FAISS min-heap of the k best similarities (worst at [0]). Empty slots hold -infinity with
