@@ -22,6 +22,7 @@
 #include "core/json_writer.h"
 #include "core/mem_bandwidth.h"
 #include "model/runner.h"
+#include "core/blas_info.h"
 #include "model_choice.h"
 #include "retriever.h"
 
@@ -442,6 +443,7 @@ int cmdBenchLlm(Args& args) {
   w.key("parameters").value(facts.parameters);
   w.key("dtype").value(choice->dtype);
   w.key("threads").value(*threads);
+  w.key("blas_kernels").value(blasKernelSet());  // core/blas_info.h
   w.key("prompt_tokens").value(*promptLen);
   w.key("prefill_tokens_per_s").value(prefillTps);
   w.key("decode_tokens_per_s").beginObject();

@@ -37,6 +37,7 @@
 #include "core/fs.h"
 #include "core/json_writer.h"
 #include "corpus/qa_prompt.h"
+#include "core/blas_info.h"
 #include "rag/run_store.h"
 #include "model_choice.h"
 #include "retriever.h"
@@ -340,6 +341,7 @@ int cmdBenchServe(Args& args) {
   w.key("split").value(split).key("seed").value(*seed).key("deterministic").value(serving->deterministic);
   w.key("generation_threads").value(static_cast<int64_t>(serving->generationThreads));
   w.key("retrieval_threads").value(static_cast<int64_t>(serving->retrievalThreads));
+  w.key("blas_kernels").value(blasKernelSet());  // core/blas_info.h
   w.key("model").value(serving->modelDir.string()).key("dtype").value(serving->dtype);
   w.key("sustained_means").value("at least 90% of requests within the SLO, over at least min_seconds of arrivals");
   w.endObject();

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <QProcess>
+#include <QProcessEnvironment>
 #include <QString>
 #include <QStringList>
 
@@ -11,8 +12,10 @@ struct CliRun {
   QString err;
 };
 
-inline CliRun runRagraph(const QStringList& args, int timeoutMs = 120000) {
+inline CliRun runRagraph(const QStringList& args, int timeoutMs = 120000,
+                         const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
   QProcess p;
+  p.setProcessEnvironment(env);
   p.start(QStringLiteral(RAGWB_BIN_DIR "/ragraph"), args);
   CliRun r;
   if (!p.waitForFinished(timeoutMs)) {

@@ -152,11 +152,17 @@ private Q_SLOTS:
   }
 
   void benchPrintsTheFigures() {
-    CliRun r = runRagraph({"bench", "llm", "--model", model(), "--prompt", "8", "--prefill", "16", "--steps", "2",
-                           "--threads", "1", "--json"});
+    const QStringList args = {"bench", "llm", "--model", model(), "--prompt", "8", "--prefill", "16", "--steps", "2",
+                              "--threads", "1", "--json"};
+    // The report names OpenBLAS's kernel set (core/blas_info.h): the one OPENBLAS_CORETYPE pins.
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("OPENBLAS_CORETYPE", "Haswell");
+    CliRun r = runRagraph(args, 120000, env);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     auto doc = parseJson(r.out.toStdString());
     QVERIFY2(doc.isOk(), qPrintable(r.out));
+    const std::string kernels = doc->find("blas_kernels")->asString();
+    QVERIFY2(kernels == "Haswell" || kernels.empty(), kernels.c_str());  // empty: not OpenBLAS
     for (const char* b : {"1", "8", "32", "64"}) QVERIFY(doc->find("decode_tokens_per_s")->find(b)->asDouble() > 0);
     QVERIFY(doc->find("prefill_tokens_per_s")->asDouble() > 0);
     const double share = doc->find("overhead_share_b32")->asDouble();
@@ -183,6 +189,7 @@ private Q_SLOTS:
     auto doc = parseJson(f.readAll().toStdString());
     QVERIFY(doc.isOk());
     QCOMPARE(doc->find("runs")->size(), size_t{6});
+    QVERIFY(doc->find("settings")->find("blas_kernels") != nullptr);  // which matrix kernels ran
     // 0.2 s of arrivals at 40 rps are 8 requests: more than --requests 4.
     QCOMPARE(doc->find("runs")->asArray().at(0).find("requests")->asInt64().value_or(0), int64_t{8});
     QVERIFY(doc->find("search_runs")->size() >= 6);  // at least one probe per workflow and mode
