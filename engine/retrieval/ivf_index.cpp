@@ -243,10 +243,11 @@ Result<std::unique_ptr<IvfIndex::Impl>> IvfIndex::Impl::wrap(
 }
 
 // Times the step's scan (scanAlone: carried heaps, several queries per call, each visiting
-// clusters no other query in the call visits, so most reads are cold), and fits seconds = a·visits + b·vectors over the calls. The
-// clusters are split by size into four bands and each call draws from one band, so that the
-// calls differ in vectors per visit and a and b can be told apart. Every call runs twice, in
-// two passes over all calls, and keeps its faster time (a preempted run only ever adds time).
+// clusters no other query in the call visits, so most reads are cold), and fits
+// seconds = a·visits + b·vectors over the calls. The clusters are split by size into four bands
+// and each call draws from one band, so that the calls differ in vectors per visit and a and b
+// can be told apart. Every call runs twice, in two passes over all calls, and keeps its faster
+// time (a preempted run only ever adds time).
 ClusterCostModel IvfIndex::Impl::calibrate() const {
   const std::vector<int64_t> clusters = clustersBySize();
   if (clusters.empty()) return {};
