@@ -33,11 +33,11 @@
 #include <thread>
 
 #include "commands.h"
+#include "core/blas_info.h"
 #include "core/clock.h"
 #include "core/fs.h"
 #include "core/json_writer.h"
 #include "corpus/qa_prompt.h"
-#include "core/blas_info.h"
 #include "rag/run_store.h"
 #include "model_choice.h"
 #include "retriever.h"

@@ -580,10 +580,9 @@ Result<IvfIndex> IvfIndex::load(const fs::path& path, std::string_view expectedF
 
 namespace {
 
-// Clusters per task for one step, and each task's estimated cost.
+// Clusters per task for one step, and the step's estimated wall time.
 struct StepPlan {
   std::vector<int32_t> take;  // next clusters of live[i] to search
-  std::vector<double> cost;   // their estimated single-thread seconds
   double estimatedSeconds = 0;
 };
 
@@ -595,7 +594,7 @@ StepPlan planStep(const std::vector<SearchTask*>& live, double budget, int threa
   const size_t nt = live.size();
   StepPlan plan;
   plan.take.assign(nt, 1);
-  plan.cost.assign(nt, 0.0);
+  std::vector<double> cost(nt, 0.0);  // each task's estimated single-thread seconds so far
   double total = 0, costliest = 0;
   auto estimate = [&](double tot, double top) { return std::max(top, tot / threads); };
   auto nextCost = [&](size_t i) {
@@ -604,9 +603,9 @@ StepPlan planStep(const std::vector<SearchTask*>& live, double budget, int threa
   };
   std::vector<size_t> open;
   for (size_t i = 0; i < nt; ++i) {
-    plan.cost[i] = nextCost(i);
-    total += plan.cost[i];
-    costliest = std::max(costliest, plan.cost[i]);
+    cost[i] = nextCost(i);
+    total += cost[i];
+    costliest = std::max(costliest, cost[i]);
     if (live[i]->clustersLeft() > 1) open.push_back(i);
   }
   while (!open.empty()) {
@@ -615,13 +614,13 @@ StepPlan planStep(const std::vector<SearchTask*>& live, double budget, int threa
       ++plan.take[i];
       const double c = nextCost(i);
       if (!std::isinf(budget) &&
-          estimate(total + c, std::max(costliest, plan.cost[i] + c)) > budget) {
+          estimate(total + c, std::max(costliest, cost[i] + c)) > budget) {
         --plan.take[i];  // does not fit; estimates only grow, so this task is full
         continue;
       }
-      plan.cost[i] += c;
+      cost[i] += c;
       total += c;
-      costliest = std::max(costliest, plan.cost[i]);
+      costliest = std::max(costliest, cost[i]);
       if (live[i]->clustersLeft() > static_cast<size_t>(plan.take[i])) open[kept++] = i;
     }
     open.resize(kept);
