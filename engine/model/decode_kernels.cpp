@@ -66,7 +66,7 @@ namespace {
 
 constexpr int64_t kTile = 64;  // outputs per tile: four AVX-512 accumulators per row
 
-// y[r, o0 + j] for j < width (width == kTile when W is kTile: a fixed trip count, so the
+// y[r, o0 + j] for j < width (width == W when W is not 0: a fixed trip count, so the
 // accumulators are whole vector registers) over R rows: for every input i, one weight row
 // segment wt[i, o0 .. o0 + width) is loaded once and multiplied into every row's accumulators
 // (a broadcast FMA, no horizontal sums).
@@ -112,6 +112,12 @@ void linear(const float* x, int64_t rows, int64_t in, const float* wt, int64_t l
             int64_t o1, float* y, int64_t ldy, bool accumulate) {
   int64_t o = o0;
   for (; o + kTile <= o1; o += kTile) allRows<kTile>(x, rows, in, wt, ldw, bias, o, kTile, y, ldy, accumulate);
+  // A half tile with a fixed width too (a 32-wide head's attention output is one): the
+  // runtime-width loop cannot keep its accumulators in registers.
+  if (o + kTile / 2 <= o1) {
+    allRows<kTile / 2>(x, rows, in, wt, ldw, bias, o, kTile / 2, y, ldy, accumulate);
+    o += kTile / 2;
+  }
   if (o < o1) allRows<0>(x, rows, in, wt, ldw, bias, o, o1 - o, y, ldy, accumulate);
 }
 
@@ -189,6 +195,72 @@ void attendDecode(const float* q, int64_t h0, int64_t h1, int64_t heads, const P
     case 64: return attend<64>(q, h0, h1, heads, kv, ctx, scale, scores, out);
     case 128: return attend<128>(q, h0, h1, heads, kv, ctx, scale, scores, out);
     default: return attend<0>(q, h0, h1, heads, kv, ctx, scale, scores, out);
+  }
+}
+
+namespace {
+
+constexpr int64_t kPrefillBlock = 16;  // query rows per QK / PV block
+
+// Softmax in place over a block's score rows (stride `lim`): row r of the chunk sees positions
+// [0, start + r] where its mask allows; the rest of the row up to lim becomes 0 for PV.
+[[gnu::always_inline]] inline void maskedSoftmax(float* s, int64_t r0, int64_t r1, int64_t start, int64_t lim,
+                                                 int64_t ctx, const uint8_t* allowed) {
+  for (int64_t r = r0; r < r1; ++r) {
+    float* row = s + (r - r0) * lim;
+    const int64_t seen = start + r + 1;
+    if (allowed) {
+      const uint8_t* a = allowed + r * ctx;
+      for (int64_t p = 0; p < seen; ++p) row[p] = a[p] ? row[p] : -INFINITY;
+    }
+    float mx = -INFINITY;
+    for (int64_t p = 0; p < seen; ++p) mx = std::max(mx, row[p]);
+    if (mx == -INFINITY) {  // a row whose mask allows nothing attends to nothing
+      std::fill(row, row + lim, 0.0f);
+      continue;
+    }
+    float sum = 0.0f;
+    for (int64_t p = 0; p < seen; ++p) {
+      row[p] = row[p] == -INFINITY ? 0.0f : expApprox(row[p] - mx);
+      sum += row[p];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t p = 0; p < seen; ++p) row[p] *= inv;
+    std::fill(row + seen, row + lim, 0.0f);
+  }
+}
+
+}  // namespace
+
+int64_t attendPrefillScratch(int64_t n, int64_t ctx, int64_t headDim) {
+  return 2 * ctx * headDim + n * headDim + kPrefillBlock * ctx;
+}
+
+RAG_CLONES
+void attendPrefill(const float* q, int64_t qStride, int64_t n, int64_t start, int64_t heads, const PagedKv& kv,
+                   const uint8_t* allowed, float scale, float* scratch, float* out, int64_t outStride) {
+  const int64_t d = kv.headDim, ctx = start + n, bs = kv.blockSize, stride = kv.kvHeads * d;
+  const int64_t group = heads / kv.kvHeads;
+  float* kt = scratch;           // [d, ctx]: this KV head's keys, transposed (input-major for linear)
+  float* vg = kt + d * ctx;      // [ctx, d]: its values
+  float* qh = vg + ctx * d;      // [n, d]: one query head, scaled
+  float* s = qh + n * d;         // [kPrefillBlock, lim]: a block's scores, then probabilities
+  for (int64_t g = 0; g < kv.kvHeads; ++g) {
+    for (int64_t p = 0; p < ctx; ++p) {
+      const int64_t row = (static_cast<int64_t>(kv.blocks[p / bs]) * bs + p % bs) * stride + g * d;
+      for (int64_t i = 0; i < d; ++i) kt[i * ctx + p] = kv.k[row + i];
+      std::memcpy(vg + p * d, kv.v + row, static_cast<size_t>(d) * sizeof(float));
+    }
+    for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t i = 0; i < d; ++i) qh[r * d + i] = q[r * qStride + h * d + i] * scale;
+      for (int64_t r0 = 0; r0 < n; r0 += kPrefillBlock) {
+        const int64_t r1 = std::min(n, r0 + kPrefillBlock), lim = start + r1;
+        linear(qh + r0 * d, r1 - r0, d, kt, ctx, nullptr, 0, lim, s, lim, false);
+        maskedSoftmax(s, r0, r1, start, lim, ctx, allowed);
+        linear(s, r1 - r0, lim, vg, d, nullptr, 0, d, out + r0 * outStride + h * d, outStride, false);
+      }
+    }
   }
 }
 

@@ -57,4 +57,16 @@ struct PagedKv {
 void attendDecode(const float* q, int64_t h0, int64_t h1, int64_t heads, const PagedKv& kv, int64_t ctx,
                   float scale, float* scores, float* out);
 
+// Attention of a prefill chunk: n consecutive query rows of one sequence at positions start ..
+// start + n - 1, row r over positions [0, start + r] of the paged pool, all of them or those its
+// mask row allows (`allowed`: uint8 [n, start + n] row-major, non-zero = attend; null: all, the
+// causal case). Row r's `heads` query heads are at q + r * qStride, its output [heads, headDim]
+// goes to out + r * outStride. `scratch` holds attendPrefillScratch(n, start + n, headDim)
+// floats. Each KV head's keys are gathered once (transposed) for its query heads, and QK and PV
+// run through `linear` in blocks of rows, each block only up to its last row's position, so the
+// work follows the causal triangle; a chunk costs no per-row or per-op overhead.
+int64_t attendPrefillScratch(int64_t n, int64_t ctx, int64_t headDim);
+void attendPrefill(const float* q, int64_t qStride, int64_t n, int64_t start, int64_t heads, const PagedKv& kv,
+                   const uint8_t* allowed, float scale, float* scratch, float* out, int64_t outStride);
+
 }  // namespace rag::model::cpu

@@ -126,12 +126,13 @@ struct ModelRunner::Impl {
   };
   std::vector<FusedLayer> fused;
   torch::Tensor lmHeadT;  // [hidden, vocab]
-  // F32 weights and pools on the CPU: steps of decode rows only run decode_kernels.h instead
-  // of libtorch ops, and decode rows of mixed steps attend through it (no KV gather).
-  bool fastDecode = false;
+  // F32 weights and pools on the CPU: every step runs decode_kernels.h (forwardKernels)
+  // instead of libtorch ops (forwardItems).
+  bool useKernels = false;
   std::vector<double> ropeInvFreq;  // theta^(-2i/d), as ropeTables computes it
   struct DecodeScratch {
     std::vector<float> x, h, qkv, att, gateUp, act, cos, sin;
+    std::vector<float> attention;  // cpu::attendPrefill's, for the step's largest prefill chunk
   } scratch;
   std::shared_ptr<ForkJoin> team;  // this step's, from computeTeam()
   std::vector<int64_t> eosIds;
@@ -270,16 +271,40 @@ struct ModelRunner::Impl {
     return a.stopped;
   }
 
+  // One forward over `items` (the first `decodeItems` single decode rows, then prefill
+  // chunks): the kernels' path where useKernels allows it, else the libtorch ops.
+  torch::Tensor forward(std::span<const Item> items, int64_t decodeItems,
+                        const std::vector<std::pair<size_t, int64_t>>& logitRows) {
+    return useKernels ? forwardKernels(items, decodeItems, logitRows) : forwardItems(items, decodeItems, logitRows);
+  }
   torch::Tensor forwardItems(std::span<const Item> items, int64_t decodeItems,
                              const std::vector<std::pair<size_t, int64_t>>& logitRows);
-  torch::Tensor forwardDecode(std::span<const Item> items);
-  // `on` null: on the calling thread.
-  void attendDecodeRows(std::span<const Item> items, size_t layer, const float* q, int64_t qStride, float* out,
-                        ForkJoin* on);
+  torch::Tensor forwardKernels(std::span<const Item> items, int64_t decodeItems,
+                               const std::vector<std::pair<size_t, int64_t>>& logitRows);
+  void attendDecodeRows(std::span<const Item> items, size_t layer, const float* q, int64_t qStride, float* out);
   StepResult step();
 };
 
-// One forward over the rows of `items`; the first `decodeItems` are single rows that see their
+namespace {
+
+// Which positions each row of a prefill chunk attends to: uint8 [n, start + n] (row r: the first
+// start + r + 1 entries, from its mask), or empty when every row sees all positions before it.
+std::vector<uint8_t> allowedRows(const Item& it) {
+  const int64_t ctx = it.start + it.n;
+  bool causalRows = true;
+  for (int64_t i = it.start; i < ctx && causalRows; ++i) causalRows = it.seq->fullRow(i);
+  if (causalRows) return {};
+  std::vector<uint8_t> allowed(static_cast<size_t>(it.n * ctx), 0);
+  for (int64_t r = 0; r < it.n; ++r)
+    it.seq->mask.fillRow(it.start + r, std::span<uint8_t>(allowed).subspan(static_cast<size_t>(r * ctx),
+                                                                           static_cast<size_t>(it.start + r + 1)));
+  return allowed;
+}
+
+}  // namespace
+
+// One forward over the rows of `items` on libtorch ops (any dtype or device; the reference the
+// kernels are tested against); the first `decodeItems` are single rows that see their
 // whole context (attended in one padded gather), the rest are attended one item at a time
 // under their masks. Writes every row's K/V into the pool; returns the logits of `logitRows`
 // (item index, row within the item) as F32 [rows, vocab].
@@ -311,7 +336,7 @@ torch::Tensor ModelRunner::Impl::forwardItems(std::span<const Item> items, int64
   const int64_t nd = decodeItems;
   torch::Tensor dSlots, dMask;
   int64_t maxCtx = 0;
-  if (nd > 0 && !fastDecode) {
+  if (nd > 0) {
     for (int64_t b = 0; b < nd; ++b) maxCtx = std::max(maxCtx, items[static_cast<size_t>(b)].start + 1);
     std::vector<int64_t> sl(static_cast<size_t>(nd * maxCtx), 0);
     std::vector<float> mk(static_cast<size_t>(nd * maxCtx), 0.0f);
@@ -331,16 +356,10 @@ torch::Tensor ModelRunner::Impl::forwardItems(std::span<const Item> items, int64
     const Item& it = items[k];
     const int64_t ctx = it.start + it.n;
     mSlots.push_back(slots(*it.seq, 0, ctx));
-    bool causalRows = true;
-    for (int64_t i = it.start; i < ctx && causalRows; ++i) causalRows = it.seq->fullRow(i);
-    if (causalRows) {
-      mMasks.push_back(it.n == 1 ? torch::Tensor()
-                                 : torch::full({it.n, ctx}, -inf).triu(it.start + 1));
+    std::vector<uint8_t> allowed = allowedRows(it);
+    if (allowed.empty()) {
+      mMasks.push_back(it.n == 1 ? torch::Tensor() : torch::full({it.n, ctx}, -inf).triu(it.start + 1));
     } else {
-      std::vector<uint8_t> allowed(static_cast<size_t>(it.n * ctx), 0);
-      for (int64_t r = 0; r < it.n; ++r)
-        it.seq->mask.fillRow(it.start + r, std::span<uint8_t>(allowed).subspan(static_cast<size_t>(r * ctx),
-                                                                               static_cast<size_t>(it.start + r + 1)));
       torch::Tensor a = torch::from_blob(allowed.data(), {it.n, ctx}, torch::kUInt8).to(torch::kBool);
       mMasks.push_back(torch::zeros({it.n, ctx}).masked_fill(a.logical_not(), -inf));
     }
@@ -362,15 +381,7 @@ torch::Tensor ModelRunner::Impl::forwardItems(std::span<const Item> items, int64
     vPool[l].index_copy_(0, wslotT, v);
 
     std::vector<torch::Tensor> outs;
-    if (nd > 0 && fastDecode) {
-      torch::Tensor qc = qk.contiguous();
-      torch::Tensor od = torch::empty({nd, nh * d}, torch::kFloat32);
-      // On the calling thread (no team): this step's matmuls run on BLAS threads, which the
-      // team's spinning workers would only slow down.
-      attendDecodeRows(items.first(static_cast<size_t>(nd)), l, qc.data_ptr<float>(), (nh + nkv) * d,
-                       od.data_ptr<float>(), nullptr);
-      outs.push_back(od);
-    } else if (nd > 0) {
+    if (nd > 0) {
       torch::Tensor qd = q.narrow(0, 0, nd).view({nd, nkv, g, d});
       torch::Tensor kd = kPool[l].index_select(0, dSlots).view({nd, maxCtx, nkv, d});
       torch::Tensor vd = vPool[l].index_select(0, dSlots).view({nd, maxCtx, nkv, d});
@@ -405,16 +416,16 @@ torch::Tensor ModelRunner::Impl::forwardItems(std::span<const Item> items, int64
 }
 
 // Attention of decode rows (item k's query heads at q + k * qStride) over their whole
-// context, read in place from the paged pool: out is [items, nh * d].
+// context, read in place from the paged pool, split over the team: out is [items, nh * d].
 void ModelRunner::Impl::attendDecodeRows(std::span<const Item> items, size_t layer, const float* q,
-                                         int64_t qStride, float* out, ForkJoin* on) {
+                                         int64_t qStride, float* out) {
   const int64_t nh = cfg.numAttentionHeads, d = cfg.headDim;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   int64_t maxCtx = 0;
   for (const Item& it : items) maxCtx = std::max(maxCtx, it.start + 1);
   const int64_t n = static_cast<int64_t>(items.size());
   const int64_t perThread = nh * maxCtx;
-  auto rows = [&](int64_t b, int64_t e) {
+  parallelRange(*team, n, perThread * d, 1 << 15, [&](int64_t b, int64_t e) {
     thread_local std::vector<float> scratchScores;  // one per thread of the team
     scratchScores.resize(static_cast<size_t>(perThread));
     float* scores = scratchScores.data();
@@ -424,20 +435,29 @@ void ModelRunner::Impl::attendDecodeRows(std::span<const Item> items, size_t lay
                             cfg.numKeyValueHeads, d};
       cpu::attendDecode(q + r * qStride, 0, nh, nh, kv, it.start + 1, scale, scores, out + r * nh * d);
     }
-  };
-  if (on) parallelRange(*on, n, perThread * d, 1 << 15, rows);
-  else rows(0, n);
+  });
 }
 
-// forwardItems for a step of decode rows only (fastDecode): the same layer stack on raw F32
-// arrays through decode_kernels.h, every matmul reading its weights once for all rows.
-// Returns every row's logits, F32 [rows, vocab].
-torch::Tensor ModelRunner::Impl::forwardDecode(std::span<const Item> items) {
+// forwardItems on raw F32 arrays through decode_kernels.h (useKernels): every step, decode rows
+// and prefill chunks alike. The matmuls read their weights once for all rows in registers-
+// blocked tiles (2-8x libtorch's sgemm at the few rows of a small step, about 1.4x at a few
+// hundred), decode rows attend in place from the pool and each prefill chunk through
+// cpu::attendPrefill, and no step pays libtorch's per-op overhead. Only `logitRows` go through
+// the LM head. Returns their logits, F32 [rows, vocab] (undefined when none is asked for).
+torch::Tensor ModelRunner::Impl::forwardKernels(std::span<const Item> items, int64_t decodeItems,
+                                                const std::vector<std::pair<size_t, int64_t>>& logitRows) {
   const LlamaWeights& w = model->weights();
-  const int64_t n = static_cast<int64_t>(items.size());
   const int64_t hid = cfg.hiddenSize, nh = cfg.numAttentionHeads, nkv = cfg.numKeyValueHeads, d = cfg.headDim;
   const int64_t qkvW = (nh + 2 * nkv) * d, inter = cfg.intermediateSize, vocab = cfg.vocabSize;
   const float eps = static_cast<float>(cfg.rmsNormEps);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  const size_t nd = static_cast<size_t>(decodeItems);
+  std::vector<int64_t> rowStart;  // item k's rows begin at row rowStart[k]
+  int64_t n = 0;
+  for (const Item& it : items) {
+    rowStart.push_back(n);
+    n += it.n;
+  }
   DecodeScratch& S = scratch;
   auto size = [](std::vector<float>& v, int64_t count) {
     v.resize(static_cast<size_t>(count));
@@ -451,56 +471,83 @@ torch::Tensor ModelRunner::Impl::forwardDecode(std::span<const Item> items) {
   float* act = size(S.act, n * inter);
   float* cosT = size(S.cos, n * d);
   float* sinT = size(S.sin, n * d);
-  // y[:, o] for all rows, the outputs split over threads.
-  // y[:, 0 .. outW) for all rows, whole 64-output tiles split over threads.
-  auto linear = [&](const float* in, int64_t inW, const torch::Tensor& wt, const torch::Tensor& bias,
+  // Prefill chunks: which positions each row sees (empty: all before it), built once for all
+  // layers, and the attention scratch for the largest chunk.
+  std::vector<std::vector<uint8_t>> allowed;
+  int64_t attentionScratch = 0;
+  for (size_t k = nd; k < items.size(); ++k) {
+    allowed.push_back(allowedRows(items[k]));
+    attentionScratch = std::max(attentionScratch, cpu::attendPrefillScratch(items[k].n, items[k].start + items[k].n, d));
+  }
+  float* attnScratch = size(S.attention, attentionScratch);
+  // y[:, 0 .. outW) for `rows` rows, whole 64-output tiles split over threads.
+  auto linear = [&](const float* in, int64_t rows, int64_t inW, const torch::Tensor& wt, const torch::Tensor& bias,
                     int64_t outW, float* y, bool accumulate) {
     const float* wp = f32(wt);
     const float* bp = f32(bias);
     constexpr int64_t tile = 64;
-    parallelRange(*team, ceilDiv(outW, tile), n * inW * tile, 1 << 16, [&](int64_t t0, int64_t t1) {
-      cpu::linear(in, n, inW, wp, outW, bp, t0 * tile, std::min(outW, t1 * tile), y, outW, accumulate);
+    parallelRange(*team, ceilDiv(outW, tile), rows * inW * tile, 1 << 16, [&](int64_t t0, int64_t t1) {
+      cpu::linear(in, rows, inW, wp, outW, bp, t0 * tile, std::min(outW, t1 * tile), y, outW, accumulate);
     });
   };
 
   const float* embed = f32(w.embed);
-  for (int64_t r = 0; r < n; ++r) {
-    const Seq& s = *items[static_cast<size_t>(r)].seq;
-    const int64_t i = items[static_cast<size_t>(r)].start;
-    std::memcpy(x + r * hid, embed + static_cast<int64_t>(s.tokens[static_cast<size_t>(i)]) * hid,
-                static_cast<size_t>(hid) * sizeof(float));
-    const double p = static_cast<double>(s.positions[static_cast<size_t>(i)]);
-    for (int64_t j = 0; j < d / 2; ++j) {
-      const double a = p * ropeInvFreq[static_cast<size_t>(j)];
-      cosT[r * d + j] = cosT[r * d + j + d / 2] = static_cast<float>(std::cos(a));
-      sinT[r * d + j] = sinT[r * d + j + d / 2] = static_cast<float>(std::sin(a));
+  for (size_t k = 0; k < items.size(); ++k) {
+    const Item& it = items[k];
+    for (int64_t j = 0; j < it.n; ++j) {
+      const int64_t r = rowStart[k] + j;
+      const size_t i = static_cast<size_t>(it.start + j);
+      std::memcpy(x + r * hid, embed + static_cast<int64_t>(it.seq->tokens[i]) * hid,
+                  static_cast<size_t>(hid) * sizeof(float));
+      const double p = static_cast<double>(it.seq->positions[i]);
+      for (int64_t f = 0; f < d / 2; ++f) {
+        const double a = p * ropeInvFreq[static_cast<size_t>(f)];
+        cosT[r * d + f] = cosT[r * d + f + d / 2] = static_cast<float>(std::cos(a));
+        sinT[r * d + f] = sinT[r * d + f + d / 2] = static_cast<float>(std::sin(a));
+      }
     }
   }
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LlamaLayerWeights& lw = w.layers[l];
     const FusedLayer& fl = fused[l];
     cpu::rmsNorm(x, f32(lw.inputNorm), n, hid, eps, h);
-    linear(h, hid, fl.qkvT, fl.qkvBias, qkvW, qkv, false);
+    linear(h, n, hid, fl.qkvT, fl.qkvBias, qkvW, qkv, false);
     float* kp = kPool[l].data_ptr<float>();
     float* vp = vPool[l].data_ptr<float>();
-    for (int64_t r = 0; r < n; ++r) {
-      float* row = qkv + r * qkvW;
-      cpu::rope(row, nh + nkv, d, cosT + r * d, sinT + r * d);  // q and k heads
-      const Item& it = items[static_cast<size_t>(r)];
-      const int64_t at = slot(*it.seq, it.start) * nkv * d;
-      std::memcpy(kp + at, row + nh * d, static_cast<size_t>(nkv * d) * sizeof(float));
-      std::memcpy(vp + at, row + (nh + nkv) * d, static_cast<size_t>(nkv * d) * sizeof(float));
+    for (size_t k = 0; k < items.size(); ++k) {
+      const Item& it = items[k];
+      for (int64_t j = 0; j < it.n; ++j) {
+        const int64_t r = rowStart[k] + j;
+        float* row = qkv + r * qkvW;
+        cpu::rope(row, nh + nkv, d, cosT + r * d, sinT + r * d);  // q and k heads
+        const int64_t at = slot(*it.seq, it.start + j) * nkv * d;
+        std::memcpy(kp + at, row + nh * d, static_cast<size_t>(nkv * d) * sizeof(float));
+        std::memcpy(vp + at, row + (nh + nkv) * d, static_cast<size_t>(nkv * d) * sizeof(float));
+      }
     }
-    attendDecodeRows(items, l, qkv, qkvW, att, team.get());
-    linear(att, nh * d, fl.oT, lw.oBias, hid, x, true);
+    if (nd > 0) attendDecodeRows(items.first(nd), l, qkv, qkvW, att);  // rows 0 .. nd-1
+    for (size_t k = nd; k < items.size(); ++k) {
+      const Item& it = items[k];
+      const std::vector<uint8_t>& a = allowed[k - nd];
+      const cpu::PagedKv kv{kp, vp, it.seq->blocks.data(), bs, nkv, d};
+      cpu::attendPrefill(qkv + rowStart[k] * qkvW, qkvW, it.n, it.start, nh, kv, a.empty() ? nullptr : a.data(), scale,
+                         attnScratch, att + rowStart[k] * nh * d, nh * d);
+    }
+    linear(att, n, nh * d, fl.oT, lw.oBias, hid, x, true);
     cpu::rmsNorm(x, f32(lw.postNorm), n, hid, eps, h);
-    linear(h, hid, fl.gateUpT, fl.gateUpBias, 2 * inter, gateUp, false);
+    linear(h, n, hid, fl.gateUpT, fl.gateUpBias, 2 * inter, gateUp, false);
     cpu::siluMul(gateUp, n, inter, act);
-    linear(act, inter, fl.downT, lw.downBias, hid, x, true);
+    linear(act, n, inter, fl.downT, lw.downBias, hid, x, true);
   }
-  cpu::rmsNorm(x, f32(w.norm), n, hid, eps, h);
-  torch::Tensor logits = torch::empty({n, vocab}, torch::kFloat32);
-  linear(h, hid, lmHeadT, torch::Tensor(), vocab, logits.data_ptr<float>(), false);
+  if (logitRows.empty()) return {};
+  // The final norm and the LM head for the rows that want logits only, gathered into h.
+  const int64_t m = static_cast<int64_t>(logitRows.size());
+  for (int64_t j = 0; j < m; ++j) {
+    const auto [item, r] = logitRows[static_cast<size_t>(j)];
+    cpu::rmsNorm(x + (rowStart[item] + r) * hid, f32(w.norm), 1, hid, eps, h + j * hid);
+  }
+  torch::Tensor logits = torch::empty({m, vocab}, torch::kFloat32);
+  linear(h, m, hid, lmHeadT, torch::Tensor(), vocab, logits.data_ptr<float>(), false);
   return logits;
 }
 
@@ -599,9 +646,9 @@ StepResult ModelRunner::Impl::step() {
       for (int64_t r = 0; r < items[k].n; ++r) {
         Item one{items[k].seq, items[k].start + r, 1};
         const bool want = r >= first && r < first + count;
-        torch::Tensor lg = forwardItems(std::span<const Item>(&one, 1), 0,
-                                        want ? std::vector<std::pair<size_t, int64_t>>{{0, 0}}
-                                             : std::vector<std::pair<size_t, int64_t>>{});
+        torch::Tensor lg = forward(std::span<const Item>(&one, 1), 0,
+                                   want ? std::vector<std::pair<size_t, int64_t>>{{0, 0}}
+                                        : std::vector<std::pair<size_t, int64_t>>{});
         if (want) rows.push_back(lg);
       }
       if (!rows.empty()) itemLogits[k] = torch::cat(rows, 0);
@@ -612,10 +659,7 @@ StepResult ModelRunner::Impl::step() {
       auto [first, count] = wantsRows(items[k]);
       for (int64_t r = first; r < first + count; ++r) want.emplace_back(k, r);
     }
-    // Decode rows only (the steady state of generation): the kernels' path.
-    torch::Tensor lg = fastDecode && prefill.empty()
-                           ? forwardDecode(items)
-                           : forwardItems(items, static_cast<int64_t>(decode.size()), want);
+    torch::Tensor lg = forward(items, static_cast<int64_t>(decode.size()), want);
     int64_t row = 0;
     for (size_t k = 0; k < items.size(); ++k) {
       auto [first, count] = wantsRows(items[k]);
@@ -777,7 +821,7 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::shared_ptr<const L
   for (const LlamaLayerWeights& l : lw.layers)
     for (const torch::Tensor& t : {l.inputNorm, l.postNorm, l.oBias, l.downBias})
       contiguous = contiguous && (!t.defined() || t.is_contiguous());
-  impl->fastDecode = params.kernels && dtype == torch::kFloat32 && lw.embed.device().is_cpu() && contiguous;
+  impl->useKernels = params.kernels && dtype == torch::kFloat32 && lw.embed.device().is_cpu() && contiguous;
   for (int64_t i = 0; i < c.headDim / 2; ++i)
     impl->ropeInvFreq.push_back(std::exp(static_cast<double>(2 * i) / static_cast<double>(c.headDim) * -std::log(c.ropeTheta)));
   impl->eosIds = c.eosTokenIds;

@@ -10,11 +10,12 @@
 //
 // A step schedules decode rows first (one token per generating sequence), then prefill chunks
 // of waiting prompts until `maxBatchTokens`; all rows share the projections and MLP matmuls.
-// Attention reads K/V through each sequence's block table: decode rows of all sequences in place
-// from the pool (decode_kernels.h; a padded gather for BF16), prefill chunks one masked
-// attention each. A step of decode rows only, the steady state of generation, runs on those F32
-// kernels from end to end, split over the setComputeThreads team. When blocks run out, the most
-// recently admitted sequence is preempted (its KV freed, recomputed later).
+// Attention reads K/V through each sequence's block table, in place from the pool: decode rows
+// of all sequences together, prefill chunks one masked attention each. F32 models on the CPU
+// run every step on the kernels of decode_kernels.h from end to end, split over the
+// setComputeThreads team (other dtypes and devices on libtorch ops, with a padded gather for
+// decode rows). When blocks run out, the most recently admitted sequence is preempted (its KV
+// freed, recomputed later).
 //
 // Deterministic mode computes every token row alone with the same shapes whatever the batch or
 // chunking, so a sequence's logits are bit-identical however it is scheduled: the property
@@ -56,8 +57,8 @@ struct RunnerParams {
   int32_t maxRunning = 64;                // sequences admitted at once
   int32_t maxQueued = 4096;               // add() answers Busy beyond this many live sequences
   bool deterministic = false;             // batch-invariant, bit-reproducible numerics
-  // F32 models on the CPU: steps of decode rows only run the fused kernels of decode_kernels.h
-  // (and decode rows of mixed steps attend through them) instead of ~30 libtorch ops per layer.
+  // F32 models on the CPU: every step (decode rows and prefill chunks) runs the kernels of
+  // decode_kernels.h instead of ~30 libtorch ops per layer and a BLAS call per matmul.
   // false keeps every step on libtorch: the reference the kernels are compared with.
   bool kernels = true;
 };

@@ -30,6 +30,40 @@ double maxAbsDiff(const std::vector<float>& a, const std::vector<double>& b) {
   return m;
 }
 
+// A block table 0 .. n-1 in a random order, so that consecutive positions are far apart.
+std::vector<int32_t> shuffledBlocks(int64_t n, uint32_t seed) {
+  std::vector<int32_t> blocks(static_cast<size_t>(n));
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::shuffle(blocks.begin(), blocks.end(), std::mt19937(seed));
+  return blocks;
+}
+
+// softmax(q . K * scale) . V in double for one query head (q: d floats) over the positions
+// p < ctx that `allowed` (null: all) marks, K/V read through the block table: d outputs.
+std::vector<double> referenceAttention(const float* q, const cpu::PagedKv& kv, int64_t kvHead, int64_t ctx,
+                                       float scale, const uint8_t* allowed) {
+  const int64_t d = kv.headDim;
+  auto at = [&](const float* pool, int64_t p, int64_t i) {
+    const int64_t row = int64_t(kv.blocks[p / kv.blockSize]) * kv.blockSize + p % kv.blockSize;
+    return double(pool[(row * kv.kvHeads + kvHead) * d + i]);
+  };
+  std::vector<double> s(static_cast<size_t>(ctx), 0.0), out(static_cast<size_t>(d), 0.0);
+  double mx = -1e300, sum = 0;
+  for (int64_t p = 0; p < ctx; ++p) {
+    if (allowed && !allowed[p]) continue;
+    double dotv = 0;
+    for (int64_t i = 0; i < d; ++i) dotv += double(q[i]) * at(kv.k, p, i);
+    s[p] = dotv * scale;
+    mx = std::max(mx, s[p]);
+  }
+  for (int64_t p = 0; p < ctx; ++p)
+    if (!allowed || allowed[p]) sum += (s[p] = std::exp(s[p] - mx));
+  for (int64_t p = 0; p < ctx; ++p)
+    if (!allowed || allowed[p])
+      for (int64_t i = 0; i < d; ++i) out[i] += s[p] / sum * at(kv.v, p, i);
+  return out;
+}
+
 }  // namespace
 
 class TestDecodeKernels : public QObject {
@@ -52,7 +86,7 @@ private Q_SLOTS:
 
   void linearMatchesTheDefinitionOnEveryTileAndRowShape() {
     for (int64_t rows : {1, 2, 3, 4, 5, 9}) {
-      for (int64_t out : {64, 150}) {  // whole tiles; two whole tiles and a partial one
+      for (int64_t out : {64, 104, 150}) {  // whole, half and partial 64-wide tiles
         for (bool withBias : {false, true}) {
           for (bool accumulate : {false, true}) {
             const int64_t in = 37;
@@ -122,9 +156,7 @@ private Q_SLOTS:
       auto k = randomVector(numBlocks * bs * kvHeads * d, 10, 1.5f);
       auto v = randomVector(numBlocks * bs * kvHeads * d, 11);
       auto q = randomVector(heads * d, 12, 1.5f);
-      std::vector<int32_t> blocks(numBlocks);
-      std::iota(blocks.begin(), blocks.end(), 0);
-      std::shuffle(blocks.begin(), blocks.end(), std::mt19937(13));
+      const std::vector<int32_t> blocks = shuffledBlocks(numBlocks, 13);
       const cpu::PagedKv kv{k.data(), v.data(), blocks.data(), bs, kvHeads, d};
       const float scale = 1.0f / std::sqrt(static_cast<float>(d));
       // Heads [1, 5) only: heads 0 and 5 of out must stay untouched.
@@ -132,29 +164,50 @@ private Q_SLOTS:
       cpu::attendDecode(q.data(), 1, 5, heads, kv, ctx, scale, scores.data(), out.data());
       std::vector<double> ref(out.size(), 42.0);
       for (int64_t h = 1; h < 5; ++h) {
-        const int64_t kvh = h / (heads / kvHeads);
-        std::vector<double> s(ctx);
-        double mx = -1e300, sum = 0;
-        for (int64_t p = 0; p < ctx; ++p) {
-          const int64_t row = int64_t(blocks[p / bs]) * bs + p % bs;
-          double dotv = 0;
-          for (int64_t i = 0; i < d; ++i) dotv += double(q[h * d + i]) * k[(row * kvHeads + kvh) * d + i];
-          s[p] = dotv * scale;
-          mx = std::max(mx, s[p]);
-        }
-        for (double& e : s) sum += (e = std::exp(e - mx));
-        for (int64_t i = 0; i < d; ++i) {
-          double o = 0;
-          for (int64_t p = 0; p < ctx; ++p) {
-            const int64_t row = int64_t(blocks[p / bs]) * bs + p % bs;
-            o += s[p] / sum * v[(row * kvHeads + kvh) * d + i];
-          }
-          ref[h * d + i] = o;
-        }
+        const std::vector<double> o = referenceAttention(q.data() + h * d, kv, h / (heads / kvHeads), ctx, scale, nullptr);
+        std::copy(o.begin(), o.end(), ref.begin() + h * d);
       }
       const double err = maxAbsDiff(out, ref);
       QVERIFY2(err < 1e-5, qPrintable(QString("head dim %1: error %2").arg(d).arg(err)));
     }
+  }
+
+  // A prefill chunk: rows at positions start .. start + n - 1 over their causal context, with
+  // and without a mask, chunks inside and across the kernel's 16-row blocks, grouped-query
+  // heads, head widths with fixed-length loops (32) and without (24), a shuffled block table,
+  // strided query and output rows (the columns between rows must stay untouched).
+  void prefillAttentionMatchesMaskedSoftmax() {
+    for (int64_t d : {32, 24})
+      for (int64_t start : {0, 7})
+        for (int64_t n : {1, 5, 16, 37})
+          for (bool masked : {false, true}) {
+            const int64_t heads = 6, kvHeads = 2, bs = 4, ctx = start + n, numBlocks = (ctx + bs - 1) / bs + 2;
+            const int64_t qStride = (heads + 2 * kvHeads) * d, outStride = heads * d + 3;
+            auto k = randomVector(numBlocks * bs * kvHeads * d, 20, 1.5f);
+            auto v = randomVector(numBlocks * bs * kvHeads * d, 21);
+            auto q = randomVector(n * qStride, 22, 1.5f);
+            const std::vector<int32_t> blocks = shuffledBlocks(numBlocks, 23);
+            std::vector<uint8_t> allowed(n * ctx, 0);
+            std::mt19937 coin(24);
+            for (int64_t r = 0; r < n; ++r)
+              for (int64_t p = 0; p <= start + r; ++p)
+                allowed[r * ctx + p] = !masked || p == start + r || coin() % 3 != 0;
+            const cpu::PagedKv kv{k.data(), v.data(), blocks.data(), bs, kvHeads, d};
+            const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+            std::vector<float> out(n * outStride, 42.0f), scratch(cpu::attendPrefillScratch(n, ctx, d));
+            cpu::attendPrefill(q.data(), qStride, n, start, heads, kv, masked ? allowed.data() : nullptr, scale,
+                               scratch.data(), out.data(), outStride);
+            std::vector<double> ref(out.size(), 42.0);
+            for (int64_t r = 0; r < n; ++r)
+              for (int64_t h = 0; h < heads; ++h) {
+                const std::vector<double> o = referenceAttention(q.data() + r * qStride + h * d, kv, h / (heads / kvHeads),
+                                                                 start + r + 1, scale, allowed.data() + r * ctx);
+                std::copy(o.begin(), o.end(), ref.begin() + r * outStride + h * d);
+              }
+            const double err = maxAbsDiff(out, ref);
+            QVERIFY2(err < 1e-5, qPrintable(QString("d %1, start %2, n %3, masked %4: error %5")
+                                                .arg(d).arg(start).arg(n).arg(masked).arg(err)));
+          }
   }
 };
 
