@@ -35,8 +35,13 @@ constexpr int64_t kLanes = 16;  // one AVX-512 register of floats; two AVX2 ones
 // and its degree-6 polynomial, within 2 ulp of std::exp on [-87, 88]; x is clamped to that
 // range (exp(-87) ~ 1.6e-38 stands in for denormals and 0, exp(88) ~ 1.7e38 for overflow).
 [[gnu::always_inline]] inline float expApprox(float x) {
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  x = std::min(std::max(x, -87.0f), 88.0f);
+  // n = round(x / ln2) by the 1.5 * 2^23 trick (the sum's low mantissa bits are n): plain
+  // arithmetic, where std::floor and a float-to-int conversion kept GCC from vectorising the
+  // loops that call this (it needs -fno-trapping-math for the one, and if-converts the other
+  // only sometimes).
+  const float shifted = x * 1.44269504088896341f + 12582912.0f;
+  const float n = shifted - 12582912.0f;
   float r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -46,7 +51,7 @@ constexpr int64_t kLanes = 16;  // one AVX-512 register of floats; two AVX2 ones
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const int32_t e = (static_cast<int32_t>(n) + 127) << 23;
+  const int32_t e = (std::bit_cast<int32_t>(shifted) - 0x4B400000 + 127) << 23;
   return p * std::bit_cast<float>(e);
 }
 
@@ -119,6 +124,33 @@ void linear(const float* x, int64_t rows, int64_t in, const float* wt, int64_t l
     o += kTile / 2;
   }
   if (o < o1) allRows<0>(x, rows, in, wt, ldw, bias, o, o1 - o, y, ldy, accumulate);
+}
+
+RAG_CLONES
+void layerNorm(const float* x, const float* g, const float* b, int64_t rows, int64_t dim, float eps, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* o = out + r * dim;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < dim; ++i) sum += xr[i];
+    const float mean = sum / static_cast<float>(dim);
+    float var = 0.0f;
+    for (int64_t i = 0; i < dim; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    const float inv = 1.0f / std::sqrt(var / static_cast<float>(dim) + eps);
+    for (int64_t i = 0; i < dim; ++i) o[i] = (xr[i] - mean) * inv * g[i] + b[i];
+  }
+}
+
+RAG_CLONES
+void gelu(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float z = x[i] * 0.70710678118654752f;  // erf(x / sqrt(2))
+    const float a = std::fabs(z);
+    const float t = 1.0f / (1.0f + 0.3275911f * a);
+    const float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+    const float e = 1.0f - poly * expApprox(-a * a);
+    out[i] = 0.5f * x[i] * (1.0f + std::copysign(e, z));
+  }
 }
 
 void rope(float* x, int64_t heads, int64_t d, const float* cos, const float* sin) {
@@ -203,12 +235,14 @@ namespace {
 constexpr int64_t kPrefillBlock = 16;  // query rows per QK / PV block
 
 // Softmax in place over a block's score rows (stride `lim`): row r of the chunk sees positions
-// [0, start + r] where its mask allows; the rest of the row up to lim becomes 0 for PV.
+// [0, start + r] (Causal; else all ctx) where its mask allows; the rest of the row up to lim
+// becomes 0 for PV.
+template <bool Causal>
 [[gnu::always_inline]] inline void maskedSoftmax(float* s, int64_t r0, int64_t r1, int64_t start, int64_t lim,
                                                  int64_t ctx, const uint8_t* allowed) {
   for (int64_t r = r0; r < r1; ++r) {
     float* row = s + (r - r0) * lim;
-    const int64_t seen = start + r + 1;
+    const int64_t seen = Causal ? start + r + 1 : ctx;
     if (allowed) {
       const uint8_t* a = allowed + r * ctx;
       for (int64_t p = 0; p < seen; ++p) row[p] = a[p] ? row[p] : -INFINITY;
@@ -236,9 +270,14 @@ int64_t attendPrefillScratch(int64_t n, int64_t ctx, int64_t headDim) {
   return 2 * ctx * headDim + n * headDim + kPrefillBlock * ctx;
 }
 
-RAG_CLONES
-void attendPrefill(const float* q, int64_t qStride, int64_t n, int64_t start, int64_t heads, const PagedKv& kv,
-                   const uint8_t* allowed, float scale, float* scratch, float* out, int64_t outStride) {
+namespace {
+
+// attendPrefill (Causal: row r sees positions [0, start + r]) and attendBidirectional (every
+// row sees [0, start + n), start = 0).
+template <bool Causal>
+[[gnu::always_inline]] inline void attendRows(const float* q, int64_t qStride, int64_t n, int64_t start, int64_t heads,
+                                              const PagedKv& kv, const uint8_t* allowed, float scale, float* scratch,
+                                              float* out, int64_t outStride) {
   const int64_t d = kv.headDim, ctx = start + n, bs = kv.blockSize, stride = kv.kvHeads * d;
   const int64_t group = heads / kv.kvHeads;
   float* kt = scratch;           // [d, ctx]: this KV head's keys, transposed (input-major for linear)
@@ -255,13 +294,27 @@ void attendPrefill(const float* q, int64_t qStride, int64_t n, int64_t start, in
       for (int64_t r = 0; r < n; ++r)
         for (int64_t i = 0; i < d; ++i) qh[r * d + i] = q[r * qStride + h * d + i] * scale;
       for (int64_t r0 = 0; r0 < n; r0 += kPrefillBlock) {
-        const int64_t r1 = std::min(n, r0 + kPrefillBlock), lim = start + r1;
+        const int64_t r1 = std::min(n, r0 + kPrefillBlock), lim = Causal ? start + r1 : ctx;
         linear(qh + r0 * d, r1 - r0, d, kt, ctx, nullptr, 0, lim, s, lim, false);
-        maskedSoftmax(s, r0, r1, start, lim, ctx, allowed);
+        maskedSoftmax<Causal>(s, r0, r1, start, lim, ctx, allowed);
         linear(s, r1 - r0, lim, vg, d, nullptr, 0, d, out + r0 * outStride + h * d, outStride, false);
       }
     }
   }
+}
+
+}  // namespace
+
+RAG_CLONES
+void attendPrefill(const float* q, int64_t qStride, int64_t n, int64_t start, int64_t heads, const PagedKv& kv,
+                   const uint8_t* allowed, float scale, float* scratch, float* out, int64_t outStride) {
+  attendRows<true>(q, qStride, n, start, heads, kv, allowed, scale, scratch, out, outStride);
+}
+
+RAG_CLONES
+void attendBidirectional(const float* q, int64_t qStride, int64_t n, int64_t heads, const PagedKv& kv, float scale,
+                         float* scratch, float* out, int64_t outStride) {
+  attendRows<false>(q, qStride, n, 0, heads, kv, nullptr, scale, scratch, out, outStride);
 }
 
 }  // namespace rag::model::cpu

@@ -1,7 +1,9 @@
-// F32 CPU kernels of one decode step of a Llama-family layer stack, on raw row-major arrays:
-// the runner's fast path for steps made only of decode rows (one token per sequence), where a
-// chain of ~30 small libtorch ops per layer costs more than the arithmetic (batch-1 decode of
-// the shipped 1.3M-parameter model was 4.4x its memory-bandwidth floor on them).
+// F32 CPU kernels of a transformer layer stack on raw row-major arrays: every step of the
+// runner (decode rows and prefill chunks of a Llama-family model) and the query encoder
+// (BERT's LayerNorm, GELU and bidirectional attention) run on them instead of libtorch ops,
+// whose per-op cost exceeds the arithmetic at these sizes (batch-1 decode of the shipped
+// 1.3M-parameter model was 4.4x its memory-bandwidth floor on them), and whose OpenBLAS sgemm
+// runs at 25-155 GFLOP/s on the few to few hundred rows of a step, where `linear` gives ~200.
 //
 //   cpu::rmsNorm(x, g, rows, hidden, eps, h);
 //   cpu::linear(h, rows, hidden, wQkvT, qkvOut, nullptr, 0, qkvOut, qkv, qkvOut, false);
@@ -11,9 +13,10 @@
 // Every kernel computes a sub-range (rows or output columns), so the caller splits one call
 // across threads without the kernels knowing about any thread pool. Hot loops are compiled for
 // AVX-512, AVX2+FMA and baseline x86-64 and picked at load time (GCC target_clones), so the
-// binary stays portable. Semantics are those of the libtorch layer code in llama.cpp (HF
-// Llama); tests/engine/test_decode_kernels.cpp checks each kernel against a plain loop and
-// tests/engine/test_torch_runner.cpp checks the whole path against the dense model.
+// binary stays portable. Semantics are those of the libtorch layer code in llama.cpp and
+// bert.cpp (HF Llama and BERT); tests/engine/test_decode_kernels.cpp checks each kernel against
+// a plain loop, tests/engine/test_torch_runner.cpp the runner's path against the dense model
+// and tests/engine/test_torch_text_embedder.cpp the encoder's against BertModel.
 // Torch-free and Qt-free.
 #pragma once
 
@@ -31,6 +34,13 @@ void rmsNorm(const float* x, const float* g, int64_t rows, int64_t dim, float ep
 // time against accumulators held in registers): batching amortises the weight traffic.
 void linear(const float* x, int64_t rows, int64_t in, const float* wt, int64_t ldw, const float* bias, int64_t o0,
             int64_t o1, float* y, int64_t ldy, bool accumulate);
+
+// out[r] = (x[r] - mean(x[r])) * rsqrt(var(x[r]) + eps) * g + b (BERT's LayerNorm); out may be x.
+void layerNorm(const float* x, const float* g, const float* b, int64_t rows, int64_t dim, float eps, float* out);
+
+// out[i] = x[i] * Φ(x[i]), the exact (erf) GELU of HF's "gelu", with erf to within 1.5e-7
+// (Abramowitz & Stegun 7.1.26); out may be x.
+void gelu(const float* x, int64_t n, float* out);
 
 // Rotate-half RoPE in place on `heads` consecutive heads of width d (HF convention): cos/sin
 // are the position's tables of width d (the d/2 frequencies repeated twice).
@@ -68,5 +78,9 @@ void attendDecode(const float* q, int64_t h0, int64_t h1, int64_t heads, const P
 int64_t attendPrefillScratch(int64_t n, int64_t ctx, int64_t headDim);
 void attendPrefill(const float* q, int64_t qStride, int64_t n, int64_t start, int64_t heads, const PagedKv& kv,
                    const uint8_t* allowed, float scale, float* scratch, float* out, int64_t outStride);
+// The same for an encoder's bidirectional attention: every one of the n rows over all n
+// positions of `kv` (scratch: attendPrefillScratch(n, n, headDim) floats).
+void attendBidirectional(const float* q, int64_t qStride, int64_t n, int64_t heads, const PagedKv& kv, float scale,
+                         float* scratch, float* out, int64_t outStride);
 
 }  // namespace rag::model::cpu

@@ -1,6 +1,6 @@
 // decode_kernels.h against plain double-precision loops written from the definitions (HF
-// Llama's RMSNorm, Linear, rotate-half RoPE, SwiGLU, softmax attention), on shapes that reach
-// every code path: row blocks of 4 and their 1-3 tails, whole 64-output tiles and a partial
+// Llama's RMSNorm, Linear, rotate-half RoPE, SwiGLU, softmax attention; BERT's LayerNorm and
+// erf GELU), on shapes that reach every code path: row blocks of 4 and their 1-3 tails, whole 64-output tiles and a partial
 // one, biases and accumulation, head widths with fixed-length loops (32, 64) and without (24),
 // grouped-query heads, and a context that ends inside a KV block of a shuffled block table.
 #include <QtTest>
@@ -113,6 +113,36 @@ private Q_SLOTS:
     }
   }
 
+  void layerNormMatchesTheDefinition() {
+    const int64_t rows = 3, dim = 40;
+    auto x = randomVector(rows * dim, 30, 2.0f), g = randomVector(dim, 31), b = randomVector(dim, 32);
+    for (float& e : x) e += 3.0f;  // a mean far from 0
+    std::vector<float> out(rows * dim);
+    cpu::layerNorm(x.data(), g.data(), b.data(), rows, dim, 1e-12f, out.data());
+    std::vector<double> ref(out.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < dim; ++i) mean += x[r * dim + i] / double(dim);
+      for (int64_t i = 0; i < dim; ++i) var += (x[r * dim + i] - mean) * (x[r * dim + i] - mean) / double(dim);
+      for (int64_t i = 0; i < dim; ++i) ref[r * dim + i] = (x[r * dim + i] - mean) / std::sqrt(var + 1e-12) * g[i] + b[i];
+    }
+    const double err = maxAbsDiff(out, ref);
+    QVERIFY2(err < 1e-5, qPrintable(QString("error %1").arg(err)));
+    cpu::layerNorm(x.data(), g.data(), b.data(), rows, dim, 1e-12f, x.data());  // in place
+    QVERIFY(maxAbsDiff(x, ref) < 1e-5);
+  }
+
+  void geluIsTheErfGelu() {
+    std::vector<float> x;
+    for (int i = -800; i <= 800; ++i) x.push_back(static_cast<float>(i) / 100.0f);  // [-8, 8]
+    std::vector<float> out(x.size());
+    cpu::gelu(x.data(), std::ssize(x), out.data());
+    std::vector<double> ref(x.size());
+    for (size_t i = 0; i < x.size(); ++i) ref[i] = 0.5 * x[i] * (1.0 + std::erf(x[i] / std::sqrt(2.0)));
+    const double err = maxAbsDiff(out, ref);
+    QVERIFY2(err < 2e-6, qPrintable(QString("error %1").arg(err)));
+  }
+
   void ropeRotatesHalvesLikeHf() {
     const int64_t heads = 3, d = 8;
     auto x = randomVector(heads * d, 7);
@@ -208,6 +238,30 @@ private Q_SLOTS:
             QVERIFY2(err < 1e-5, qPrintable(QString("d %1, start %2, n %3, masked %4: error %5")
                                                 .arg(d).arg(start).arg(n).arg(masked).arg(err)));
           }
+  }
+
+  // An encoder's attention: every row over every position, chunks inside and across the
+  // 16-row blocks, K/V as one block of the text's length (as TextEmbedder lays them out).
+  void bidirectionalAttentionSeesEveryPosition() {
+    for (int64_t n : {1, 7, 16, 29}) {
+      const int64_t heads = 4, d = 16, qStride = 3 * heads * d, outStride = heads * d;
+      auto k = randomVector(n * heads * d, 40, 1.5f);
+      auto v = randomVector(n * heads * d, 41);
+      auto q = randomVector(n * qStride, 42, 1.5f);
+      const std::vector<int32_t> oneBlock = {0};
+      const cpu::PagedKv kv{k.data(), v.data(), oneBlock.data(), n, heads, d};
+      const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+      std::vector<float> out(n * outStride), scratch(cpu::attendPrefillScratch(n, n, d));
+      cpu::attendBidirectional(q.data(), qStride, n, heads, kv, scale, scratch.data(), out.data(), outStride);
+      std::vector<double> ref(out.size());
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t h = 0; h < heads; ++h) {
+          const std::vector<double> o = referenceAttention(q.data() + r * qStride + h * d, kv, h, n, scale, nullptr);
+          std::copy(o.begin(), o.end(), ref.begin() + r * outStride + h * d);
+        }
+      const double err = maxAbsDiff(out, ref);
+      QVERIFY2(err < 1e-5, qPrintable(QString("n %1: error %2").arg(n).arg(err)));
+    }
   }
 };
 
