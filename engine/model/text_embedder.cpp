@@ -197,10 +197,10 @@ Result<std::vector<float>> TextEmbedder::embed(std::span<const std::string> text
     for (size_t first = 0; first < order.size(); first += static_cast<size_t>(batch)) {
       const size_t n = std::min(order.size() - first, static_cast<size_t>(batch));
       if (!m_impl->kernels.empty()) {
-        std::vector<const std::vector<int32_t>*> texts;
-        for (size_t r = 0; r < n; ++r) texts.push_back(&ids[order[first + r]]);
+        std::vector<const std::vector<int32_t>*> batchIds;
+        for (size_t r = 0; r < n; ++r) batchIds.push_back(&ids[order[first + r]]);
         std::vector<float> vecs(n * static_cast<size_t>(d));
-        m_impl->embedWithKernels(texts, vecs.data());
+        m_impl->embedWithKernels(batchIds, vecs.data());
         for (size_t r = 0; r < n; ++r)
           std::copy(vecs.begin() + static_cast<std::ptrdiff_t>(r * static_cast<size_t>(d)),
                     vecs.begin() + static_cast<std::ptrdiff_t>((r + 1) * static_cast<size_t>(d)),
