@@ -54,12 +54,13 @@ void TextEmbedder::Impl::embedWithKernels(std::span<const std::vector<int32_t>* 
       k(static_cast<size_t>(longest * hid)), v(static_cast<size_t>(longest * hid)),
       scratch(static_cast<size_t>(cpu::attendPrefillScratch(longest, longest, d)));
   const std::vector<int32_t> oneBlock = {0};  // a text's K/V as one block of its length
+  const float *word = f32(w.word), *position = f32(w.position), *tokenType = f32(w.tokenType);
   int64_t r = 0;
   for (const std::vector<int32_t>* t : ids)
     for (size_t j = 0; j < t->size(); ++j, ++r)
       for (int64_t i = 0; i < hid; ++i)
-        x[static_cast<size_t>(r * hid + i)] = f32(w.word)[(*t)[j] * hid + i] +
-                                              f32(w.position)[static_cast<int64_t>(j) * hid + i] + f32(w.tokenType)[i];
+        x[static_cast<size_t>(r * hid + i)] =
+            word[(*t)[j] * hid + i] + position[static_cast<int64_t>(j) * hid + i] + tokenType[i];
   cpu::layerNorm(x.data(), f32(w.embedNorm), f32(w.embedNormBias), rows, hid, eps, x.data());
   auto linear = [&](const float* in, int64_t inW, const torch::Tensor& wt, const torch::Tensor& bias, int64_t outW,
                     float* y, bool accumulate) {
@@ -196,15 +197,18 @@ Result<std::vector<float>> TextEmbedder::embed(std::span<const std::string> text
     torch::NoGradGuard noGrad;
     for (size_t first = 0; first < order.size(); first += static_cast<size_t>(batch)) {
       const size_t n = std::min(order.size() - first, static_cast<size_t>(batch));
+      // The batch's vectors, row r for text order[first + r], go back to the caller's order.
+      auto scatter = [&](const float* src) {
+        for (size_t r = 0; r < n; ++r)
+          std::copy(src + r * static_cast<size_t>(d), src + (r + 1) * static_cast<size_t>(d),
+                    out.begin() + static_cast<std::ptrdiff_t>(order[first + r] * static_cast<size_t>(d)));
+      };
       if (!m_impl->kernels.empty()) {
         std::vector<const std::vector<int32_t>*> batchIds;
         for (size_t r = 0; r < n; ++r) batchIds.push_back(&ids[order[first + r]]);
         std::vector<float> vecs(n * static_cast<size_t>(d));
         m_impl->embedWithKernels(batchIds, vecs.data());
-        for (size_t r = 0; r < n; ++r)
-          std::copy(vecs.begin() + static_cast<std::ptrdiff_t>(r * static_cast<size_t>(d)),
-                    vecs.begin() + static_cast<std::ptrdiff_t>((r + 1) * static_cast<size_t>(d)),
-                    out.begin() + static_cast<std::ptrdiff_t>(order[first + r] * static_cast<size_t>(d)));
+        scatter(vecs.data());
         continue;
       }
       size_t len = 0;
@@ -225,10 +229,7 @@ Result<std::vector<float>> TextEmbedder::embed(std::span<const std::string> text
                                        .to(m_impl->device, torch::kBool))
                             .to(torch::kCPU)
                             .contiguous();
-      const float* src = e.data_ptr<float>();
-      for (size_t r = 0; r < n; ++r)
-        std::copy(src + r * static_cast<size_t>(d), src + (r + 1) * static_cast<size_t>(d),
-                  out.begin() + static_cast<std::ptrdiff_t>(order[first + r] * static_cast<size_t>(d)));
+      scatter(e.data_ptr<float>());
     }
   } catch (const c10::Error& e) {
     return Status::internal(std::string("libtorch failed embedding: ") + e.what_without_backtrace());
