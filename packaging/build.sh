@@ -11,6 +11,8 @@ if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null 2>&1; then
 fi
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
+# Paths under the checkout are hashed relative to it, so worktrees and clones share hits.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
 
 if [ ! -f build/build.ninja ]; then
   cmake --preset release >/tmp/ragwb-configure.log 2>&1 || {

@@ -225,8 +225,8 @@ void MainWindow::about() {
   QMessageBox::about(this, tr("About RAGraph Workbench"),
                      tr("<h3>RAGraph Workbench %1</h3>"
                         "<p>A workbench for designing, serving and understanding heterogeneous "
-                        "RAG workflows, with an embedded serving engine (HedraRAG, WindVE, "
-                        "DepCache, DRAGON, Block-Attention).</p>")
+                        "RAG workflows, with an embedded serving engine. Built: HedraRAG and "
+                        "WindVE. Not built yet: DepCache, Block-Attention and DRAGON.</p>")
                          .arg(QApplication::applicationVersion()));
 }
 
