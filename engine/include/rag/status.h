@@ -90,6 +90,7 @@ public:
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
+  T&& operator*() && { return std::move(*this).value(); }  // move-only values out of a temporary
 
   T valueOr(T fallback) const& { return isOk() ? *m_value : std::move(fallback); }
 

@@ -1,13 +1,13 @@
-// Bookkeeping of the paged KV pool: which fixed-size blocks are free, and how many owners
-// (sequences, prefix caches, exported handles) each used block has. Torch-free; the runner
-// keeps the tensors, this keeps the accounting, so it can be tested and inspected alone.
+// Bookkeeping of one tier of the paged KV pool (memory/kv_pool.h): which fixed-size blocks are
+// free, and how many owners (sequences, the prefix cache, exported handles) each used block has.
+// The pool keeps the K/V storage, this keeps the accounting, so it can be tested alone.
 //
-//   KvBlockAllocator a(1024);
+//   BlockAllocator a(1024);
 //   std::optional<int32_t> b = a.allocate();  // refcount 1
 //   a.retain(*b);                             // shared by a second owner
 //   a.release(*b); a.release(*b);             // back on the free list
 //
-// Not thread-safe: the runner's thread owns it.
+// Not thread-safe: the thread that drives the pool owns it.
 #pragma once
 
 #include <cstdint>
@@ -15,11 +15,11 @@
 #include <span>
 #include <vector>
 
-namespace rag::model {
+namespace rag::memory {
 
-class KvBlockAllocator {
+class BlockAllocator {
 public:
-  explicit KvBlockAllocator(int32_t numBlocks);
+  explicit BlockAllocator(int32_t numBlocks);
 
   // A free block with reference count 1, or nullopt when the pool is exhausted. Blocks are
   // reused most-recently-freed first (warm in cache).
@@ -43,4 +43,4 @@ private:
   std::vector<int32_t> m_free;  // a stack
 };
 
-}  // namespace rag::model
+}  // namespace rag::memory

@@ -1,17 +1,17 @@
-// The paged KV pool's accounting: allocation, sharing by reference counts, the free list.
+// One KV tier's accounting: allocation, sharing by reference counts, the free list.
 #include <QtTest>
 
 #include <stdexcept>
 
-#include "model/kv_blocks.h"
+#include "memory/block_allocator.h"
 
-using namespace rag::model;
+using namespace rag::memory;
 
-class TestKvBlocks : public QObject {
+class TestBlockAllocator : public QObject {
   Q_OBJECT
 private Q_SLOTS:
   void allocateShareRelease() {
-    KvBlockAllocator a(4);
+    BlockAllocator a(4);
     QCOMPARE(a.capacity(), 4);
     QCOMPARE(*a.allocate(), 0);  // lowest id first
     const int32_t b = *a.allocate();
@@ -26,7 +26,7 @@ private Q_SLOTS:
   }
 
   void allOrNothing() {
-    KvBlockAllocator a(3);
+    BlockAllocator a(3);
     QVERIFY(!a.allocate(4).has_value());
     QCOMPARE(a.freeBlocks(), 3);  // a failed request takes nothing
     auto got = a.allocate(3);
@@ -38,12 +38,12 @@ private Q_SLOTS:
   }
 
   void misuseThrowsInsteadOfCorrupting() {
-    KvBlockAllocator a(2);
+    BlockAllocator a(2);
     QVERIFY_THROWS_EXCEPTION(std::logic_error, a.release(1));
     QVERIFY_THROWS_EXCEPTION(std::logic_error, a.retain(0));
     QCOMPARE(a.freeBlocks(), 2);
   }
 };
 
-QTEST_GUILESS_MAIN(TestKvBlocks)
-#include "test_kv_blocks.moc"
+QTEST_GUILESS_MAIN(TestBlockAllocator)
+#include "test_block_allocator.moc"
