@@ -17,8 +17,10 @@
 #include "core/clock.h"
 #include "core/fork_join.h"
 #include "core/heap.h"
+#include "memory/kv_pool.h"
+#include "memory/radix_cache.h"
+#include "memory/recompute_cost.h"
 #include "model/decode_kernels.h"
-#include "model/kv_blocks.h"
 #include "model/llama.h"
 #include "model/stop_matcher.h"
 #include "model/tokenizer.h"
@@ -58,6 +60,13 @@ struct Seq {
   std::string text;      // text released to the caller (stop strings held back / cut)
   bool keepKv = false;
   bool allLogits = false;
+  // Prefix cache: a causal prompt from position 0 may reuse and leave cached KV; `cacheNode` is
+  // the node it holds locked (its matched prefix, then its inserted prompt).
+  bool prefixEligible = false;
+  bool promptInserted = false;
+  int64_t cachedTokens = 0;  // prompt tokens the last admission took from the cache
+  bool firstTokenReported = false;
+  memory::PrefixNodeId cacheNode = memory::kNoPrefixNode;
   SeqState state = SeqState::Waiting;
   FinishReason reason = FinishReason::None;
 
@@ -114,8 +123,12 @@ struct ModelRunner::Impl {
   RunnerParams params;
   LlamaConfig cfg;
   int64_t bs = 16;
-  KvBlockAllocator alloc{0};
-  std::vector<torch::Tensor> kPool, vPool;  // per layer [numBlocks * bs, kv_heads, head_dim]
+  std::unique_ptr<memory::KvPool> pool;
+  std::unique_ptr<memory::RadixCache> cache;  // null without params.prefixCache
+  memory::RecomputeCost recomputeCost;        // measured prefill speed: the cache's PGDSF cost
+  // Per layer [numBlocks * bs, kv_heads, head_dim]: the pool's compute-tier storage as tensors
+  // (views, never reallocated).
+  std::vector<torch::Tensor> kPool, vPool;
   // Per layer, the matmul weights as the runner uses them: transposed to [in, out] (input-
   // major, what decode_kernels.h's linear and a plain mm read), with q/k/v stacked into one
   // matrix and gate/up into another, so a step makes two matmuls fewer. Built once at create();
@@ -152,39 +165,64 @@ struct ModelRunner::Impl {
     return torch::tensor(v, torch::kLong);
   }
 
-  void copyBlock(int32_t from, int32_t to) {
-    for (size_t l = 0; l < kPool.size(); ++l) {
-      kPool[l].narrow(0, to * bs, bs).copy_(kPool[l].narrow(0, from * bs, bs));
-      vPool[l].narrow(0, to * bs, bs).copy_(vPool[l].narrow(0, from * bs, bs));
-    }
-  }
-
   // New blocks (and copy-on-write replacements) needed to write rows [s.computed, upto).
   int64_t blocksNeeded(const Seq& s, int64_t upto) const {
     int64_t need = std::max<int64_t>(0, ceilDiv(upto, bs) - static_cast<int64_t>(s.blocks.size()));
     for (int64_t b = s.computed / bs; b < static_cast<int64_t>(s.blocks.size()) && b * bs < upto; ++b)
-      if (alloc.refCount(s.blocks[static_cast<size_t>(b)]) > 1) ++need;
+      if (pool->refCount(s.blocks[static_cast<size_t>(b)]) > 1) ++need;
     return need;
   }
 
   // Makes rows [s.computed, upto) writable: allocates missing blocks and copies shared ones.
-  // False (nothing changed) when the pool cannot supply them.
+  // False (nothing changed) when the pool cannot supply them even after evicting cached
+  // prefixes (the pool's reclaimer).
   bool reserve(Seq& s, int64_t upto) {
-    if (blocksNeeded(s, upto) > alloc.freeBlocks()) return false;
+    if (!pool->ensureFree(static_cast<int32_t>(blocksNeeded(s, upto)))) return false;
     for (int64_t b = s.computed / bs; b < static_cast<int64_t>(s.blocks.size()) && b * bs < upto; ++b) {
       int32_t& blk = s.blocks[static_cast<size_t>(b)];
-      if (alloc.refCount(blk) <= 1) continue;
-      const int32_t fresh = *alloc.allocate();
-      copyBlock(blk, fresh);
-      alloc.release(blk);
+      if (pool->refCount(blk) <= 1) continue;
+      const int32_t fresh = *pool->allocateOne();
+      pool->copyBlock(blk, fresh);
+      pool->release(blk);
       blk = fresh;
     }
-    while (static_cast<int64_t>(s.blocks.size()) < ceilDiv(upto, bs)) s.blocks.push_back(*alloc.allocate());
+    while (static_cast<int64_t>(s.blocks.size()) < ceilDiv(upto, bs)) s.blocks.push_back(*pool->allocateOne());
     return true;
   }
 
+  // ---- the prefix cache ----
+  // Admission: the longest cached prefix of the prompt (all but its last token) becomes the
+  // start of the sequence's block table.
+  void matchPrefix(Seq& s) {
+    s.cachedTokens = 0;
+    if (!cache || !s.prefixEligible || s.computed > 0 || !s.blocks.empty()) return;
+    memory::PrefixMatch m = cache->match(std::span<const int32_t>(s.tokens).first(static_cast<size_t>(s.promptLength)),
+                                         {.maxTokens = s.promptLength - 1});
+    if (m.tokens == 0) return;
+    for (int32_t b : m.blocks) pool->retain(b);
+    s.blocks = std::move(m.blocks);
+    s.computed = m.tokens;
+    s.cachedTokens = m.tokens;
+    s.cacheNode = m.node;
+  }
+  // Caches the sequence's computed whole blocks and moves its lock to the node that ends them.
+  void insertPrefix(Seq& s) {
+    if (!cache || !s.prefixEligible || s.computed < bs) return;
+    const int64_t whole = s.computed / bs * bs;
+    const memory::PrefixNodeId node = cache->insert(std::span<const int32_t>(s.tokens).first(static_cast<size_t>(whole)), s.blocks);
+    if (node == memory::kNoPrefixNode) return;
+    cache->lock(node);
+    unlockPrefix(s);
+    s.cacheNode = node;
+  }
+  void unlockPrefix(Seq& s) {
+    if (cache && s.cacheNode != memory::kNoPrefixNode) cache->unlock(s.cacheNode);
+    s.cacheNode = memory::kNoPrefixNode;
+  }
+
   void freeKv(Seq& s) {
-    alloc.release(s.blocks);
+    unlockPrefix(s);
+    pool->release(s.blocks);
     s.blocks.clear();
     s.computed = 0;
   }
@@ -197,6 +235,7 @@ struct ModelRunner::Impl {
   void finish(Seq& s, FinishReason reason, std::vector<SeqEvent>* events, SeqEvent* ev) {
     s.state = SeqState::Finished;
     s.reason = reason;
+    insertPrefix(s);  // what it computed stays reusable, cancelled or not
     if (!s.keepKv || reason == FinishReason::Cancelled) freeKv(s);
     dropFromQueues(s.id);
     if (ev) {
@@ -512,8 +551,8 @@ torch::Tensor ModelRunner::Impl::forwardKernels(std::span<const Item> items, int
     const FusedLayer& fl = fused[l];
     cpu::rmsNorm(x, f32(lw.inputNorm), n, hid, eps, h);
     linear(h, n, hid, fl.qkvT, fl.qkvBias, qkvW, qkv, false);
-    float* kp = kPool[l].data_ptr<float>();
-    float* vp = vPool[l].data_ptr<float>();
+    auto* kp = static_cast<float*>(pool->keys(static_cast<int32_t>(l)));
+    auto* vp = static_cast<float*>(pool->values(static_cast<int32_t>(l)));
     for (size_t k = 0; k < items.size(); ++k) {
       const Item& it = items[k];
       for (int64_t j = 0; j < it.n; ++j) {
@@ -613,7 +652,11 @@ StepResult ModelRunner::Impl::step() {
   // Admit waiting sequences with what is left (no preemption for them).
   while (!waiting.empty() && budget > 0 && static_cast<int32_t>(running.size()) < params.maxRunning) {
     Seq& s = seqs.at(waiting.front());
-    if (!plan(s)) break;
+    matchPrefix(s);
+    if (!plan(s)) {
+      freeKv(s);  // a waiting sequence holds no blocks; it matches again when admitted
+      break;
+    }
     waiting.pop_front();
     s.state = SeqState::Running;
     running.push_back(s.id);
@@ -668,11 +711,24 @@ StepResult ModelRunner::Impl::step() {
     }
   }
   result.stats.forwardSeconds = fwd.elapsedSeconds();
+  if (!params.deterministic) {
+    double rows = 0, pairs = 0;
+    for (const Item& it : items) {
+      const double n = static_cast<double>(it.n);
+      rows += n;
+      pairs += n * static_cast<double>(it.start) + n * (n + 1) / 2;
+    }
+    recomputeCost.add(rows, pairs, result.stats.forwardSeconds);
+  }
 
   // 4. Advance, sample, apply stop rules.
   for (size_t k = 0; k < items.size(); ++k) {
     Seq& s = *items[k].seq;
     s.computed += items[k].n;
+    if (!s.promptInserted && s.computed >= s.promptLength) {
+      insertPrefix(s);  // other prompts may reuse it while this one decodes
+      s.promptInserted = true;
+    }
     SeqEvent ev;
     ev.id = s.id;
     const torch::Tensor& lg = itemLogits[k];
@@ -695,6 +751,10 @@ StepResult ModelRunner::Impl::step() {
         s.tokens.push_back(t);
         s.positions.push_back(s.positions.back() + 1);
         ev.tokens.push_back(t);
+        if (!s.firstTokenReported) {
+          ev.promptCachedTokens = s.cachedTokens;
+          s.firstTokenReported = true;
+        }
         const bool stopString = emitText(s, ev);
         const bool stopToken =
             (!s.sampling.ignoreEos && std::find(eosIds.begin(), eosIds.end(), t) != eosIds.end()) ||
@@ -800,10 +860,29 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::shared_ptr<const L
                                    " bytes; raise kvBudgetBytes");
   blocks = std::min<int64_t>(blocks, std::numeric_limits<int32_t>::max() / params.blockSize);
   impl->params.numBlocks = static_cast<int32_t>(blocks);
-  impl->alloc = KvBlockAllocator(static_cast<int32_t>(blocks));
-  for (int64_t l = 0; l < c.numHiddenLayers; ++l) {
-    impl->kPool.push_back(torch::zeros({blocks * params.blockSize, c.numKeyValueHeads, c.headDim}, dtype));
-    impl->vPool.push_back(torch::zeros({blocks * params.blockSize, c.numKeyValueHeads, c.headDim}, dtype));
+  if (params.hostKvBytes < 0 || (params.hostKvBytes > 0 && params.hostKvBytes < bytesPerBlock))
+    return Status::invalidArgument("a host KV tier of " + std::to_string(params.hostKvBytes) + " bytes holds no block of " +
+                                   std::to_string(bytesPerBlock) + " bytes; give at least one block or 0 for none");
+  RAG_ASSIGN_OR_RETURN(impl->pool,
+                       memory::KvPool::create({.layers = static_cast<int32_t>(c.numHiddenLayers),
+                                               .kvHeads = static_cast<int32_t>(c.numKeyValueHeads),
+                                               .headDim = static_cast<int32_t>(c.headDim),
+                                               .blockSize = params.blockSize,
+                                               .computeBlocks = static_cast<int32_t>(blocks),
+                                               .hostBlocks = static_cast<int32_t>(std::min<int64_t>(
+                                                   params.hostKvBytes / bytesPerBlock, std::numeric_limits<int32_t>::max())),
+                                               .elementBytes = static_cast<int32_t>(elem),
+                                               .ring = params.ring}));
+  for (int32_t l = 0; l < c.numHiddenLayers; ++l) {
+    const std::vector<int64_t> shape{blocks * params.blockSize, c.numKeyValueHeads, c.headDim};
+    impl->kPool.push_back(torch::from_blob(impl->pool->keys(l), shape, dtype));
+    impl->vPool.push_back(torch::from_blob(impl->pool->values(l), shape, dtype));
+  }
+  if (params.prefixCache) {
+    RAG_ASSIGN_OR_RETURN(std::unique_ptr<memory::EvictionPolicy> policy, memory::makeEvictionPolicy(params.evictionPolicy));
+    impl->cache = std::make_unique<memory::RadixCache>(*impl->pool, std::move(policy));
+    impl->pool->setReclaimer([c = impl->cache.get()](int32_t n) { return c->evict(n); });
+    impl->cache->setRecomputeCost([m = impl.get()](int64_t prefix, int64_t n) { return m->recomputeCost.seconds(prefix, n); });
   }
   auto stack = [](std::initializer_list<torch::Tensor> parts) {
     for (const torch::Tensor& t : parts)
@@ -853,7 +932,7 @@ Result<SeqId> ModelRunner::add(SequenceRequest req) {
         static_cast<int64_t>(seg.kv.blocks.size()) != ceilDiv(seg.kv.numTokens, m.bs))
       return Status::invalidArgument("a cached KV segment is inconsistent (tokens, positions and blocks disagree); pass a handle from retainKv");
     for (int32_t b : seg.kv.blocks)
-      if (b < 0 || b >= m.alloc.capacity() || m.alloc.refCount(b) <= 0)
+      if (b < 0 || b >= m.pool->capacity() || m.pool->refCount(b) <= 0)
         return Status::invalidArgument("a cached KV segment refers to block " + std::to_string(b) +
                                        ", which is not held; was the handle released?");
     cachedTokens += seg.kv.numTokens;
@@ -862,9 +941,9 @@ Result<SeqId> ModelRunner::add(SequenceRequest req) {
   if (total >= c.maxPositionEmbeddings)
     return Status::invalidArgument("prompt of " + std::to_string(total) + " tokens does not fit the context window of " +
                                    std::to_string(c.maxPositionEmbeddings) + " tokens (max_position_embeddings); shorten it");
-  if (ceilDiv(total + 1, m.bs) > m.alloc.capacity())
+  if (ceilDiv(total + 1, m.bs) > m.pool->capacity())
     return Status::invalidArgument("prompt of " + std::to_string(total) + " tokens needs more KV blocks than the pool holds (" +
-                                   std::to_string(m.alloc.capacity()) + " of " + std::to_string(m.bs) +
+                                   std::to_string(m.pool->capacity()) + " of " + std::to_string(m.bs) +
                                    " tokens); raise the KV budget");
   RAG_RETURN_IF_ERROR(req.mask.validate(total));
 
@@ -884,10 +963,10 @@ Result<SeqId> ModelRunner::add(SequenceRequest req) {
     const bool move = seg.position >= 0 && seg.position != seg.kv.positions[0];
     if (offset == 0 && !move) {
       s.blocks = seg.kv.blocks;
-      for (int32_t b : s.blocks) m.alloc.retain(b);
+      for (int32_t b : s.blocks) m.pool->retain(b);
     } else {
       if (!m.reserve(s, offset + seg.kv.numTokens)) {
-        m.alloc.release(s.blocks);
+        m.pool->release(s.blocks);
         return Status::busy("the KV pool has no room to import " + std::to_string(seg.kv.numTokens) +
                                          " cached tokens; retry when sequences finish");
       }
@@ -916,7 +995,7 @@ Result<SeqId> ModelRunner::add(SequenceRequest req) {
   }
   int64_t p = req.firstPosition >= 0 ? req.firstPosition : (s.positions.empty() ? 0 : s.positions.back() + 1);
   if (p + static_cast<int64_t>(req.prompt.size()) >= c.maxPositionEmbeddings) {
-    m.alloc.release(s.blocks);
+    m.pool->release(s.blocks);
     return Status::invalidArgument("prompt positions reach " + std::to_string(p + static_cast<int64_t>(req.prompt.size())) +
                                    ", beyond the context window of " + std::to_string(c.maxPositionEmbeddings));
   }
@@ -925,6 +1004,7 @@ Result<SeqId> ModelRunner::add(SequenceRequest req) {
     s.positions.push_back(p++);
   }
   s.promptLength = static_cast<int64_t>(s.tokens.size());
+  s.prefixEligible = req.cached.empty() && req.firstPosition < 0 && s.mask.isCausal();
   const SeqId id = m.nextId++;
   m.waiting.push_back(id);
   m.seqs.emplace(id, std::move(s));
@@ -996,12 +1076,14 @@ Status ModelRunner::truncate(SeqId id, int64_t n) {
     auto& starts = s->mask.blockStarts;
     starts.erase(std::remove_if(starts.begin(), starts.end(), [&](int32_t b) { return b >= n; }), starts.end());
     if (static_cast<int64_t>(s->mask.parents.size()) > n) s->mask.parents.resize(static_cast<size_t>(n));
+    s->promptInserted = false;
   }
+  if (n <= s->promptLength) s->firstTokenReported = false;
   // Token n-1 is recomputed so that its logits produce the next token.
   s->computed = std::min(s->computed, n - 1);
   const auto keep = static_cast<size_t>(ceilDiv(s->computed, m.bs));
   if (s->blocks.size() > keep) {
-    m.alloc.release(std::span<const int32_t>(s->blocks).subspan(keep));
+    m.pool->release(std::span<const int32_t>(s->blocks).subspan(keep));
     s->blocks.resize(keep);
   }
   m.recomputeText(*s);
@@ -1010,10 +1092,13 @@ Status ModelRunner::truncate(SeqId id, int64_t n) {
   return Status::ok();
 }
 
-Status ModelRunner::append(SeqId id, std::span<const int32_t> tokens) {
+Status ModelRunner::append(SeqId id, std::span<const int32_t> tokens, bool asPrompt) {
   Impl& m = *m_impl;
   Seq* s = m.find(id);
   if (!s) return m.notFound(id);
+  if (asPrompt && s->generated() > 0)
+    return Status::invalidArgument("sequence " + std::to_string(id) + " has generated " + std::to_string(s->generated()) +
+                                   " tokens; truncate it to its prompt before extending the prompt");
   for (int32_t t : tokens)
     if (t < 0 || t >= m.cfg.vocabSize)
       return Status::invalidArgument("token id " + std::to_string(t) + " is outside the vocabulary [0, " +
@@ -1024,6 +1109,11 @@ Status ModelRunner::append(SeqId id, std::span<const int32_t> tokens) {
   for (int32_t t : tokens) {
     s->tokens.push_back(t);
     s->positions.push_back(s->positions.back() + 1);
+  }
+  if (asPrompt) {
+    s->promptLength = static_cast<int64_t>(s->tokens.size());
+    s->promptInserted = false;
+    s->sampler.emplace(s->sampling);  // a new prompt samples as a fresh sequence would
   }
   m.recomputeText(*s);
   reopen(m, *s);
@@ -1065,14 +1155,14 @@ Result<KvHandle> ModelRunner::retainKv(SeqId id, int64_t numTokens) {
   KvHandle h;
   h.numTokens = numTokens;
   h.blocks.assign(s->blocks.begin(), s->blocks.begin() + ceilDiv(numTokens, m.bs));
-  for (int32_t b : h.blocks) m.alloc.retain(b);
+  for (int32_t b : h.blocks) m.pool->retain(b);
   h.tokens.assign(s->tokens.begin(), s->tokens.begin() + numTokens);
   h.positions.assign(s->positions.begin(), s->positions.begin() + numTokens);
   return h;
 }
 
 void ModelRunner::releaseKv(KvHandle& h) {
-  m_impl->alloc.release(h.blocks);
+  m_impl->pool->release(h.blocks);
   h = {};
 }
 
@@ -1091,12 +1181,10 @@ Result<SequenceInfo> ModelRunner::info(SeqId id) const {
   return i;
 }
 
-KvPoolStats ModelRunner::kvStats() const {
-  const Impl& m = *m_impl;
-  const int64_t elem = m.model->dtype() == torch::kFloat32 ? 4 : 2;
-  return {static_cast<int32_t>(m.bs), m.alloc.capacity(), m.alloc.usedBlocks(), m.alloc.sharedBlocks(),
-          2 * m.cfg.numHiddenLayers * m.bs * m.cfg.numKeyValueHeads * m.cfg.headDim * elem};
-}
+KvPoolStats ModelRunner::kvStats() const { return m_impl->pool->stats(); }
+memory::PrefixCache* ModelRunner::prefixCache() { return m_impl->cache.get(); }
+const memory::PrefixCache* ModelRunner::prefixCache() const { return m_impl->cache.get(); }
+memory::KvPool& ModelRunner::kvPool() { return *m_impl->pool; }
 
 const RunnerParams& ModelRunner::params() const { return m_impl->params; }
 const LlamaModel& ModelRunner::model() const { return *m_impl->model; }

@@ -14,8 +14,15 @@
 // of all sequences together, prefill chunks one masked attention each. F32 models on the CPU
 // run every step on the kernels of decode_kernels.h from end to end, split over the
 // setComputeThreads team (other dtypes and devices on libtorch ops, with a padded gather for
-// decode rows). When blocks run out, the most recently admitted sequence is preempted (its KV
-// freed, recomputed later).
+// decode rows). When blocks run out, the prefix cache gives way first (eviction inside the pool's
+// allocation), then the most recently admitted sequence is preempted (its KV freed, recomputed
+// later).
+//
+// Memory (engine/memory/): the KV pool is a memory::KvPool (compute tier + optional host tier);
+// with `prefixCache` on, a radix-tree memory::PrefixCache keeps the KV of finished and running
+// prompts: a causal prompt admitted at position 0 is matched against it and only the unmatched
+// suffix is prefilled; a sequence inserts its KV once its prompt is computed and again when it
+// ends (cancelled or not).
 //
 // Deterministic mode computes every token row alone with the same shapes whatever the batch or
 // chunking, so a sequence's logits are bit-identical however it is scheduled: the property
@@ -37,10 +44,16 @@
 #include <string>
 #include <vector>
 
+#include "memory/kv_pool.h"
+#include "memory/prefix_cache.h"
 #include "model/attention_mask.h"
 #include "model/model_config.h"
 #include "model/sampler.h"
 #include "rag/status.h"
+
+namespace rag {
+class TraceRing;
+}
 
 namespace rag::model {
 
@@ -61,6 +74,11 @@ struct RunnerParams {
   // decode_kernels.h instead of ~30 libtorch ops per layer and a BLAS call per matmul.
   // false keeps every step on libtorch: the reference the kernels are compared with.
   bool kernels = true;
+  // Automatic prefix caching (vLLM's, SGLang's RadixAttention) over the pool; see the file comment.
+  bool prefixCache = false;
+  std::string evictionPolicy = "lru";  // memory/eviction_policy.h: lru | lfu | pgdsf | lacr
+  int64_t hostKvBytes = 0;             // the host tier evicted prefixes move to; 0: none
+  TraceRing* ring = nullptr;           // KvTransfer spans of tier moves; null: untraced
 };
 
 // KV of the first `numTokens` tokens of a sequence, kept alive by references on its blocks
@@ -108,6 +126,9 @@ struct SeqEvent {
   FinishReason reason = FinishReason::None;
   std::vector<float> logits;     // F32 [logitRows, vocab]: the rows computed this step, only
   int64_t logitRows = 0;         // for sequences added with allLogits
+  // The event that carries a prompt's first token (its prefill done): how many of its tokens
+  // came from the prefix cache. -1 on every other event.
+  int64_t promptCachedTokens = -1;
 };
 
 struct StepStats {
@@ -135,13 +156,7 @@ struct SequenceInfo {
   FinishReason reason = FinishReason::None;
 };
 
-struct KvPoolStats {
-  int32_t blockSize = 0;
-  int32_t capacity = 0;
-  int32_t used = 0;
-  int32_t shared = 0;
-  int64_t bytesPerBlock = 0;
-};
+using KvPoolStats = memory::KvPoolStats;
 
 // Torch-free ways to get a model for a runner (the CLI and the scheduler use these).
 // dtype "f32" or "bf16".
@@ -189,8 +204,11 @@ public:
   // Rolls a sequence back to its first `n` tokens: later tokens and their KV are dropped and
   // the next step recomputes token n-1, so decoding resumes as if it had never gone further.
   Status truncate(SeqId id, int64_t n);
-  // Appends tokens (a draft, a forced continuation) to be computed by the next steps.
-  Status append(SeqId id, std::span<const int32_t> tokens);
+  // Appends tokens (a draft, a forced continuation) to be computed by the next steps. With
+  // asPrompt they extend the prompt instead (allowed while nothing has been generated, e.g.
+  // after truncating into the prompt): a speculation rolled back to where its prompt and the
+  // final one diverge continues on the final prompt without recomputing the common part.
+  Status append(SeqId id, std::span<const int32_t> tokens, bool asPrompt = false);
   // Re-encodes the cached keys of tokens [begin, end) to RoPE positions newPosition.. in place.
   Status reencode(SeqId id, int64_t begin, int64_t end, int64_t newPosition,
                   ReencodeMode mode = ReencodeMode::Shift);
@@ -201,6 +219,11 @@ public:
 
   Result<SequenceInfo> info(SeqId id) const;
   KvPoolStats kvStats() const;
+  // The prefix cache (null without RunnerParams::prefixCache) and the pool it caches in, for
+  // callers that place cached KV themselves (DepCache subgraphs, Block-Attention passages).
+  memory::PrefixCache* prefixCache();
+  const memory::PrefixCache* prefixCache() const;
+  memory::KvPool& kvPool();
   const RunnerParams& params() const;
   const LlamaModel& model() const;
   // Keys of a sequence's first `n` computed tokens at `layer`, F32 [n, kv_heads, head_dim]

@@ -12,106 +12,11 @@
 #include <map>
 
 #include "status_checks.h"
+#include "torch_runner_fixtures.h"
 
 using namespace rag;
 using namespace rag::model;
 namespace fs = std::filesystem;
-
-namespace {
-
-// Two layers of grouped-query attention (4 heads on 2 KV heads of width 16).
-LlamaConfig tinyConfig(int64_t vocab = 96) {
-  LlamaConfig c;
-  c.hiddenSize = 64;
-  c.intermediateSize = 96;
-  c.numHiddenLayers = 2;
-  c.numAttentionHeads = 4;
-  c.numKeyValueHeads = 2;
-  c.headDim = 16;
-  c.maxPositionEmbeddings = 256;
-  c.vocabSize = vocab;
-  return c;
-}
-
-std::shared_ptr<const LlamaModel> tinyModel(uint64_t seed = 3, int64_t vocab = 96) {
-  auto m = LlamaModel::initRandom(tinyConfig(vocab), seed);
-  // Larger weights than HF's init so that attention is far from uniform and masks matter.
-  torch::NoGradGuard g;
-  for (torch::Tensor p : m->parameters())
-    if (p.dim() == 2) p.mul_(4.0);
-  return std::make_shared<const LlamaModel>(std::move(*m));
-}
-
-std::vector<int32_t> randomTokens(int64_t n, int64_t vocab, uint64_t seed) {
-  torch::Tensor t = torch::randint(0, vocab, {n}, torch::Generator(at::make_generator<at::CPUGeneratorImpl>(seed)), torch::kLong);
-  return std::vector<int32_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + n);
-}
-
-torch::Tensor i64(const std::vector<int32_t>& v) {
-  return torch::tensor(std::vector<int64_t>(v.begin(), v.end()), torch::kLong);
-}
-
-// Dense reference logits [n, vocab] for tokens at positions first.. under `mask`.
-torch::Tensor dense(const LlamaModel& m, const std::vector<int32_t>& tokens, const AttentionMask& mask = {},
-                    int64_t first = 0) {
-  torch::NoGradGuard g;
-  const auto n = static_cast<int64_t>(tokens.size());
-  std::vector<uint8_t> a = mask.dense(n);
-  torch::Tensor allowed = torch::from_blob(a.data(), {1, n, n}, torch::kUInt8).to(torch::kBool);
-  return m.forwardDense(i64(tokens).unsqueeze(0), torch::arange(first, first + n, torch::kLong).unsqueeze(0), allowed)
-      .squeeze(0);
-}
-
-double maxDiff(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
-
-struct Run {
-  std::vector<int32_t> tokens;           // generated
-  std::vector<std::vector<float>> rows;  // every logits row reported, in order
-  std::string text;
-  FinishReason reason = FinishReason::None;
-  torch::Tensor logits() const {
-    std::vector<float> flat;
-    for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
-    const auto vocab = static_cast<int64_t>(rows.empty() ? 0 : rows[0].size());
-    return torch::from_blob(flat.data(), {static_cast<int64_t>(rows.size()), vocab}, torch::kFloat32).clone();
-  }
-};
-
-// Steps the runner until it is idle, collecting per-sequence results.
-std::map<SeqId, Run> drain(ModelRunner& r, int64_t vocab, int* preempted = nullptr) {
-  std::map<SeqId, Run> out;
-  for (int guard = 0; r.hasWork() && guard < 10000; ++guard) {
-    StepResult s = r.step();
-    if (preempted) *preempted += s.stats.preempted;
-    for (SeqEvent& e : s.events) {
-      Run& run = out[e.id];
-      run.tokens.insert(run.tokens.end(), e.tokens.begin(), e.tokens.end());
-      for (int64_t i = 0; i < e.logitRows; ++i)
-        run.rows.emplace_back(e.logits.begin() + i * vocab, e.logits.begin() + (i + 1) * vocab);
-      run.text += e.text;
-      if (e.finished) run.reason = e.reason;
-    }
-  }
-  return out;
-}
-
-std::unique_ptr<ModelRunner> makeRunner(std::shared_ptr<const LlamaModel> m, RunnerParams p = {},
-                                        std::shared_ptr<const Tokenizer> tok = nullptr) {
-  if (p.numBlocks == 0) p.numBlocks = 256;
-  auto r = ModelRunner::create(std::move(m), p, std::move(tok));
-  if (!r.isOk()) qFatal("%s", r.status().message().c_str());
-  return std::move(*r);
-}
-
-SequenceRequest greedy(std::vector<int32_t> prompt, int32_t maxTokens, bool allLogits = true) {
-  SequenceRequest q;
-  q.prompt = std::move(prompt);
-  q.sampling.maxTokens = maxTokens;
-  q.allLogits = allLogits;
-  return q;
-}
-
-}  // namespace
 
 class TestTorchRunner : public QObject {
   Q_OBJECT
