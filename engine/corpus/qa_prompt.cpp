@@ -5,7 +5,7 @@
 
 #include "corpus/corpus_db.h"
 #include "corpus/qa_reader.h"
-#include "workload/trace_random.h"
+#include "core/random.h"
 
 namespace rag::corpus {
 
@@ -238,7 +238,7 @@ Result<std::vector<rag::Passage>> QaPromptReader::contextPassages(const rag::QaI
   std::unordered_set<int64_t> used;
   for (const rag::Passage& p : out) used.insert(p.id);
   const size_t want = std::max(options.passages, out.size());
-  workload::TraceRng rng(workload::deriveSeed(static_cast<uint64_t>(item.id), salt));
+  Rng rng(deriveSeed(static_cast<uint64_t>(item.id), salt));
   // Ids are dense, so a few rejected draws (a gold passage, a repeat) are all it costs; the
   // bound only matters for a corpus smaller than the prompt.
   for (size_t attempts = 0; out.size() < want && m_maxPassageId > 0 && attempts < 20 * want; ++attempts) {

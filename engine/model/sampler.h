@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "rag/status.h"
-#include "workload/trace_random.h"
+#include "core/random.h"
 
 namespace rag::model {
 
@@ -84,7 +84,7 @@ private:
   float m_invTemperature;
   int32_t m_topK;
   float m_topP;
-  workload::TraceRng m_rng;
+  Rng m_rng;
   // Scratch, reused across calls so that sampling does not allocate once warmed up.
   std::vector<Candidate> m_candidates;
   std::vector<float> m_weights;      // per token, when no top-k applies

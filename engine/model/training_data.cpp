@@ -7,14 +7,11 @@
 #include "corpus/corpus_db.h"
 #include "corpus/qa_reader.h"
 #include "retrieval/passage_index.h"
-#include "workload/trace_random.h"
+#include "core/random.h"
 
 namespace rag::model {
 
 namespace {
-
-using workload::deriveSeed;
-using workload::TraceRng;
 
 // Keeps the last maxTokens tokens; blocks that start inside the cut begin at 0.
 void keepTail(TrainingExample& e, int64_t maxTokens) {
@@ -86,7 +83,7 @@ Result<TrainingExample> CorpusExampleSource::example(uint64_t seed, int64_t step
     case TrainData::Passages: return passageExample(key, maxTokens);
     case TrainData::Recall: return recallExample(key, maxTokens);
     case TrainData::Mixed: {
-      TraceRng rng(deriveSeed(key, 0));
+      Rng rng(deriveSeed(key, 0));
       const bool qa = rng.uniform01() < m_options.qaFraction;
       return qa ? qaExample(key, maxTokens) : passageExample(key, maxTokens);
     }
@@ -95,7 +92,7 @@ Result<TrainingExample> CorpusExampleSource::example(uint64_t seed, int64_t step
 }
 
 Result<TrainingExample> CorpusExampleSource::qaExample(uint64_t key, int64_t maxTokens) {
-  TraceRng rng(deriveSeed(key, 1));
+  Rng rng(deriveSeed(key, 1));
   const int64_t qaId = m_qaIds[rng.below(m_qaIds.size())];
   const uint64_t salt = rng.below(UINT64_MAX);
   std::vector<rag::QaItem> items;
@@ -162,7 +159,7 @@ Result<TrainingExample> CorpusExampleSource::qaExample(uint64_t key, int64_t max
   return e;
 }
 
-Result<rag::Passage> CorpusExampleSource::randomPassage(TraceRng& rng) {
+Result<rag::Passage> CorpusExampleSource::randomPassage(Rng& rng) {
   const auto maxId = static_cast<uint64_t>(m_reader.maxPassageId());
   for (int attempts = 0; attempts < 4096; ++attempts) {
     Result<rag::Passage> p = m_reader.passage(1 + static_cast<int64_t>(rng.below(maxId)));
@@ -201,7 +198,7 @@ Status CorpusExampleSource::loadRecallNames() {
 }
 
 Result<TrainingExample> CorpusExampleSource::recallExample(uint64_t key, int64_t maxTokens) {
-  TraceRng rng(deriveSeed(key, 3));
+  Rng rng(deriveSeed(key, 3));
   const EncodeOptions plain{.parseSpecial = false};
   auto name = [&] { return m_recallNames[rng.below(m_recallNames.size())]; };
   struct Pair {
@@ -249,7 +246,7 @@ Result<TrainingExample> CorpusExampleSource::recallExample(uint64_t key, int64_t
 }
 
 Result<TrainingExample> CorpusExampleSource::passageExample(uint64_t key, int64_t maxTokens) {
-  TraceRng rng(deriveSeed(key, 2));
+  Rng rng(deriveSeed(key, 2));
   const EncodeOptions plain{.parseSpecial = false};
   TrainingExample e;
   while (static_cast<int64_t>(e.tokens.size()) < maxTokens) {
@@ -290,7 +287,7 @@ Result<std::unique_ptr<CorpusPairSource>> CorpusPairSource::open(const std::file
 
 Result<TrainingPair> CorpusPairSource::pair(uint64_t seed, int64_t step, int64_t index,
                                             int64_t maxTokens) {
-  TraceRng rng(deriveSeed(deriveSeed(deriveSeed(seed, static_cast<uint64_t>(step)),
+  Rng rng(deriveSeed(deriveSeed(deriveSeed(seed, static_cast<uint64_t>(step)),
                                      static_cast<uint64_t>(index)), 4));
   const EncodeOptions plain{.parseSpecial = false};
   auto cut = [&](std::string_view text) {

@@ -18,7 +18,7 @@
 #include "corpus/qa_prompt.h"
 #include "model/tokenizer.h"
 #include "model/trainer.h"
-#include "workload/trace_random.h"
+#include "core/random.h"
 
 namespace rag::model {
 
@@ -82,7 +82,7 @@ private:
   Result<TrainingExample> qaExample(uint64_t key, int64_t maxTokens);
   Result<TrainingExample> passageExample(uint64_t key, int64_t maxTokens);
   Result<TrainingExample> recallExample(uint64_t key, int64_t maxTokens);
-  Result<rag::Passage> randomPassage(workload::TraceRng& rng);
+  Result<rag::Passage> randomPassage(Rng& rng);
   Status loadRecallNames();
 
   corpus::QaPromptReader m_reader;

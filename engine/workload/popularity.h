@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "rag/status.h"
-#include "workload/trace_random.h"
+#include "core/random.h"
 
 namespace rag::workload {
 
@@ -60,7 +60,7 @@ private:
 
   PopularitySpec m_spec;
   size_t m_n;
-  TraceRng m_rng;
+  Rng m_rng;
   std::vector<size_t> m_rankToEntity;  // Zipf: a seeded permutation of [0, n)
   DiscreteSampler m_zipf;              // Zipf: over ranks
   std::vector<size_t> m_window;        // Temporal: most recent first, distinct

@@ -10,7 +10,7 @@
 #include "corpus/corpus_db.h"
 #include "corpus/qa_reader.h"
 #include "storage/sqlite.h"
-#include "workload/trace_random.h"
+#include "core/random.h"
 
 namespace rag::workload {
 
@@ -161,10 +161,10 @@ Result<std::vector<TraceRequest>> makeWorkloadTrace(const TraceParams& params,
     groups.back().end = i + 1;
   }
 
-  TraceRng arrivals(deriveSeed(params.seed, kArrivals));
+  Rng arrivals(deriveSeed(params.seed, kArrivals));
   EntitySampler entities(params.popularity, groups.size(), deriveSeed(params.seed, kEntities));
-  TraceRng qaPicks(deriveSeed(params.seed, kQaPicks));
-  TraceRng workflows(deriveSeed(params.seed, kWorkflows));
+  Rng qaPicks(deriveSeed(params.seed, kQaPicks));
+  Rng workflows(deriveSeed(params.seed, kWorkflows));
   std::vector<double> weights;
   for (const MixEntry& e : params.mix) weights.push_back(e.weight);
   DiscreteSampler mix(weights);

@@ -13,7 +13,7 @@
 #include "model/tokenizer.h"
 #include "model/trainer.h"
 #include "status_checks.h"
-#include "workload/trace_random.h"
+#include "core/random.h"
 
 using namespace rag;
 using namespace rag::model;
@@ -48,7 +48,7 @@ public:
 
   Result<TrainingExample> example(uint64_t seed, int64_t step, int64_t index, int64_t) override {
     stepsAsked.push_back(step);
-    std::mt19937_64 rng(workload::deriveSeed(workload::deriveSeed(seed, static_cast<uint64_t>(step)),
+    std::mt19937_64 rng(deriveSeed(deriveSeed(seed, static_cast<uint64_t>(step)),
                                              static_cast<uint64_t>(index)));
     TrainingExample e;
     for (int i = 0; i < k; ++i) e.tokens.push_back(3 + static_cast<int32_t>(rng() % (kVocab - 3)));
@@ -110,7 +110,7 @@ class MatchTask : public PairSource {
 public:
   int k = 4;
   Result<TrainingPair> pair(uint64_t seed, int64_t step, int64_t index, int64_t) override {
-    std::mt19937_64 rng(workload::deriveSeed(workload::deriveSeed(seed, static_cast<uint64_t>(step)),
+    std::mt19937_64 rng(deriveSeed(deriveSeed(seed, static_cast<uint64_t>(step)),
                                              static_cast<uint64_t>(index)));
     TrainingPair p;
     for (int i = 0; i < k; ++i) p.query.push_back(3 + static_cast<int32_t>(rng() % (kVocab - 3)));

@@ -11,7 +11,7 @@
 #include "../fixtures/workload/tiny_corpus.h"
 #include "core/fs.h"
 #include "workload/trace_file.h"
-#include "workload/trace_random.h"
+#include "core/random.h"
 #include "workload/workload_trace.h"
 
 using namespace rag;
@@ -275,7 +275,7 @@ private Q_SLOTS:
   void randomStreamsArePinned() {
     // Published traces must stay reproducible: these values come from std::mt19937_64 (fixed
     // by the standard) and this file's own transforms. A change here changes every trace.
-    TraceRng rng(5489);
+    Rng rng(5489);
     std::mt19937_64 reference(5489);
     QCOMPARE(rng.uniform01(), static_cast<double>(reference() >> 11) * 0x1.0p-53);
     QCOMPARE(deriveSeed(1, 0), uint64_t{0x910A2DEC89025CC1ULL});

@@ -1,10 +1,10 @@
-#include "workload/trace_random.h"
+#include "core/random.h"
 
 #include <algorithm>
 #include <cassert>
 #include <cmath>
 
-namespace rag::workload {
+namespace rag {
 
 uint64_t deriveSeed(uint64_t seed, uint64_t stream) {
   uint64_t z = seed + (stream + 1) * 0x9E3779B97F4A7C15ULL;
@@ -13,11 +13,11 @@ uint64_t deriveSeed(uint64_t seed, uint64_t stream) {
   return z ^ (z >> 31);
 }
 
-double TraceRng::uniform01() {
+double Rng::uniform01() {
   return static_cast<double>(m_engine() >> 11) * 0x1.0p-53;
 }
 
-uint64_t TraceRng::below(uint64_t n) {
+uint64_t Rng::below(uint64_t n) {
   assert(n > 0);
   // Lemire, "Fast Random Integer Generation in an Interval" (2019): the high word of x * n is
   // uniform in [0, n) once the few low words below 2^64 mod n are rejected.
@@ -33,7 +33,7 @@ uint64_t TraceRng::below(uint64_t n) {
   return static_cast<uint64_t>(m >> 64);
 }
 
-double TraceRng::exponential(double rate) {
+double Rng::exponential(double rate) {
   // 1 - U lies in (0, 1], so the logarithm is finite.
   return -std::log1p(-uniform01()) / rate;
 }
@@ -47,7 +47,7 @@ DiscreteSampler::DiscreteSampler(std::span<const double> weights) {
   }
 }
 
-size_t DiscreteSampler::sample(TraceRng& rng) const {
+size_t DiscreteSampler::sample(Rng& rng) const {
   assert(!m_cumulative.empty() && m_cumulative.back() > 0);
   double target = rng.uniform01() * m_cumulative.back();
   // The first index whose running sum exceeds the target: zero-weight entries (equal running
@@ -59,4 +59,4 @@ size_t DiscreteSampler::sample(TraceRng& rng) const {
   return static_cast<size_t>(it - m_cumulative.begin());
 }
 
-}  // namespace rag::workload
+}  // namespace rag

@@ -1,5 +1,5 @@
-// Seeded random draws for workload traces that give the same numbers with every standard
-// library. std::mt19937_64's output sequence is fixed by the C++ standard, but the
+// Seeded random draws that give the same numbers with every standard library: workload traces,
+// arrivals, training data, samplers and the QA prompt shuffles all draw here. std::mt19937_64's output sequence is fixed by the C++ standard, but the
 // distributions (uniform_real_distribution, exponential_distribution, discrete_distribution,
 // shuffle) are not: libstdc++ and libc++ turn the same engine output into different values.
 // So the engine is standard and every transform from its 64-bit words is written here.
@@ -10,16 +10,16 @@
 #include <span>
 #include <vector>
 
-namespace rag::workload {
+namespace rag {
 
 // SplitMix64 of (seed, stream): independent seeds for the separate random streams of one trace
 // (arrivals, entities, QA items, workflows), so changing the workflow mix leaves arrival times
 // and entities untouched.
 uint64_t deriveSeed(uint64_t seed, uint64_t stream);
 
-class TraceRng {
+class Rng {
 public:
-  explicit TraceRng(uint64_t seed) : m_engine(seed) {}
+  explicit Rng(uint64_t seed) : m_engine(seed) {}
 
   // Uniform in [0, 1): the top 53 bits of one engine word.
   double uniform01();
@@ -43,11 +43,11 @@ class DiscreteSampler {
 public:
   DiscreteSampler() = default;
   explicit DiscreteSampler(std::span<const double> weights);
-  size_t sample(TraceRng& rng) const;
+  size_t sample(Rng& rng) const;
   size_t size() const { return m_cumulative.size(); }
 
 private:
   std::vector<double> m_cumulative;  // inclusive prefix sums
 };
 
-}  // namespace rag::workload
+}  // namespace rag
