@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "rag/engine.h"
+#include "rag/request.h"
 #include "rag/status.h"
 #include "rag/trace.h"
 

@@ -1,0 +1,66 @@
+// A served request as callers see it: its handle, its result with per-stage timings, and the
+// events the engine publishes while it runs. Shared by the facade (rag/engine.h), the run
+// history (rag/run_store.h) and the GUI, none of which needs the others for these types.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rag/status.h"
+#include "rag/workflow.h"
+
+namespace rag {
+
+struct StageTiming {
+  std::string node;
+  NodeKind kind = NodeKind::Generation;
+  double beginSeconds = 0;   // since submit
+  double endSeconds = 0;
+  int64_t work = 0;          // tokens generated, or clusters searched
+  bool speculative = false;  // the result came from speculative work that was kept
+};
+
+struct RequestResult {
+  uint32_t id = 0;
+  std::string answer;             // the graph's answer variable at END
+  Variables variables;            // every variable at the end
+  std::vector<StageTiming> stages;
+  double latencySeconds = 0;      // submit to END
+  int32_t speculations = 0;       // speculative generations started
+  int32_t specAccepted = 0;       // ... whose input turned out final
+  int32_t rollbacks = 0;          // ... thrown away
+  std::vector<int64_t> lastPassages;  // ids retrieved by the last retrieval node, best first
+};
+
+// Published on the scheduler thread as things happen (the GUI bridge turns them into queued
+// signals). Callbacks must return quickly and must not call back into the engine.
+struct RequestEvent {
+  enum class Kind : uint8_t { Submitted, NodeStarted, Tokens, NodeFinished, Speculation, Rollback, Finished, Failed };
+  Kind kind = Kind::Submitted;
+  uint32_t requestId = 0;
+  std::string node;
+  std::string text;   // Tokens: the new text; NodeFinished: the output; Failed: the error
+};
+using RequestEventFn = std::function<void(const RequestEvent&)>;
+
+class RequestHandle {
+public:
+  struct Shared;
+  RequestHandle() = default;
+  explicit RequestHandle(std::shared_ptr<Shared> s) : m_s(std::move(s)) {}
+  uint32_t id() const;
+  bool done() const;
+  // Blocks until the request finishes (Cancelled when it was cancelled, the node's error when
+  // one failed).
+  Result<RequestResult> wait() const;
+  // The text generated so far by the node now generating (for streaming displays).
+  std::string streamedText() const;
+
+private:
+  std::shared_ptr<Shared> m_s;
+};
+
+}  // namespace rag
