@@ -21,6 +21,7 @@
 #include "core/fs.h"
 #include "core/json_writer.h"
 #include "core/mem_bandwidth.h"
+#include "model/prompt.h"
 #include "model/runner.h"
 #include "core/blas_info.h"
 #include "model_choice.h"
@@ -136,7 +137,7 @@ Result<std::vector<Passage>> readPassages(corpus::QaPromptReader& reader, const 
   return out;
 }
 
-model::SequenceRequest requestFor(const GenerationSetup& g, const corpus::QaTokens& t) {
+model::SequenceRequest requestFor(const GenerationSetup& g, const model::QaTokens& t) {
   model::SequenceRequest q;
   q.prompt.assign(t.tokens.begin(), t.tokens.begin() + t.promptLength);
   if (g.blockMask) q.mask = model::AttentionMask::blocks(t.blockStarts);
@@ -211,7 +212,7 @@ int cmdRun(Args& args) {
     item.question = question;
   }
   const corpus::QaPrompt prompt = corpus::buildQaPrompt(item, context, setup->prompt);
-  const corpus::QaTokens tokens = corpus::tokenizeQaPrompt(*setup->loaded.tokenizer, prompt);
+  const model::QaTokens tokens = model::tokenizeQaPrompt(*setup->loaded.tokenizer, prompt);
 
   auto runner = model::ModelRunner::create(setup->loaded.model, {}, setup->loaded.tokenizer);
   if (!runner) return fail(runner.status());
@@ -307,7 +308,7 @@ int cmdEvalQa(Args& args) {
     auto ctx = setup->retriever ? readPassages(*reader, retrieved[i])
                                 : reader->contextPassages(*item, setup->prompt);
     if (!ctx) return fail(ctx.status());
-    const corpus::QaTokens t = corpus::tokenizeQaPrompt(*setup->loaded.tokenizer,
+    const model::QaTokens t = model::tokenizeQaPrompt(*setup->loaded.tokenizer,
                                                         corpus::buildQaPrompt(*item, *ctx, setup->prompt));
     auto id = (*runner)->add(requestFor(*setup, t));
     if (!id) return fail(Status(id.status().code(), "QA item " + std::to_string(ids[i]) + ": " + id.status().message()));

@@ -188,21 +188,6 @@ QaPrompt buildQaPrompt(const rag::QaItem& item, std::span<const rag::Passage> co
   return p;
 }
 
-QaTokens tokenizeQaPrompt(const model::Tokenizer& tokenizer, const QaPrompt& prompt) {
-  const model::EncodeOptions plain{.parseSpecial = false};  // corpus text never makes a special token
-  QaTokens t;
-  for (size_t i = 0; i < prompt.segmentCount(); ++i) {
-    t.blockStarts.push_back(static_cast<int32_t>(t.tokens.size()));
-    std::vector<int32_t> ids = tokenizer.encode(prompt.segment(i), plain);
-    t.tokens.insert(t.tokens.end(), ids.begin(), ids.end());
-  }
-  t.promptLength = static_cast<int32_t>(t.tokens.size());
-  std::vector<int32_t> completion = tokenizer.encode(prompt.completion, plain);
-  t.tokens.insert(t.tokens.end(), completion.begin(), completion.end());
-  if (auto eos = tokenizer.eosId()) t.tokens.push_back(*eos);
-  return t;
-}
-
 bool answerMatches(std::string_view output, std::span<const std::string> answers) {
   const std::string haystack = normalizeForMatch(output);
   for (const std::string& a : answers) {

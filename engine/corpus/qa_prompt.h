@@ -5,7 +5,7 @@
 //   RAG_ASSIGN_OR_RETURN(std::vector<int64_t> ids, reader.splitIds("dev"));
 //   QaPromptOptions opts;                       // gold passage among 5, compact passages
 //   RAG_ASSIGN_OR_RETURN(QaPrompt p, reader.prompt(ids[0], opts));
-//   QaTokens t = tokenizeQaPrompt(tokenizer, p);   // token ids + Block-Attention block starts
+//   model::QaTokens t = model::tokenizeQaPrompt(tokenizer, p);  // token ids (model/prompt.h)
 //   ... generate from t.tokens[0, t.promptLength) ...
 //   bool correct = answerMatches(output, item.answers);
 //
@@ -28,7 +28,6 @@
 #include <string_view>
 #include <vector>
 
-#include "model/tokenizer.h"
 #include "rag/corpus.h"
 #include "rag/status.h"
 #include "storage/sqlite.h"
@@ -81,15 +80,6 @@ struct QaPrompt {
 // item's gold passages.
 QaPrompt buildQaPrompt(const rag::QaItem& item, std::span<const rag::Passage> contextPassages,
                        const QaPromptOptions& options);
-
-// A prompt in token ids. Each segment is encoded on its own, so block boundaries fall on token
-// boundaries and every caller tokenizes a prompt the same way.
-struct QaTokens {
-  std::vector<int32_t> tokens;       // prompt, then completion, then EOS (when the tokenizer has one)
-  std::vector<int32_t> blockStarts;  // token offset of each segment; [0] = 0
-  int32_t promptLength = 0;          // tokens of the prompt; the completion starts here
-};
-QaTokens tokenizeQaPrompt(const model::Tokenizer& tokenizer, const QaPrompt& prompt);
 
 // True when one of `answers` occurs in `output`, ignoring ASCII case and with every run of
 // white space read as one space (the Block-Attention paper's accuracy). Empty answers never

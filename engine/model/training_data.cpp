@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "corpus/corpus_db.h"
+#include "model/prompt.h"
 #include "corpus/qa_reader.h"
 #include "retrieval/passage_index.h"
 #include "core/random.h"
@@ -125,14 +126,14 @@ Result<TrainingExample> CorpusExampleSource::qaExample(uint64_t key, int64_t max
   RAG_ASSIGN_OR_RETURN(std::vector<rag::Passage> context,
                        m_reader.contextPassages(all, promptOptions, salt));
 
-  corpus::QaTokens t;
+  QaTokens t;
   std::vector<std::pair<size_t, size_t>> answers;  // [begin, end) of each completion + EOS
   for (;;) {
-    t = corpus::tokenizeQaPrompt(m_tokenizer, corpus::buildQaPrompt(items.front(), context, promptOptions));
+    t = tokenizeQaPrompt(m_tokenizer, corpus::buildQaPrompt(items.front(), context, promptOptions));
     answers = {{static_cast<size_t>(t.promptLength), t.tokens.size()}};
     for (size_t i = 1; i < items.size(); ++i) {
-      const corpus::QaTokens more =
-          corpus::tokenizeQaPrompt(m_tokenizer, corpus::buildQaPrompt(items[i], {}, promptOptions));
+      const QaTokens more =
+          tokenizeQaPrompt(m_tokenizer, corpus::buildQaPrompt(items[i], {}, promptOptions));
       answers.emplace_back(t.tokens.size() + static_cast<size_t>(more.promptLength),
                            t.tokens.size() + more.tokens.size());
       t.tokens.insert(t.tokens.end(), more.tokens.begin(), more.tokens.end());

@@ -30,15 +30,13 @@ bool isNodeId(std::string_view id) {
 
 namespace {
 
-// A template cut into literal text and variable references.
-struct Piece {
-  bool isVariable = false;
-  std::string text;  // the literal (braces unescaped) or the variable name
-};
+using Piece = TemplatePiece;
 
 const char* const kBraceHelp = "; write {{ and }} for literal braces";
 
-Result<std::vector<Piece>> splitTemplate(std::string_view tmpl) {
+}  // namespace
+
+Result<std::vector<TemplatePiece>> parseTemplate(std::string_view tmpl) {
   std::vector<Piece> pieces;
   std::string literal;
   for (size_t i = 0; i < tmpl.size(); ++i) {
@@ -81,10 +79,8 @@ Result<std::vector<Piece>> splitTemplate(std::string_view tmpl) {
   return pieces;
 }
 
-}  // namespace
-
 Result<std::vector<std::string>> templateVariables(std::string_view tmpl) {
-  RAG_ASSIGN_OR_RETURN(std::vector<Piece> pieces, splitTemplate(tmpl));
+  RAG_ASSIGN_OR_RETURN(std::vector<Piece> pieces, parseTemplate(tmpl));
   std::vector<std::string> names;
   for (Piece& p : pieces)
     if (p.isVariable && std::find(names.begin(), names.end(), p.text) == names.end())
@@ -93,7 +89,7 @@ Result<std::vector<std::string>> templateVariables(std::string_view tmpl) {
 }
 
 Result<std::string> renderTemplate(std::string_view tmpl, const Variables& vars) {
-  RAG_ASSIGN_OR_RETURN(std::vector<Piece> pieces, splitTemplate(tmpl));
+  RAG_ASSIGN_OR_RETURN(std::vector<Piece> pieces, parseTemplate(tmpl));
   std::string out;
   for (const Piece& p : pieces) {
     if (!p.isVariable) {

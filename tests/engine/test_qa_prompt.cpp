@@ -10,6 +10,7 @@
 #include "corpus/qa_prompt.h"
 #include "corpus/qa_reader.h"
 #include "model/bpe_trainer.h"
+#include "model/prompt.h"
 #include "status_checks.h"
 
 using namespace rag;
@@ -196,7 +197,7 @@ private Q_SLOTS:
     QVERIFY(tok.isOk());
     auto reader = QaPromptReader::open(corpus());
     auto p = reader->prompt(trainItemOf(*reader, 9), QaPromptOptions{});
-    QaTokens t = tokenizeQaPrompt(*tok, *p);
+    model::QaTokens t = model::tokenizeQaPrompt(*tok, *p);
     QCOMPARE(t.blockStarts.size(), p->segmentCount());
     for (size_t i = 0; i < t.blockStarts.size(); ++i) {
       const int32_t end = i + 1 < t.blockStarts.size() ? t.blockStarts[i + 1] : t.promptLength;

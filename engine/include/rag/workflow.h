@@ -161,6 +161,14 @@ struct WorkflowIssue {
 
 // ---- prompt templates --------------------------------------------------------------------
 
+// A template cut into literal text (braces unescaped) and variable references, in order.
+struct TemplatePiece {
+  bool isVariable = false;
+  std::string text;  // the literal, or the variable's name
+};
+// InvalidArgument for a malformed template, as templateVariables says.
+Result<std::vector<TemplatePiece>> parseTemplate(std::string_view tmpl);
+
 // The variables a template uses, in order of first use, each once. InvalidArgument for a
 // malformed template: an unclosed '{', a lone '}', or "{}"/"{not a name}" (names are letters,
 // digits and '_', not starting with a digit; write {{ and }} for literal braces).
