@@ -12,6 +12,7 @@
 #include "corpus/corpus_db.h"
 #include "corpus/qa_reader.h"
 #include "sched/scheduler.h"
+#include "sched/serving_assets.h"
 #include "storage/sqlite.h"
 #include "telemetry/trace_ring.h"
 #include "telemetry/trace_zone.h"
@@ -53,7 +54,8 @@ struct Engine::Impl {
   std::mutex poolMutex;  // guards pool against a shutdown() racing a submission
   std::unique_ptr<ThreadPool> pool;
   std::atomic<bool> stopped{false};
-  std::unique_ptr<sched::Scheduler> scheduler;  // null while serving is off
+  std::shared_ptr<const ServingAssets> assets;  // null while serving is off
+  std::unique_ptr<sched::Scheduler> scheduler;
 
   explicit Impl(const EngineParams& p)
       : params(p), ring(p.traceCapacity), connections(p.corpus) {}
@@ -62,7 +64,7 @@ struct Engine::Impl {
     // Pool threads are named "<name>-<i>"; register a lane per name on first use.
     char name[16] = {};
     pthread_getname_np(pthread_self(), name, sizeof name);
-    return ring.registerLane(name);
+    return ring.registerLane(name, LaneKind::Workers);
   }
 
   template <typename F>
@@ -102,12 +104,19 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineParams& params) {
   RAG_ASSIGN_OR_RETURN(CorpusStats stats, readCorpusStats(params.corpus));
   auto impl = std::make_unique<Impl>(params);
   impl->stats = std::move(stats);
-  impl->ring.registerLane("engine");
+  impl->ring.registerLane("engine", LaneKind::Engine);
   impl->pool = std::make_unique<ThreadPool>(ThreadPoolParams{.threads = params.workerThreads, .name = "worker"});
-  if (!params.serving.modelDir.empty()) {
-    RAG_ASSIGN_OR_RETURN(sched::ServingResources res, sched::loadServingResources(params.serving, params.corpus));
+  if (!params.serving.modelDir.empty() || params.assets) {
+    std::shared_ptr<const ServingAssets> assets = params.assets;
+    if (!assets) {
+      RAG_ASSIGN_OR_RETURN(assets, loadServingAssets(params.serving, params.corpus));
+    } else if (assets->corpus != params.corpus) {
+      return Status::invalidArgument("the serving assets were loaded for the corpus " + assets->corpus.string() +
+                                     ", not " + params.corpus.string() + "; load them for this corpus");
+    }
+    impl->assets = assets;
     RAG_ASSIGN_OR_RETURN(impl->scheduler,
-                         sched::Scheduler::create(std::move(res), params.serving, &impl->ring, params.onEvent));
+                         sched::Scheduler::create(std::move(assets), params.serving, &impl->ring, params.onEvent));
   }
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
@@ -125,7 +134,7 @@ std::future<Result<std::vector<int64_t>>> Engine::listQa(std::string split, std:
 std::future<Result<QaItem>> Engine::lookupQa(int64_t qaId, uint32_t requestId) {
   Impl* impl = m_impl.get();
   return impl->run([impl, qaId, requestId]() -> Result<QaItem> {
-    TraceZone zone(impl->ring, impl->laneForThisThread(), TraceStage::User, requestId);
+    RAG_TRACE_ZONE(zone, &impl->ring, impl->laneForThisThread(), TraceStage::User, requestId);
     RAG_ASSIGN_OR_RETURN(sql::Db * db, impl->connections.get());
     Result<QaItem> item = corpus::readQaItem(*db, qaId);
     if (item) zone.setArgs(static_cast<uint32_t>(item->goldPassages.size()), static_cast<uint32_t>(qaId));
@@ -134,6 +143,7 @@ std::future<Result<QaItem>> Engine::lookupQa(int64_t qaId, uint32_t requestId) {
 }
 
 bool Engine::serving() const { return m_impl->scheduler != nullptr; }
+std::shared_ptr<const ServingAssets> Engine::assets() const { return m_impl->assets; }
 
 Result<RequestHandle> Engine::submit(std::string question, const WorkflowGraph& graph) {
   if (m_impl->stopped.load()) return Status::cancelled("the engine has been shut down");
@@ -156,7 +166,7 @@ ClusterHeat Engine::clusterHeat() const {
 }
 
 size_t Engine::drainTrace(std::vector<TraceEvent>& out) { return m_impl->ring.drain(out); }
-std::vector<std::string> Engine::traceLaneNames() const { return m_impl->ring.laneNames(); }
+std::vector<TraceLane> Engine::traceLanes() const { return m_impl->ring.lanes(); }
 uint64_t Engine::droppedTraceEvents() const { return m_impl->ring.dropped(); }
 
 void Engine::shutdown() {

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "core/clock.h"
+#include "core/fs.h"
 
 namespace rag::cli {
 
@@ -156,6 +157,16 @@ void restartWithPassiveOpenMp() {
 int fail(const Status& s) {
   std::cerr << "ragraph: error: " << s.message() << std::endl;
   return s.code() == StatusCode::InvalidArgument ? 2 : 1;
+}
+
+int emitJson(const std::string& json, const std::string& jsonPath) {
+  if (jsonPath.empty()) {
+    std::cout << json;
+    return 0;
+  }
+  if (Status st = writeFileAtomic(jsonPath, json); !st) return fail(st);
+  std::fprintf(stderr, "results written to %s\n", jsonPath.c_str());
+  return 0;
 }
 
 std::vector<int64_t> spreadEvenly(const std::vector<int64_t>& all, int64_t limit) {

@@ -66,6 +66,10 @@ void restartWithPassiveOpenMp();
 // Prints "ragraph: error: <message>" and returns the exit code for a failed command.
 int fail(const Status& s);
 
+// A benchmark's JSON: to stdout, or with --json FILE written atomically (and said on stderr).
+// The exit code: 0, or fail()'s when the file cannot be written.
+int emitJson(const std::string& json, const std::string& jsonPath);
+
 // `limit` ids spread evenly over `all` (all of them for limit 0): QA ids are grouped by type,
 // so every type keeps its share.
 std::vector<int64_t> spreadEvenly(const std::vector<int64_t>& all, int64_t limit);

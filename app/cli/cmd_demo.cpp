@@ -17,6 +17,7 @@
 #include "rag/engine.h"
 #include "rag/workflow.h"
 #include "telemetry/chrome_trace.h"
+#include "workload/driver.h"
 
 namespace rag::cli {
 
@@ -92,11 +93,18 @@ int cmdDemo(Args& args) {
     for (Workflow w : {Workflow::OneShot, Workflow::Irg}) {
       Result<WorkflowGraph> graph = builtinWorkflow(w);
       if (!graph) return fail(graph.status());
+      // Through the one workload driver, every question arriving at once (a closed batch).
+      std::vector<workload::TraceRequest> trace;
+      for (const QaItem& item : items)
+        trace.push_back({.id = static_cast<int64_t>(trace.size()), .arrivalS = 0, .workflow = w, .qaId = item.id,
+                         .question = item.question, .answers = item.answers,
+                         .type = item.type});
       std::vector<RequestHandle> handles;
-      for (const QaItem& item : items) {
-        Result<RequestHandle> h = e.submit(item.question, *graph);
-        if (!h) return fail(h.status());
-        handles.push_back(*h);
+      for (workload::Submission& s : workload::replayTrace(trace, [&](const workload::TraceRequest& r) {
+             return e.submit(r.question, *graph);
+           })) {
+        if (!s.handle) return fail(s.handle.status());
+        handles.push_back(*s.handle);
       }
       int correct = 0;
       for (size_t i = 0; i < handles.size(); ++i) {
@@ -122,7 +130,7 @@ int cmdDemo(Args& args) {
 
   std::vector<TraceEvent> spans;
   e.drainTrace(spans);
-  if (Status s = saveChromeTrace(traceOut, spans, e.traceLaneNames()); !s) return fail(s);
+  if (Status s = saveChromeTrace(traceOut, spans, e.traceLanes()); !s) return fail(s);
   std::printf("%zu lookups on the worker pool in %.1f ms; %zu trace spans written to %s "
               "(open it in Perfetto or chrome://tracing)\n",
               lookups.size(), secs * 1e3, spans.size(), traceOut.c_str());

@@ -39,11 +39,10 @@
 #include "core/json_writer.h"
 #include "corpus/qa_prompt.h"
 #include "rag/run_store.h"
-#include "model_choice.h"
-#include "retriever.h"
-#include "sched/scheduler.h"
+#include "serve_run.h"
 #include "telemetry/chrome_trace.h"
-#include "telemetry/trace_ring.h"
+#include "workload/driver.h"
+#include "workload/trace_file.h"
 
 namespace rag::cli {
 
@@ -57,114 +56,6 @@ std::vector<std::string> splitList(const std::string& s) {
   for (std::string item; std::getline(in, item, ',');)
     if (!item.empty()) out.push_back(item);
   return out;
-}
-
-// Model, embedder, index and policy options shared by the serving commands.
-Result<ServingParams> readServingParams(Args& args, const std::string& defaultMode) {
-  ServingParams p;
-  RAG_ASSIGN_OR_RETURN(ModelChoice choice, readModelChoice(args, /*allowSynthetic=*/false));
-  p.modelDir = choice.dir;
-  p.dtype = choice.dtype;
-  RAG_ASSIGN_OR_RETURN(p.embedderDir, readEmbedderDir(args));
-  if (auto base = args.get("index")) p.indexBase = *base;
-  RAG_ASSIGN_OR_RETURN(p.policy, parseServePolicy(args.getOr("mode", defaultMode)));
-  RAG_ASSIGN_OR_RETURN(int64_t gen, args.getInt("generation-threads", 1));
-  RAG_ASSIGN_OR_RETURN(int64_t ret, args.getInt("retrieval-threads", 1));
-  if (gen < 1 || ret < 1) return Status::invalidArgument("--generation-threads and --retrieval-threads must be at least 1");
-  p.generationThreads = static_cast<int32_t>(gen);
-  p.retrievalThreads = static_cast<int32_t>(ret);
-  RAG_ASSIGN_OR_RETURN(p.subStageSeconds, args.getDouble("substage-ms", 0.0));
-  p.subStageSeconds /= 1000.0;
-  p.deterministic = args.flag("deterministic");
-  RAG_ASSIGN_OR_RETURN(p.specLoadThreshold, args.getDouble("spec-load", p.specLoadThreshold));
-  if (!(p.specLoadThreshold >= 0.0))
-    return Status::invalidArgument("--spec-load must be a share >= 0 (0.5: speculate while the worker doing it idles half the time; "
-                                   "above 1: always, within the request counts)");
-  return p;
-}
-
-struct RunFigures {
-  std::string workflow, mode;
-  double rps = 0;
-  int64_t busy = 0, subStages = 0;
-  double subStageBudget = 0;  // the last Eq. (1) budget (Hedra)
-  // Each worker's busy time per completed request (retrieval: embedding and search), and the
-  // rate at which this run's work per request would fill a worker (it steps one sub-stage at a
-  // time) or the cores (both workers' thread-seconds). The work per request depends on the load
-  // (batching, shared scans), so this is the capacity at this run's load.
-  double generationBusyPerRequest = 0, retrievalBusyPerRequest = 0;
-  double ceilingRps = 0;
-  RunMetrics m;
-};
-
-// The highest request rate at which `genSec` and `retSec` seconds of work per request (wall
-// time of each worker's steps, each step on genThreads / retThreads threads) fit: each worker
-// at most 1 / its time, the two on `cores` at most cores / their thread-seconds. 0: no work.
-double ceilingRps(double genSec, double retSec, double genThreads, double retThreads, double cores) {
-  double c = std::numeric_limits<double>::infinity();
-  if (genSec > 0) c = std::min(c, 1.0 / genSec);
-  if (retSec > 0) c = std::min(c, 1.0 / retSec);
-  const double threadSeconds = genSec * std::min(genThreads, cores) + retSec * std::min(retThreads, cores);
-  if (threadSeconds > 0) c = std::min(c, cores / threadSeconds);
-  return std::isfinite(c) ? c : 0.0;
-}
-
-struct Question {
-  std::string text;
-  std::vector<std::string> answers;
-};
-
-// One run: Poisson arrivals at `rps` of `count` requests through `graph` under `params`, the
-// questions taken in turn from `questions` (repeating when count exceeds them).
-Result<RunFigures> serveRun(const sched::ServingResources& res, const ServingParams& params, TraceRing* ring,
-                            const WorkflowGraph& graph, const std::vector<Question>& questions, size_t count,
-                            double rps, double slo, uint64_t seed) {
-  RAG_ASSIGN_OR_RETURN(std::unique_ptr<sched::Scheduler> s, sched::Scheduler::create(res, params, ring, nullptr));
-  auto g = std::make_shared<const WorkflowGraph>(graph);
-  std::mt19937_64 rng(seed);
-  std::exponential_distribution<double> gap(rps);
-  RunFigures f;
-  f.rps = rps;
-  std::vector<std::pair<size_t, RequestHandle>> handles;
-  const uint64_t start = nowNs();
-  double at = 0;
-  for (size_t i = 0; i < count; ++i) {
-    const uint64_t due = start + static_cast<uint64_t>(at * 1e9);
-    const uint64_t now = nowNs();
-    if (due > now) std::this_thread::sleep_for(std::chrono::nanoseconds(due - now));
-    Result<RequestHandle> h = s->submit(questions[i % questions.size()].text, g);
-    if (h) handles.emplace_back(i, *h);
-    else if (h.status().code() == StatusCode::Busy) ++f.busy;
-    else return h.status();
-    at += gap(rng);
-  }
-  std::vector<RequestRecord> records;
-  for (auto& [i, h] : handles) {
-    RequestRecord rec;
-    rec.requestId = h.id();
-    Result<RequestResult> r = h.wait();
-    rec.ok = r.isOk();
-    if (r) {
-      rec.latencySeconds = r->latencySeconds;
-      rec.correct = corpus::answerMatches(r->answer, questions[i % questions.size()].answers);
-      rec.speculations = r->speculations;
-      rec.specAccepted = r->specAccepted;
-      rec.rollbacks = r->rollbacks;
-    }
-    records.push_back(std::move(rec));
-  }
-  f.m = computeRunMetrics(records, static_cast<int64_t>(count), slo, static_cast<double>(nowNs() - start) * 1e-9);
-  const ServingStats st = s->stats();
-  f.subStages = st.subStages;
-  f.subStageBudget = st.subStageBudgetSeconds;
-  if (f.m.completed > 0) {
-    const double n = static_cast<double>(f.m.completed);
-    f.generationBusyPerRequest = st.generationBusySeconds / n;
-    f.retrievalBusyPerRequest = st.retrievalBusySeconds / n;
-    f.ceilingRps = ceilingRps(f.generationBusyPerRequest, f.retrievalBusyPerRequest, params.generationThreads,
-                              params.retrievalThreads, std::max(1u, std::thread::hardware_concurrency()));
-  }
-  return f;
 }
 
 void writeRun(JsonWriter& w, const RunFigures& f) {
@@ -186,6 +77,16 @@ void writeRun(JsonWriter& w, const RunFigures& f) {
   w.key("generation").value(f.generationBusyPerRequest * 1e3).key("retrieval").value(f.retrievalBusyPerRequest * 1e3);
   w.endObject();
   w.key("ceiling_rps").value(f.ceilingRps);
+  w.key("ttft_ms").beginObject();
+  w.key("p50").value(percentile(f.ttft, 0.5) * 1e3).key("p99").value(percentile(f.ttft, 0.99) * 1e3);
+  w.endObject();
+  const ServingStats& st = f.stats;
+  w.key("prefix_cache").beginObject();
+  w.key("on").value(st.prefixCacheOn).key("hit_rate").value(st.prefixHitRate());
+  w.key("hit_tokens").value(st.prefixHitTokens).key("queried_tokens").value(st.prefixQueriedTokens);
+  w.key("evicted_blocks").value(st.prefixEvictedBlocks);
+  w.key("blocks_to_host").value(st.kvBlocksToHost).key("blocks_to_compute").value(st.kvBlocksToCompute);
+  w.endObject();
   w.endObject();
 }
 
@@ -206,6 +107,7 @@ int cmdBenchServe(Args& args) {
   const std::string split = args.getOr("split", "test");
   const std::string jsonPath = args.getOr("json", "");
   const std::string tracePath = args.getOr("trace", "");
+  const std::string traceIn = args.getOr("trace-in", "");
   const bool findMax = args.flag("find-max");
   auto searchSteps = args.getInt("search-steps", 4);
   auto serving = readServingParams(args, "hedra");
@@ -221,9 +123,23 @@ int cmdBenchServe(Args& args) {
   if (*searchSteps < 0 || *searchSteps > 20) return fail(Status::invalidArgument("--search-steps must be between 0 and 20"));
   if (*nprobe < 1) return fail(Status::invalidArgument("--nprobe must be at least 1"));
   if (!(*slo > 0)) return fail(Status::invalidArgument("--slo must be a positive number of seconds"));
+  if (!traceIn.empty() && findMax)
+    return fail(Status::invalidArgument("--find-max searches Poisson rates; it cannot be combined with --trace-in"));
 
+  // --trace-in: the requests, arrivals and workflows of a `ragraph trace make` file, replayed
+  // once per mode; else a Poisson grid of each workflow at each rate.
+  std::vector<workload::TraceRequest> replay;
+  std::map<Workflow, WorkflowGraph> builtins;
+  if (!traceIn.empty()) {
+    auto t = workload::readWorkloadTrace(traceIn);
+    if (!t) return fail(t.status());
+    if (t->empty()) return fail(Status::invalidArgument(traceIn + " holds no requests; make one with `ragraph trace make`"));
+    replay = std::move(*t);
+    for (const workload::TraceRequest& r : replay)
+      if (!builtins.count(r.workflow)) builtins.emplace(r.workflow, *builtinWorkflow(r.workflow));
+  }
   std::vector<std::pair<std::string, WorkflowGraph>> workflows;
-  for (const std::string& name : splitList(workflowsArg)) {
+  for (const std::string& name : replay.empty() ? splitList(workflowsArg) : std::vector<std::string>{}) {
     Result<WorkflowGraph> g = Status::notFound("");
     if (auto w = workflowFromName(name)) g = builtinWorkflow(*w);
     else g = WorkflowGraph::load(name);  // a workflow file
@@ -238,12 +154,17 @@ int cmdBenchServe(Args& args) {
     modes.push_back(*p);
   }
   std::vector<double> rates;
-  for (const std::string& r : splitList(rpsArg)) {
+  for (const std::string& r : replay.empty() ? splitList(rpsArg) : std::vector<std::string>{}) {
     char* end = nullptr;
     const double v = std::strtod(r.c_str(), &end);
     if (end == r.c_str() || *end != '\0' || !(v > 0))
       return fail(Status::invalidArgument("--rps takes positive numbers separated by commas, not '" + r + "'"));
     rates.push_back(v);
+  }
+  if (!replay.empty()) {
+    workflows.emplace_back(std::filesystem::path(traceIn).stem().string(), WorkflowGraph());
+    const double span = replay.back().arrivalS;
+    rates.push_back(span > 0 ? static_cast<double>(replay.size() - 1) / span : 0.0);
   }
   if (workflows.empty() || modes.empty() || rates.empty())
     return fail(Status::invalidArgument("--workflows, --modes and --rps must each name at least one value"));
@@ -254,21 +175,20 @@ int cmdBenchServe(Args& args) {
   auto ids = reader->splitIds(split);
   if (!ids) return fail(ids.status());
   if (ids->empty()) return fail(Status::notFound("the " + split + " split has no questions; rebuild with `ragraph corpus build`"));
-  std::vector<Question> questions;
+  std::vector<workload::TraceRequest> questions;
   for (int64_t id : spreadEvenly(*ids, *requests)) {
     auto item = reader->item(id);
     if (!item) return fail(item.status());
-    questions.push_back({item->question, item->answers});
+    questions.push_back({.qaId = id, .question = item->question, .answers = item->answers, .type = item->type});
   }
   while (static_cast<int64_t>(questions.size()) < *requests) questions.push_back(questions[questions.size() % ids->size()]);
 
   serving->nprobe = *nprobe;
   std::fprintf(stderr, "loading the model, the embedder and the passage index...\n");
-  auto res = sched::loadServingResources(*serving, corpusPath);
-  if (!res) return fail(res.status());
-  model::setComputeThreads(serving->generationThreads);
-  TraceRing ring(tracePath.empty() ? 2 : (1u << 22));
+  auto assets = loadServingAssets(*serving, corpusPath);
+  if (!assets) return fail(assets.status());
   std::vector<TraceEvent> trace;
+  std::vector<TraceLane> lanes;
 
   std::vector<RunFigures> runs;    // the grid: every workflow x rate x mode
   std::vector<RunFigures> probes;  // --find-max: rates tried by the search
@@ -277,9 +197,18 @@ int cmdBenchServe(Args& args) {
                     double rps) -> Result<RunFigures> {
     ServingParams p = *serving;
     p.policy = mode;
-    const size_t count = std::max(questions.size(), static_cast<size_t>(std::ceil(rps * *minSeconds)));
-    auto f = serveRun(*res, p, tracePath.empty() ? nullptr : &ring, graph, questions, count, rps, *slo,
-                      static_cast<uint64_t>(*seed));
+    const size_t count = !replay.empty() ? replay.size()
+                                         : std::max(questions.size(), static_cast<size_t>(std::ceil(rps * *minSeconds)));
+    const std::vector<workload::TraceRequest> arrivals =
+        !replay.empty() ? replay
+                        : workload::poissonTrace(questions, count, rps, static_cast<uint64_t>(*seed), Workflow::OneShot);
+    GraphFor graphFor = [&](const workload::TraceRequest& r) -> const WorkflowGraph* {
+      if (replay.empty()) return &graph;
+      auto it = builtins.find(r.workflow);
+      return it == builtins.end() ? nullptr : &it->second;
+    };
+    auto f = serveRun(*assets, corpusPath, p, arrivals, graphFor, *slo,
+                      tracePath.empty() ? TraceSink{} : TraceSink{&trace, &lanes});
     if (!f) return f.status().withContext(wname + " / " + servePolicyName(mode));
     f->workflow = wname;
     f->mode = servePolicyName(mode);
@@ -288,7 +217,6 @@ int cmdBenchServe(Args& args) {
                  runs.size() + probes.size() + 1, total, probes.empty() && runs.size() < total ? "" : "+",
                  wname.c_str(), f->mode.c_str(), rps, count, f->m.meanLatency, f->m.p99Latency, f->m.sloAttainment,
                  f->m.accuracy, static_cast<long long>(f->m.specAccepted), static_cast<long long>(f->m.speculations));
-    if (!tracePath.empty()) ring.drain(trace);
     return f;
   };
   for (const auto& [wname, graph] : workflows)
@@ -412,16 +340,10 @@ int cmdBenchServe(Args& args) {
   w.endObject();
   out << "\n";
   if (!tracePath.empty()) {
-    if (Status st = saveChromeTrace(tracePath, trace, ring.laneNames()); !st) return fail(st);
+    if (Status st = saveChromeTrace(tracePath, trace, lanes); !st) return fail(st);
     std::fprintf(stderr, "trace: %zu events written to %s\n", trace.size(), tracePath.c_str());
   }
-  if (jsonPath.empty()) {
-    std::cout << out.str();
-  } else {
-    if (Status st = writeFileAtomic(jsonPath, out.str()); !st) return fail(st);
-    std::fprintf(stderr, "results written to %s\n", jsonPath.c_str());
-  }
-  return 0;
+  return emitJson(out.str(), jsonPath);
 }
 
 int cmdWorkflowRun(Args& args) {

@@ -26,5 +26,6 @@ int cmdWorkflowValidate(Args& args);  // cmd_workflow.cpp
 int cmdWorkflowShow(Args& args);      // cmd_workflow.cpp
 int cmdWorkflowRun(Args& args);       // cmd_serve.cpp
 int cmdBenchServe(Args& args);        // cmd_serve.cpp
+int cmdBenchPrefix(Args& args);       // cmd_bench_prefix.cpp
 
 }  // namespace rag::cli

@@ -92,9 +92,16 @@ const std::vector<Command>& commands() {
        "[--workflows oneshot,hyde,multistep,irg,recomp] [--modes sequential,flashrag,hedra] [--rps 2,4,8,16,32] "
        "[--requests 40] [--min-seconds 10xSLO] [--nprobe 128] [--slo 1] [--json FILE] [--trace FILE] [--quick] "
        "[--split test] [--find-max [--search-steps 4]] [--generation-threads 1] [--retrieval-threads 1] "
-       "[--substage-ms MS] [--spec-load 0.5] [--deterministic] [--model DIR] [--dtype f32|bf16] [--embedder DIR] "
+       "[--substage-ms MS] [--spec-load 0.5] [--deterministic] [--trace-in FILE] [--prefix-cache on|off] "
+       "[--eviction lru|lfu|pgdsf|lacr] [--host-kv-mb 0] [--model DIR] [--dtype f32|bf16] [--embedder DIR] "
        "[--index BASE] [--corpus PATH]",
        {"quick", "deterministic", "find-max"}, cmdBenchServe},
+      {"bench", "prefix",
+       "[--quick] [--requests 160] [--rps 4] [--popularity zipf:1.1] [--sim-requests 2000] "
+       "[--policies lru,lfu,pgdsf] [--seed 1] [--nprobe 128] [--split test] [--json FILE] [--mode hedra] "
+       "[--eviction lru] [--host-kv-mb 0] [--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] "
+       "[--corpus PATH]",
+       {"quick", "deterministic"}, cmdBenchPrefix},
       {"bench", "ivf",
        "[--vectors 131072] [--dim 128] [--nlist N] [--nprobe 32] [--queries 1024] [--k 10] "
        "[--repeats 7] [--budget-ms 5] [--seed 1] [--json]",

@@ -61,8 +61,8 @@ MainWindow::MainWindow(std::filesystem::path corpus, QWidget* parent)
     statusBar()->showMessage(message);
   });
   connect(&m_bridge, &EngineBridge::traceEvents, this,
-          [this](const std::vector<rag::TraceEvent>& events, const std::vector<std::string>& lanes) {
-            m_lanes->setLaneNames(lanes);
+          [this](const std::vector<rag::TraceEvent>& events, const std::vector<rag::TraceLane>& lanes) {
+            m_lanes->setLanes(lanes);
             m_lanes->append(events);
           });
   connect(&m_bridge, &EngineBridge::clusterHeat, m_heatmap, &ClusterHeatmap::addSample);
@@ -81,7 +81,7 @@ MainWindow::MainWindow(std::filesystem::path corpus, QWidget* parent)
   connect(m_history, &RunHistoryPanel::runOpened, this,
           [this](qint64 id, const rag::StoredTrace& trace, const std::vector<rag::RequestRecord>&, const rag::RunSummary&) {
             m_lanes->clear();
-            m_lanes->setLaneNames(trace.lanes);
+            m_lanes->setLanes(trace.lanes);
             m_lanes->append(trace.events);
             m_timeline->setFollowLive(false);
             m_timeline->zoomToFit();
@@ -213,7 +213,7 @@ void MainWindow::openCorpus() {
 void MainWindow::exportTrace() {
   const QString file = QFileDialog::getSaveFileName(this, tr("Export Trace"), "trace.json", tr("Chrome trace (*.json)"));
   if (file.isEmpty()) return;
-  rag::StoredTrace t{m_bridge.runTrace(), m_bridge.laneNames()};
+  rag::StoredTrace t{m_bridge.runTrace(), m_bridge.lanes()};
   QSaveFile out(file);  // written whole or not at all
   if (!out.open(QIODevice::WriteOnly) || out.write(RunHistoryPanel::chromeTraceJson(t)) < 0 || !out.commit())
     QMessageBox::warning(this, tr("Export Trace"), tr("Could not write %1: %2").arg(file, out.errorString()));

@@ -51,7 +51,7 @@ Result<std::unique_ptr<KvPool>> KvPool::create(const KvPoolParams& p) {
   RAG_RETURN_IF_ERROR(make(pool->m_computeV, p.computeBlocks));
   RAG_RETURN_IF_ERROR(make(pool->m_hostK, p.hostBlocks));
   RAG_RETURN_IF_ERROR(make(pool->m_hostV, p.hostBlocks));
-  if (p.ring) pool->m_lane = p.ring->registerLane("kv tiers");
+  if (p.ring) pool->m_lane = p.ring->registerLane("kv tiers", LaneKind::KvTiers);
   return pool;
 }
 

@@ -2,6 +2,11 @@
 
 namespace rag::model {
 
+PassageText passageText(const Passage& passage) {
+  return {passage.id, corpus::formatPassage(passage, corpus::PassageStyle{}) + "\n"};
+}
+
+
 std::vector<int32_t> PromptTokens::blockStarts() const {
   std::vector<int32_t> starts;
   for (const PromptSegment& s : segments) starts.push_back(s.begin);

@@ -65,6 +65,10 @@ struct PassageText {
   int64_t id = 0;
   std::string text;
 };
+// A passage as every served prompt shows it: corpus::formatPassage in the default style and its
+// newline (what a retrieval node leaves in its output variable).
+PassageText passageText(const Passage& passage);
+
 using PassageVariables = std::map<std::string, std::vector<PassageText>, std::less<>>;
 
 // The pieces of `tmpl` over `vars` (see the file comment). A variable in `passages` whose text

@@ -637,6 +637,7 @@ KvPoolStats ModelRunner::kvStats() const { return m_impl->pool->stats(); }
 memory::PrefixCache* ModelRunner::prefixCache() { return m_impl->cache.get(); }
 const memory::PrefixCache* ModelRunner::prefixCache() const { return m_impl->cache.get(); }
 memory::KvPool& ModelRunner::kvPool() { return *m_impl->pool; }
+const memory::RecomputeCost& ModelRunner::recomputeCost() const { return m_impl->recomputeCost; }
 
 const RunnerParams& ModelRunner::params() const { return m_impl->params; }
 const LlamaModel& ModelRunner::model() const { return *m_impl->model; }

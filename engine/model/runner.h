@@ -46,6 +46,7 @@
 
 #include "memory/kv_pool.h"
 #include "memory/prefix_cache.h"
+#include "memory/recompute_cost.h"
 #include "model/attention_mask.h"
 #include "model/model_config.h"
 #include "model/sampler.h"
@@ -224,6 +225,8 @@ public:
   memory::PrefixCache* prefixCache();
   const memory::PrefixCache* prefixCache() const;
   memory::KvPool& kvPool();
+  // The measured prefill speed (a forward pass's time fitted to rows and attended pairs).
+  const memory::RecomputeCost& recomputeCost() const;
   const RunnerParams& params() const;
   const LlamaModel& model() const;
   // Keys of a sequence's first `n` computed tokens at `layer`, F32 [n, kv_heads, head_dim]

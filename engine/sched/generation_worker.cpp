@@ -12,7 +12,9 @@ namespace rag::sched {
 GenerationWorker::GenerationWorker(std::unique_ptr<model::ModelRunner> runner, GenerationWorkerParams params)
     : m_runner(std::move(runner)), m_params(std::move(params)) {
   m_kvTotal = m_runner->kvStats().capacity;
-  if (m_params.ring) m_lane = m_params.ring->registerLane("generation");
+  m_memory.pool = m_runner->kvStats();
+  m_memory.cacheOn = m_runner->prefixCache() != nullptr;
+  if (m_params.ring) m_lane = m_params.ring->registerLane("generation", LaneKind::Generation);
   m_thread = std::thread([this] { loop(); });
 }
 
@@ -22,41 +24,84 @@ GenerationWorker::~GenerationWorker() {
   if (m_thread.joinable()) m_thread.join();
 }
 
-void GenerationWorker::add(GenerationJob job) { m_inbox.push(Command{.cancel = false, .job = std::move(job)}); }
+void GenerationWorker::add(GenerationJob job) { m_inbox.push(Command{.kind = Command::Kind::Add, .job = std::move(job)}); }
 
 void GenerationWorker::cancel(JobKey key) {
-  Command c;
-  c.cancel = true;
+  Command c{.kind = Command::Kind::Cancel};
   c.job.key = key;
   m_inbox.push(std::move(c));
 }
 
-// Cancels, then adds: at once, or (stageBatches) when the runner has finished its batch.
+void GenerationWorker::retarget(GenerationJob job, int64_t keep, uint32_t epoch) {
+  m_inbox.push(Command{.kind = Command::Kind::Retarget, .job = std::move(job), .keep = keep, .epoch = epoch});
+}
+
+GenerationWorker::MemoryStats GenerationWorker::memoryStats() const {
+  std::lock_guard lock(m_memoryMutex);
+  return m_memory;
+}
+
+bool GenerationWorker::addToRunner(GenerationJob& job, uint32_t epoch, std::vector<GenerationUpdate>& out) {
+  Result<model::SeqId> id = m_runner->add(std::move(job.request));
+  if (!id) {
+    GenerationUpdate u;
+    u.key = job.key;
+    u.epoch = epoch;
+    u.finished = true;
+    u.reason = model::FinishReason::Error;
+    u.error = id.status();
+    out.push_back(std::move(u));
+    return false;
+  }
+  m_live.push_back({*id, Live{job.key, job.requestId, job.speculative, epoch, 0, {}}});
+  return true;
+}
+
+// Truncates the live sequence to `keep` tokens and extends its prompt with the rest of the new
+// one; anything else (it ended, nothing to keep) starts the new prompt afresh.
+void GenerationWorker::applyRetarget(Command& c, std::vector<GenerationUpdate>& out) {
+  auto it = std::find_if(m_live.begin(), m_live.end(), [&](const auto& l) { return l.second.key == c.job.key; });
+  const std::vector<int32_t>& prompt = c.job.request.prompt;
+  if (it != m_live.end() && c.keep >= 1 && c.keep <= static_cast<int64_t>(prompt.size())) {
+    const model::SeqId id = it->first;
+    if (m_runner->truncate(id, c.keep).isOk() &&
+        m_runner->append(id, std::span<const int32_t>(prompt).subspan(static_cast<size_t>(c.keep)), true).isOk()) {
+      it->second.epoch = c.epoch;
+      it->second.generated = 0;
+      it->second.text.clear();
+      it->second.speculative = false;
+      return;
+    }
+  }
+  if (it != m_live.end()) {
+    (void)m_runner->cancel(it->first);  // its cancellation event finds no live entry: dropped
+    m_live.erase(it);
+  }
+  addToRunner(c.job, c.epoch, out);
+}
+
+// Cancels and retargets at once; adds at once, or (StageBatches) when the runner has finished
+// its batch.
 void GenerationWorker::applyCommands(std::vector<Command>& commands, std::vector<GenerationUpdate>& out) {
   for (Command& c : commands) {
-    if (!c.cancel) {
-      m_waiting.push_back(std::move(c.job));
-      continue;
+    switch (c.kind) {
+      case Command::Kind::Add:
+        m_waiting.push_back(std::move(c.job));
+        break;
+      case Command::Kind::Retarget:
+        applyRetarget(c, out);
+        break;
+      case Command::Kind::Cancel: {
+        std::erase_if(m_waiting, [&](const GenerationJob& j) { return j.key == c.job.key; });
+        auto it = std::find_if(m_live.begin(), m_live.end(), [&](const auto& l) { return l.second.key == c.job.key; });
+        if (it != m_live.end()) (void)m_runner->cancel(it->first);  // reported (and released) by the next step
+        break;
+      }
     }
-    std::erase_if(m_waiting, [&](const GenerationJob& j) { return j.key == c.job.key; });
-    auto it = std::find_if(m_live.begin(), m_live.end(), [&](const auto& l) { return l.second.key == c.job.key; });
-    if (it != m_live.end()) (void)m_runner->cancel(it->first);  // reported (and released) by the next step
   }
   commands.clear();
-  if (m_params.stageBatches && m_runner->hasWork()) return;
-  for (GenerationJob& job : m_waiting) {
-    Result<model::SeqId> id = m_runner->add(std::move(job.request));
-    if (!id) {
-      GenerationUpdate u;
-      u.key = job.key;
-      u.finished = true;
-      u.reason = model::FinishReason::Error;
-      u.error = id.status();
-      out.push_back(std::move(u));
-      continue;
-    }
-    m_live.push_back({*id, Live{job.key, job.requestId, job.speculative, 0, {}}});
-  }
+  if (m_params.pacing == GenerationPacing::StageBatches && m_runner->hasWork()) return;
+  for (GenerationJob& job : m_waiting) addToRunner(job, 0, out);
   m_waiting.clear();
 }
 
@@ -65,7 +110,7 @@ void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
   const uint64_t t0 = nowNs();
   {
     // arg0: rows computed, arg1: sequences in the batch.
-    TraceZone zone(m_params.ring, m_lane, TraceStage::Decode, 0);
+    RAG_TRACE_ZONE(zone, m_params.ring, m_lane, TraceStage::Decode, 0);
     r = m_runner->step();
     zone.setArgs(static_cast<uint32_t>(r.stats.decodeRows + r.stats.prefillRows),
                  static_cast<uint32_t>(r.stats.sequences));
@@ -75,8 +120,10 @@ void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
     if (it == m_live.end()) continue;
     GenerationUpdate u;
     u.key = it->second.key;
+    u.epoch = it->second.epoch;
     u.text = std::move(e.text);
     u.newTokens = static_cast<int32_t>(e.tokens.size());
+    u.promptCachedTokens = e.promptCachedTokens;
     it->second.generated += u.newTokens;
     it->second.text += u.text;
     if (e.finished) {
@@ -95,7 +142,17 @@ void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
   const double prev = m_stepSeconds.load(std::memory_order_relaxed);
   m_stepSeconds.store(prev == 0 ? secs : prev + 0.1 * (secs - prev), std::memory_order_relaxed);
   m_running.store(static_cast<int32_t>(m_live.size()), std::memory_order_relaxed);
-  m_kvUsed.store(m_runner->kvStats().used, std::memory_order_relaxed);
+  MemoryStats mem;
+  mem.pool = m_runner->kvStats();
+  if (const memory::PrefixCache* cache = m_runner->prefixCache()) {
+    mem.cache = cache->stats();
+    mem.cacheOn = true;
+  }
+  mem.prefillPerRow = m_runner->recomputeCost().perRow();
+  mem.prefillPerPair = m_runner->recomputeCost().perPair();
+  m_kvUsed.store(mem.pool.used, std::memory_order_relaxed);
+  std::lock_guard lock(m_memoryMutex);
+  m_memory = mem;
 }
 
 void GenerationWorker::loop() {
@@ -111,12 +168,12 @@ void GenerationWorker::loop() {
     applyCommands(commands, out);
     flush();
     if (!m_runner->hasWork()) continue;
-    if (!m_params.turns) {
+    if (m_params.pacing != GenerationPacing::Turns) {
       stepOnce(out);
       flush();
       continue;
     }
-    // Sequential: one turn decodes until the sequences present at its start have finished;
+    // Turns: one turn decodes until the sequences present at its start have finished;
     // sequences added meanwhile join the batch ("generation still batched by the runner").
     TurnGuard turn(m_params.turns);
     std::vector<model::SeqId> turnSeqs;

@@ -1,24 +1,33 @@
 // The generation worker: one thread driving a ModelRunner (continuous batching, HedraRAG §5's
-// "generation worker repeatedly invokes step"). The scheduler adds and cancels sequences through
-// a mailbox; after every step the worker posts what each sequence produced. A sub-stage of
-// generation is one step: new sequences join the batch at every step boundary.
+// "generation worker repeatedly invokes step"). Its owner adds, cancels and retargets sequences
+// through a mailbox; after every step the worker posts what each sequence produced. A sub-stage
+// of generation is one step: new sequences join the batch at every step boundary.
 //
-// With a TurnLock (the Sequential policy) the worker takes turns with retrieval: it holds the
-// lock while it decodes until every sequence present at the start of its turn has finished.
-// With stageBatches (the FlashRag policy) generation is not split: the sequences waiting when
-// the runner falls idle form one batch that runs to its end, and later ones wait for the next
-// (a vLLM generate() call per stage batch, as FlashRAG's pipeline makes them).
+// Retarget drives a live sequence instead of replacing it: the sequence is truncated to the
+// first `keep` tokens of its prompt (its KV beyond them dropped) and continues on a new prompt
+// tail, as a speculative run whose input changed (a rollback to the point of divergence). Each
+// retarget bumps the job's epoch; updates carry the epoch they belong to, so a reader drops what
+// the sequence posted before it was retargeted.
+//
+// Pacing (rag/engine.h's GenerationPacing): EveryStep admits new sequences at every step. Turns
+// (the sequential policy) takes turns with retrieval on a TurnLock: it holds the lock while it
+// decodes until every sequence present at the start of its turn has finished. StageBatches (the
+// flashrag policy) does not split generation: the sequences waiting when the runner falls idle
+// form one batch that runs to its end, and later ones wait for the next (a vLLM generate() call
+// per stage batch, as FlashRAG's pipeline makes them).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "model/runner.h"
+#include "rag/engine.h"
 #include "sched/load_gauge.h"
 #include "sched/mailbox.h"
 
@@ -39,8 +48,10 @@ struct GenerationJob {
 
 struct GenerationUpdate {
   JobKey key = 0;
+  uint32_t epoch = 0;        // the job's retarget count when this was posted
   std::string text;          // new text since the last update (stop strings held back)
   int32_t newTokens = 0;
+  int64_t promptCachedTokens = -1;  // >= 0 on the update carrying the prompt's first token
   bool finished = false;
   model::FinishReason reason = model::FinishReason::None;
   std::string output;        // finished: the whole generated text
@@ -50,8 +61,8 @@ struct GenerationUpdate {
 
 struct GenerationWorkerParams {
   int32_t threads = 1;       // BLAS threads
-  TurnLock* turns = nullptr;
-  bool stageBatches = false;
+  GenerationPacing pacing = GenerationPacing::EveryStep;
+  TurnLock* turns = nullptr;  // Turns: the lock shared with the retrieval worker
   TraceRing* ring = nullptr;
   LoadGauge* load = nullptr;  // told each step's time
   std::function<void(std::vector<GenerationUpdate>)> post;  // called on the worker thread
@@ -66,17 +77,30 @@ public:
 
   void add(GenerationJob job);
   void cancel(JobKey key);
+  // Continues job `key` on `job.request.prompt`, keeping the KV of its first `keep` tokens (which
+  // must equal the old prompt's), under `epoch`. A job that has already ended starts afresh.
+  void retarget(GenerationJob job, int64_t keep, uint32_t epoch);
 
   int32_t runningSequences() const { return m_running.load(std::memory_order_relaxed); }
   int32_t kvBlocksUsed() const { return m_kvUsed.load(std::memory_order_relaxed); }
   int32_t kvBlocksTotal() const { return m_kvTotal; }
   // Moving average of a step's wall time (a generation sub-stage), 0 before the first step.
   double stepSeconds() const { return m_stepSeconds.load(std::memory_order_relaxed); }
+  // The KV pool and prefix cache as of the last step.
+  struct MemoryStats {
+    model::KvPoolStats pool;
+    memory::PrefixCacheStats cache;
+    bool cacheOn = false;
+    double prefillPerRow = 0, prefillPerPair = 0;  // seconds (ModelRunner::recomputeCost)
+  };
+  MemoryStats memoryStats() const;
 
 private:
   struct Command {
-    bool cancel = false;
+    enum class Kind : uint8_t { Add, Cancel, Retarget } kind = Kind::Add;
     GenerationJob job;
+    int64_t keep = 0;     // Retarget
+    uint32_t epoch = 0;   // Retarget
   };
   void loop();
   void applyCommands(std::vector<Command>& commands, std::vector<GenerationUpdate>& out);
@@ -90,14 +114,19 @@ private:
   std::atomic<int32_t> m_kvUsed{0};
   std::atomic<double> m_stepSeconds{0};
   int32_t m_kvTotal = 0;
+  mutable std::mutex m_memoryMutex;
+  MemoryStats m_memory;
   uint16_t m_lane = 0;
   struct Live {
     JobKey key;
     uint32_t requestId;
     bool speculative;
+    uint32_t epoch = 0;
     int64_t generated = 0;  // tokens sampled so far
     std::string text;       // their text, as the events gave it
   };
+  bool addToRunner(GenerationJob& job, uint32_t epoch, std::vector<GenerationUpdate>& out);
+  void applyRetarget(Command& c, std::vector<GenerationUpdate>& out);
   std::vector<std::pair<model::SeqId, Live>> m_live;  // small: a linear map
   std::vector<GenerationJob> m_waiting;               // stageBatches: for the next batch
   std::thread m_thread;

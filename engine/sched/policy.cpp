@@ -1,5 +1,7 @@
-// Serving policy names (rag/engine.h): the modes and HedraRAG's ablations.
-#include <array>
+// The serving policies (rag/engine.h): HedraRAG, its two baselines and its ablations, each a
+// named set of strategies.
+#include <algorithm>
+#include <vector>
 
 #include "rag/engine.h"
 
@@ -7,50 +9,66 @@ namespace rag {
 
 namespace {
 
-struct NamedPolicy {
-  std::string_view name;
-  ServePolicy policy;
-};
-
-constexpr std::array<NamedPolicy, 8> kPolicies = {{
-    {"sequential", {ServeMode::Sequential, false, false, false}},
-    {"flashrag", {ServeMode::FlashRag, false, false, false}},
-    {"hedra", {ServeMode::Hedra, true, true, true}},
-    {"hedra-nospec", {ServeMode::Hedra, false, true, true}},
-    {"hedra-noreorder", {ServeMode::Hedra, true, false, true}},
-    {"hedra-nogpucache", {ServeMode::Hedra, true, true, false}},
-    {"hedra-roundrobin", {ServeMode::Hedra, true, true, true, false}},
-    {"hedra-noshare", {ServeMode::Hedra, true, true, true, true, false}},
-}};
+const std::vector<ServePolicy>& policies() {
+  static const std::vector<ServePolicy> all = [] {
+    const ServePolicy hedra{
+        .name = "hedra",
+        .description = "HedraRAG: continuous decoding, retrieval in time-budgeted sub-stages (oldest searches "
+                       "first, shared cluster scans), similarity-aware cluster order, speculation, GPU cluster cache",
+    };
+    auto ablation = [&](const char* name, const char* what, auto change) {
+      ServePolicy p = hedra;
+      p.name = name;
+      p.description = std::string("hedra ") + what;
+      change(p);
+      return p;
+    };
+    return std::vector<ServePolicy>{
+        {.name = "sequential",
+         .description = "LangChain-style (HedraRAG Fig. 5a): generation and retrieval take turns, each stage whole",
+         .generation = GenerationPacing::Turns,
+         .retrieval = RetrievalPacing::Turns,
+         .sharedScans = false,
+         .speculation = false,
+         .reorder = false,
+         .gpuCache = false},
+        {.name = "flashrag",
+         .description = "FlashRAG, strengthened: asynchronous workers, each retrieval turn searches every queued "
+                        "query to the end in one batch, generation runs stage batches",
+         .generation = GenerationPacing::StageBatches,
+         .retrieval = RetrievalPacing::Batches,
+         .sharedScans = false,
+         .speculation = false,
+         .reorder = false,
+         .gpuCache = false},
+        hedra,
+        ablation("hedra-nospec", "without speculation", [](ServePolicy& p) { p.speculation = false; }),
+        ablation("hedra-noreorder", "without the local cache and cluster reordering", [](ServePolicy& p) { p.reorder = false; }),
+        ablation("hedra-nogpucache", "without the GPU cluster cache", [](ServePolicy& p) { p.gpuCache = false; }),
+        ablation("hedra-roundrobin", "with round-robin sub-stages (one cluster of every search per round)",
+                 [](ServePolicy& p) { p.planning = SubStagePlanning::RoundRobin; }),
+        ablation("hedra-noshare", "without shared cluster scans (every search reads its clusters alone)",
+                 [](ServePolicy& p) { p.sharedScans = false; }),
+    };
+  }();
+  return all;
+}
 
 }  // namespace
 
-std::string servePolicyName(const ServePolicy& p) {
-  for (const NamedPolicy& n : kPolicies)
-    if (n.policy == p) return std::string(n.name);
-  // Baselines ignore the Hedra switches; any other combination is spelled out.
-  if (p.mode == ServeMode::Sequential) return "sequential";
-  if (p.mode == ServeMode::FlashRag) return "flashrag";
-  std::string s = "hedra";
-  if (!p.speculation) s += "-nospec";
-  if (!p.reorder) s += "-noreorder";
-  if (!p.gpuCache) s += "-nogpucache";
-  if (!p.oldestFirst) s += "-roundrobin";
-  if (!p.sharedScans) s += "-noshare";
-  return s;
-}
+std::string servePolicyName(const ServePolicy& p) { return p.name; }
 
 Result<ServePolicy> parseServePolicy(std::string_view name) {
-  for (const NamedPolicy& n : kPolicies)
-    if (n.name == name) return n.policy;
+  for (const ServePolicy& p : policies())
+    if (p.name == name) return p;
   std::string known;
-  for (const NamedPolicy& n : kPolicies) known += (known.empty() ? "" : ", ") + std::string(n.name);
+  for (const ServePolicy& p : policies()) known += (known.empty() ? "" : ", ") + p.name;
   return Status::invalidArgument("unknown serving mode '" + std::string(name) + "'; use one of " + known);
 }
 
 std::vector<std::string> servePolicyNames() {
   std::vector<std::string> out;
-  for (const NamedPolicy& n : kPolicies) out.emplace_back(n.name);
+  for (const ServePolicy& p : policies()) out.push_back(p.name);
   return out;
 }
 

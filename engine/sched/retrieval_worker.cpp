@@ -32,13 +32,13 @@ RetrievalWorker::RetrievalWorker(const model::TextEmbedder& embedder, const retr
         retrieval::ClusterCache::create(m_index.ivf(), *m_params.clusterStore, m_params.clusterCache);
     if (cache) m_cache.emplace(std::move(*cache));  // else: searched on the CPU (stats say so)
     if (m_cache && m_params.ring) {
-      m_gpuLane = m_params.ring->registerLane("gpu");
-      m_swapLane = m_params.ring->registerLane("gpu-cache swaps");
+      m_gpuLane = m_params.ring->registerLane("gpu", LaneKind::Gpu);
+      m_swapLane = m_params.ring->registerLane("gpu-cache swaps", LaneKind::GpuCacheSwaps);
     }
   }
   if (m_params.ring) {
-    m_lane = m_params.ring->registerLane("retrieval");
-    m_embedLane = m_params.ring->registerLane("embedding");
+    m_lane = m_params.ring->registerLane("retrieval", LaneKind::Retrieval);
+    m_embedLane = m_params.ring->registerLane("embedding", LaneKind::Embedding);
   }
   m_thread = std::thread([this] { loop(); });
 }
@@ -117,7 +117,7 @@ void RetrievalWorker::admit(std::vector<RetrievalJob>& jobs, std::vector<Retriev
   for (const RetrievalJob& j : jobs) texts.push_back(j.query.empty() ? std::string(" ") : j.query);
   Result<std::vector<float>> vectors = Status::internal("not embedded");
   {
-    TraceZone zone(m_params.ring, m_embedLane, TraceStage::Embed, jobs.size() == 1 ? jobs[0].requestId : 0);
+    RAG_TRACE_ZONE(zone, m_params.ring, m_embedLane, TraceStage::Embed, jobs.size() == 1 ? jobs[0].requestId : 0);
     zone.setArgs(static_cast<uint32_t>(jobs.size()));
     if (m_params.deterministic && jobs.size() > 1) {
       std::vector<float> all;
@@ -132,7 +132,7 @@ void RetrievalWorker::admit(std::vector<RetrievalJob>& jobs, std::vector<Retriev
     }
   }
   const int64_t dim = m_embedder.dim();
-  const bool hedra = m_params.mode == ServeMode::Hedra;
+  const bool subStages = m_params.pacing == RetrievalPacing::SubStages;
   for (size_t i = 0; i < jobs.size(); ++i) {
     RetrievalJob& job = jobs[i];
     if (!vectors) {
@@ -140,11 +140,12 @@ void RetrievalWorker::admit(std::vector<RetrievalJob>& jobs, std::vector<Retriev
       continue;
     }
     std::span<const float> q(vectors->data() + static_cast<int64_t>(i) * dim, static_cast<size_t>(dim));
-    // Hedra keeps the larger top-k for the next retrieval's local cache; the first k of a
-    // top-20 are the top-k.
-    const int32_t searchK = hedra ? std::max<int32_t>(job.k, static_cast<int32_t>(m_params.localCacheKeep)) : job.k;
+    // The larger top-k is kept for the next retrieval's local cache; the first k of a top-20
+    // are the top-k.
+    const int32_t searchK =
+        m_params.keepLocalCache ? std::max<int32_t>(job.k, static_cast<int32_t>(m_params.localCacheKeep)) : job.k;
     Result<retrieval::SearchTask> task = m_index.ivf().makeTask(q, searchK, job.nprobe);
-    if (task && hedra && job.hint) {
+    if (task && subStages && job.hint) {
       std::vector<int64_t> order = retrieval::reorderClusters(task->clusters(), *job.hint);
       task = m_index.ivf().makeTask(q, searchK, order);
     }
@@ -175,12 +176,12 @@ RetrievalUpdate RetrievalWorker::finalUpdate(Live& l) const {
   return u;
 }
 
-// One search turn over the live tasks: to the end (Sequential, FlashRag) or one sub-stage.
+// One search turn over the live tasks: to the end (Turns, Batches) or one sub-stage.
 void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
   if (m_live.empty()) return;
-  const bool hedra = m_params.mode == ServeMode::Hedra;
+  const bool subStages = m_params.pacing == RetrievalPacing::SubStages;
   double budget = std::numeric_limits<double>::infinity();
-  if (hedra) {
+  if (subStages) {
     if (m_params.fixedBudgetSeconds > 0) {
       budget = m_params.fixedBudgetSeconds;
     } else {
@@ -200,12 +201,13 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
   std::vector<retrieval::SearchTask*> tasks;
   // Shared scans plan the sub-stage themselves: every live search in priority order (oldest
   // first, speculative ones last), cluster by cluster, until the budget's estimate is full.
-  const bool shared = hedra && m_params.oldestFirst && m_params.sharedScans && !m_cache;
+  const bool oldestFirst = m_params.planning == SubStagePlanning::OldestFirst;
+  const bool shared = subStages && oldestFirst && m_params.sharedScans && !m_cache;
   if (shared) {
     for (bool speculative : {false, true})
       for (Live& l : m_live)
         if (l.job.speculative == speculative && !l.task.done()) tasks.push_back(&l.task);
-  } else if (hedra && m_params.oldestFirst) {
+  } else if (subStages && oldestFirst) {
     // First come, first served within the sub-stage: whole searches in admission order
     // (speculative ones last) until their estimated remaining time fills the budget on the
     // search threads. With equal-sized searches this finishes each as early as it can, where
@@ -227,7 +229,7 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
   const uint64_t t0 = nowNs();
   Result<retrieval::StepStats> stats = Status::internal("no step");
   {
-    TraceZone zone(m_params.ring, m_lane, TraceStage::RetrievalStep, tasks.size() == 1 ? m_live[0].job.requestId : 0);
+    RAG_TRACE_ZONE(zone, m_params.ring, m_lane, TraceStage::RetrievalStep, tasks.size() == 1 ? m_live[0].job.requestId : 0);
     if (m_cache) {
       Result<retrieval::HybridStepStats> h = m_cache->step(tasks, budget);
       if (h) {
@@ -249,7 +251,7 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
       stats = m_index.ivf().step(tasks, budget);
     }
     if (stats) zone.setArgs(static_cast<uint32_t>(stats->clustersSearched), static_cast<uint32_t>(stats->tasksAdvanced));
-    if (hedra && tasks.size() == 1 && m_live[0].job.speculative) zone.addFlags(kTraceSpeculative);
+    if (subStages && tasks.size() == 1 && m_live[0].job.speculative) zone.addFlags(kTraceSpeculative);
   }
   const uint64_t t1 = nowNs();
   m_subStages.fetch_add(1, std::memory_order_relaxed);
@@ -280,7 +282,7 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
   // A whole search's time, scaled to one task, feeds t_R. β is what a sub-stage costs beyond
   // the scanning itself: the step's wall time over the cost model's estimate of its scans
   // (planning, the FAISS call and its threads) plus handing the partial results over.
-  if (hedra && stats->tasksAdvanced > 0 && stats->clustersSearched > 0) {
+  if (subStages && stats->tasksAdvanced > 0 && stats->clustersSearched > 0) {
     const double perCluster = stepSeconds / static_cast<double>(stats->clustersSearched) * static_cast<double>(stats->tasksAdvanced);
     const double clustersPerTask = tasks.empty() ? 0.0 : static_cast<double>(tasks.front()->clusters().size());
     m_tRetrieval.add(perCluster * clustersPerTask);
@@ -316,7 +318,7 @@ void RetrievalWorker::loop() {
       searchTurn(out);
       if (m_params.load) m_params.load->addBusy(nowNs() - t0);
     };
-    if (m_params.mode == ServeMode::Sequential) {
+    if (m_params.pacing == RetrievalPacing::Turns) {
       // One request's retrieval at a time, start to end, while generation waits its turn (the
       // wait is not work).
       if (!m_pending.empty()) {

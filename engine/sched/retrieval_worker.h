@@ -3,14 +3,14 @@
 // and cancels jobs through a mailbox; the worker posts one partial top-k per job for speculation
 // (when asked to) and the final top-k when a job's cluster list is done.
 //
-// How a turn looks depends on the policy:
-//   Sequential  one job at a time, its whole search in one call, holding the TurnLock;
-//   FlashRag    every queued job embedded together, then all searched to the end in one call;
-//               jobs that arrive meanwhile wait for the next turn;
-//   Hedra       jobs join the live set at every sub-stage; one IvfIndex::step (or stepShared,
-//               which reads a cluster once for every search visiting it) per sub-stage over the
-//               live tasks within the budget mb of Eq. (1); a job with a local-cache hint
-//               is first answered from that cache, then searched H_v-first (§4.3).
+// How a turn looks depends on the pacing (rag/engine.h's RetrievalPacing):
+//   Turns      one job at a time, its whole search in one call, holding the TurnLock;
+//   Batches    every queued job embedded together, then all searched to the end in one call;
+//              jobs that arrive meanwhile wait for the next turn;
+//   SubStages  jobs join the live set at every sub-stage; one IvfIndex::step (or stepShared,
+//              which reads a cluster once for every search visiting it) per sub-stage over the
+//              live tasks within the budget mb of Eq. (1); a job with a local-cache hint is
+//              first answered from that cache, then searched H_v-first (§4.3).
 // The final top-k never depends on the policy: every task searches all of its nprobe clusters,
 // only in another order (early termination is used for speculation, never for results).
 #pragma once
@@ -69,28 +69,29 @@ struct RetrievalUpdate {
 };
 
 struct RetrievalWorkerParams {
-  ServeMode mode = ServeMode::Hedra;
+  RetrievalPacing pacing = RetrievalPacing::SubStages;
   int32_t threads = 1;          // OpenMP threads for FAISS
   bool deterministic = false;   // embed queries one at a time
   double fixedBudgetSeconds = 0;  // > 0: use it instead of Eq. (1)
-  // Hedra: a sub-stage searches the oldest live searches (speculative ones after the rest) until
-  // their remaining work fills the budget, instead of one cluster of every search per round.
-  bool oldestFirst = true;
-  // Hedra with oldestFirst and no GPU cluster cache: a sub-stage reads each cluster once for all
-  // the searches visiting it (IvfIndex::stepShared), which also plans the sub-stage.
+  // SubStages: which searches a sub-stage advances.
+  SubStagePlanning planning = SubStagePlanning::OldestFirst;
+  // SubStages with OldestFirst and no GPU cluster cache: a sub-stage reads each cluster once for
+  // all the searches visiting it (IvfIndex::stepShared), which also plans the sub-stage.
   bool sharedScans = true;
+  // Keep a larger top-k (localCacheKeep) for the next retrieval's local cache (reorder).
+  bool keepLocalCache = true;
   // The generation sub-stage's duration (a decode step): a retrieval sub-stage is never cut
   // shorter, since the pipeline advances at that pace anyway (§4.2's alignment of the two).
   std::function<double()> generationStepSeconds;
   size_t localCacheKeep = 20;   // the larger top-k kept for the next retrieval
-  // Hedra with speculation: post one partial top-k per job, at the first sub-stage that has
+  // With speculation: post one partial top-k per job, at the first sub-stage that has
   // searched this share of its clusters (0: the local-cache answer); none: no partials at all.
   std::optional<double> partialAtShare;
   TurnLock* turns = nullptr;
   TraceRing* ring = nullptr;
   LoadGauge* load = nullptr;  // told the time of each turn (embedding and search)
   std::function<void(std::vector<RetrievalUpdate>)> post;  // called on the worker thread
-  // Hedra with a GPU: hot clusters on this device store (§4.4); null: every cluster on the CPU.
+  // SubStages with a GPU: hot clusters on this device store (§4.4); null: every cluster on the CPU.
   std::unique_ptr<retrieval::ClusterStore> clusterStore;
   retrieval::ClusterCacheParams clusterCache;
 };

@@ -4,15 +4,12 @@
 #include <chrono>
 
 #include "core/clock.h"
-#include "corpus/qa_prompt.h"
-#include "model/text_embedder.h"
-#include "model/tokenizer.h"
 #include "retrieval/passage_index.h"
+#include "sched/generation_executor.h"
+#include "sched/retrieval_executor.h"
+#include "sched/serving_assets.h"
 #include "telemetry/trace_ring.h"
 #include "telemetry/trace_zone.h"
-#if RAGWB_HAVE_CUDA
-#include "cuda_cluster_store.h"
-#endif
 
 namespace rag {
 
@@ -45,12 +42,7 @@ namespace rag::sched {
 
 namespace {
 
-std::string trim(std::string_view s) {
-  const auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string_view::npos) return {};
-  const auto e = s.find_last_not_of(" \t\r\n");
-  return std::string(s.substr(b, e - b + 1));
-}
+bool blank(std::string_view s) { return s.find_first_not_of(" \t\r\n") == std::string_view::npos; }
 
 double secondsBetween(uint64_t a, uint64_t b) { return b > a ? static_cast<double>(b - a) * 1e-9 : 0.0; }
 
@@ -61,63 +53,40 @@ struct Scheduler::Req {
   uint32_t id = 0;
   std::shared_ptr<RequestHandle::Shared> shared;
   std::shared_ptr<const WorkflowGraph> graph;
-  Variables vars;
+  RequestInputs inputs;
   RunCounts runs;
   std::string node;            // the node to run or running
   bool ready = false;          // `node` is waiting to be dispatched
   uint64_t submitNs = 0;
   uint64_t nodeBeginNs = 0;
+  uint64_t firstTokenNs = 0;   // the running node's first token (generation), 0 before it
   JobKey active = 0;           // the job running `node` (0: none)
-  int64_t activeTokens = 0;
   std::string activeText;
-  std::optional<retrieval::LocalCache> cache;  // the last retrieval (or speculative one)
-  struct SpecGen {
+  bool speculated = false;     // the running node's partial output has started speculative work
+  // A speculative run of the node that follows the running one (a Candidate).
+  struct Candidate {
     JobKey key = 0;
-    std::string node;          // the generation node it runs ahead for
-    std::string prompt;        // the exact prompt it runs on
+    std::string node;
     uint64_t beginNs = 0;
+    uint64_t firstTokenNs = 0;
     bool finished = false;
-    std::string output;
-    int64_t tokens = 0;
+    NodeOutput output;
   };
-  std::optional<SpecGen> spec;
-  JobKey specRetrieval = 0;    // a speculative search in flight
-  bool specRetrievalIssued = false;  // for the current generation node run
-  bool specGenerationTried = false;  // for the current retrieval node run
+  std::optional<Candidate> spec;
+  std::vector<JobKey> prefetches;  // speculative work that only warms an executor
   RequestResult result;
 };
 
-// ---- resources -----------------------------------------------------------------------------
-
-Result<ServingResources> loadServingResources(const ServingParams& params, const std::filesystem::path& corpus) {
-  ServingResources r;
-  r.corpus = corpus;
-  if (params.modelDir.empty())
-    return Status::invalidArgument("no model directory: set ServingParams::modelDir (e.g. datasets/models/rag-llama)");
-  RAG_ASSIGN_OR_RETURN(r.model, model::loadModel(params.modelDir, params.dtype));
-  Result<model::Tokenizer> tok = model::Tokenizer::load(params.modelDir);
-  if (!tok)
-    return tok.status().withContext("the model at " + params.modelDir.string() +
-                                    " needs its tokenizer.json next to it");
-  r.tokenizer = std::make_shared<const model::Tokenizer>(std::move(*tok));
-  if (params.embedderDir.empty())
-    return Status::invalidArgument("no embedder directory: set ServingParams::embedderDir (e.g. datasets/models/rag-embedder)");
-  RAG_ASSIGN_OR_RETURN(std::unique_ptr<model::TextEmbedder> emb, model::TextEmbedder::load(params.embedderDir));
-  const std::filesystem::path base = params.indexBase.empty() ? retrieval::defaultIndexBase(corpus) : params.indexBase;
-  RAG_ASSIGN_OR_RETURN(retrieval::PassageIndex index, retrieval::PassageIndex::load(base, emb->fingerprint()));
-  r.embedder = std::shared_ptr<const model::TextEmbedder>(std::move(emb));
-  r.index = std::make_shared<const retrieval::PassageIndex>(std::move(index));
-  return r;
-}
-
 // ---- life cycle ----------------------------------------------------------------------------
 
-Scheduler::Scheduler(ServingResources resources, const ServingParams& params, TraceRing* ring, RequestEventFn onEvent)
-    : m_res(std::move(resources)), m_params(params), m_ring(ring), m_onEvent(std::move(onEvent)) {}
+Scheduler::Scheduler(std::shared_ptr<const ServingAssets> assets, const ServingParams& params, TraceRing* ring,
+                     RequestEventFn onEvent)
+    : m_assets(std::move(assets)), m_params(params), m_ring(ring), m_onEvent(std::move(onEvent)) {}
 
-Result<std::unique_ptr<Scheduler>> Scheduler::create(ServingResources resources, const ServingParams& params,
-                                                     TraceRing* ring, RequestEventFn onEvent) {
-  if (!resources.model || !resources.tokenizer || !resources.embedder || !resources.index)
+Result<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const ServingAssets> assets,
+                                                     const ServingParams& params, TraceRing* ring,
+                                                     RequestEventFn onEvent) {
+  if (!assets || !assets->model || !assets->tokenizer || !assets->embedder || !assets->index)
     return Status::invalidArgument("serving needs a model, its tokenizer, an embedder and a passage index");
   if (params.nprobe < 1) return Status::invalidArgument("nprobe must be at least 1, not " + std::to_string(params.nprobe));
   if (params.maxLiveRequests < 1) return Status::invalidArgument("maxLiveRequests must be at least 1");
@@ -125,68 +94,29 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(ServingResources resources,
     return Status::invalidArgument("specLoadThreshold must be a share >= 0 (above 1: speculation ignores the load)");
   if (params.generationThreads < 1 || params.retrievalThreads < 1)
     return Status::invalidArgument("generation and retrieval threads must be at least 1");
-  std::unique_ptr<Scheduler> s(new Scheduler(std::move(resources), params, ring, std::move(onEvent)));
+  std::unique_ptr<Scheduler> s(new Scheduler(std::move(assets), params, ring, std::move(onEvent)));
   RAG_RETURN_IF_ERROR(s->start());
   return s;
 }
 
 Status Scheduler::start() {
-  RAG_ASSIGN_OR_RETURN(corpus::QaPromptReader reader, corpus::QaPromptReader::open(m_res.corpus));
-  m_reader = std::make_unique<corpus::QaPromptReader>(std::move(reader));
-  if (m_params.policy.mode == ServeMode::Sequential) m_turns = std::make_unique<TurnLock>();
-  // Each worker's threads, as many as the machine runs at once.
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  m_genLoad = std::make_unique<LoadGauge>(std::min(cores, m_params.generationThreads));
-  m_retLoad = std::make_unique<LoadGauge>(std::min(cores, m_params.retrievalThreads));
-
-  model::RunnerParams rp;
-  rp.deterministic = m_params.deterministic;
-  rp.maxRunning = m_params.maxRunningSequences;
-  rp.kvBudgetBytes = m_params.kvBudgetBytes;
-  RAG_ASSIGN_OR_RETURN(std::unique_ptr<model::ModelRunner> runner,
-                       model::ModelRunner::create(m_res.model, rp, m_res.tokenizer));
+  const ServePolicy& policy = m_params.policy;
+  if (policy.generation == GenerationPacing::Turns || policy.retrieval == RetrievalPacing::Turns)
+    m_turns = std::make_unique<TurnLock>();
   if (m_ring) {
-    m_lane = m_ring->registerLane("scheduler");
-    m_requestLane = m_ring->registerLane("requests");
+    m_lane = m_ring->registerLane("scheduler", LaneKind::Scheduler);
+    m_requestLane = m_ring->registerLane("requests", LaneKind::Requests);
   }
-  m_gen = std::make_unique<GenerationWorker>(
-      std::move(runner),
-      GenerationWorkerParams{.threads = m_params.generationThreads,
-                             .turns = m_turns.get(),
-                             .stageBatches = m_params.policy.mode == ServeMode::FlashRag,
-                             .ring = m_ring,
-                             .load = m_genLoad.get(),
-                             .post = [this](std::vector<GenerationUpdate> us) {
-                               for (auto& u : us) m_inbox.push(Message(std::move(u)));
-                             }});
-  // The partial GPU cluster cache (§4.4): Hedra with gpuCache on, when a CUDA device is there.
-  std::unique_ptr<retrieval::ClusterStore> store;
-#if RAGWB_HAVE_CUDA
-  if (m_params.policy.mode == ServeMode::Hedra && m_params.policy.gpuCache && m_params.gpuCacheBytes > 0) {
-    if (auto s = cuda::makeCudaClusterStore()) store = std::move(*s);
-  }
-#endif
-  retrieval::ClusterCacheParams cacheParams;
-  cacheParams.capacityBytes = m_params.gpuCacheBytes;
-  m_ret = std::make_unique<RetrievalWorker>(
-      *m_res.embedder, *m_res.index,
-      RetrievalWorkerParams{.mode = m_params.policy.mode,
-                            .threads = m_params.retrievalThreads,
-                            .deterministic = m_params.deterministic,
-                            .fixedBudgetSeconds = m_params.subStageSeconds,
-                            .oldestFirst = m_params.policy.oldestFirst,
-                            .sharedScans = m_params.policy.sharedScans,
-                            .generationStepSeconds = [gen = m_gen.get()] { return gen->stepSeconds(); },
-                            .partialAtShare = hedraSpeculation() ? std::optional<double>(m_params.specMinSearchedShare)
-                                                                 : std::nullopt,
-                            .turns = m_turns.get(),
-                            .ring = m_ring,
-                            .load = m_retLoad.get(),
-                            .post = [this](std::vector<RetrievalUpdate> us) {
-                              for (auto& u : us) m_inbox.push(Message(std::move(u)));
-                            },
-                            .clusterStore = std::move(store),
-                            .clusterCache = cacheParams});
+  auto wake = [this] { m_inbox.push(Message(WorkPosted{})); };
+  RAG_ASSIGN_OR_RETURN(std::unique_ptr<GenerationExecutor> gen,
+                       GenerationExecutor::create(*m_assets, m_params, m_turns.get(), m_ring, wake));
+  RAG_ASSIGN_OR_RETURN(std::unique_ptr<RetrievalExecutor> ret,
+                       RetrievalExecutor::create(*m_assets, m_params, m_turns.get(), m_ring,
+                                                 [g = gen.get()] { return g->worker().stepSeconds(); }, wake));
+  m_gen = gen.get();
+  m_ret = ret.get();
+  m_executors[static_cast<size_t>(NodeKind::Generation)] = std::move(gen);
+  m_executors[static_cast<size_t>(NodeKind::Retrieval)] = std::move(ret);
   m_thread = std::thread([this] { loop(); });
   return Status::ok();
 }
@@ -210,13 +140,14 @@ Scheduler::~Scheduler() {
       }
       sub->shared->cv.notify_all();
     }
-  // The loop has cancelled every live request; the workers drop what they still hold.
-  m_gen.reset();
-  m_ret.reset();
+  // The loop has cancelled every live request; the executors stop their workers, which drop
+  // what they still hold (the retrieval worker first: it reads the generation worker's pace).
+  m_executors[static_cast<size_t>(NodeKind::Retrieval)].reset();
+  m_executors[static_cast<size_t>(NodeKind::Generation)].reset();
 }
 
 Result<RequestHandle> Scheduler::submit(std::string question, std::shared_ptr<const WorkflowGraph> graph) {
-  if (trim(question).empty()) return Status::invalidArgument("the question is empty; give the text to answer");
+  if (blank(question)) return Status::invalidArgument("the question is empty; give the text to answer");
   if (!graph) return Status::invalidArgument("no workflow graph given");
   RAG_RETURN_IF_ERROR(graph->validate());
   std::lock_guard lock(m_submitMutex);
@@ -241,40 +172,46 @@ Status Scheduler::cancel(uint32_t requestId) {
 ServingStats Scheduler::stats() const {
   ServingStats s;
   s.liveRequests = m_live.load();
-  s.runningSequences = m_gen->runningSequences();
-  s.kvBlocksUsed = m_gen->kvBlocksUsed();
-  s.kvBlocksTotal = m_gen->kvBlocksTotal();
-  s.searchTasks = m_ret->liveTasks();
+  const GenerationWorker& gen = m_gen->worker();
+  const RetrievalWorker& ret = m_ret->worker();
+  s.runningSequences = gen.runningSequences();
+  s.kvBlocksUsed = gen.kvBlocksUsed();
+  s.kvBlocksTotal = gen.kvBlocksTotal();
+  s.searchTasks = ret.liveTasks();
   s.finishedRequests = m_finished.load();
-  s.subStages = m_ret->subStages();
-  s.subStageBudgetSeconds = m_ret->budgetSeconds();
-  s.gpuCacheActive = m_ret->clusterCacheActive();
-  s.gpuCacheHitRate = m_ret->clusterCacheHitRate();
-  s.generationLoad = m_genLoad->last();
-  s.retrievalLoad = m_retLoad->last();
-  s.generationBusySeconds = m_genLoad->busySeconds();
-  s.retrievalBusySeconds = m_retLoad->busySeconds();
+  s.subStages = ret.subStages();
+  s.subStageBudgetSeconds = ret.budgetSeconds();
+  s.gpuCacheActive = ret.clusterCacheActive();
+  s.gpuCacheHitRate = ret.clusterCacheHitRate();
+  s.generationLoad = m_gen->load().last();
+  s.retrievalLoad = m_ret->load().last();
+  s.generationBusySeconds = m_gen->load().busySeconds();
+  s.retrievalBusySeconds = m_ret->load().busySeconds();
+  const GenerationWorker::MemoryStats mem = gen.memoryStats();
+  s.kvHostBlocksUsed = mem.pool.hostUsed;
+  s.kvHostBlocksTotal = mem.pool.hostCapacity;
+  s.kvBlocksToHost = mem.pool.blocksToHost;
+  s.kvBlocksToCompute = mem.pool.blocksToCompute;
+  s.prefixCacheOn = mem.cacheOn;
+  s.prefixQueriedTokens = mem.cache.queriedTokens;
+  s.prefixHitTokens = mem.cache.hitTokens;
+  s.prefixEvictedBlocks = mem.cache.evictedBlocks;
+  s.prefixCachedBlocks = mem.cache.computeBlocks;
+  s.prefillSecondsPerToken = mem.prefillPerRow;
+  s.prefillSecondsPerPair = mem.prefillPerPair;
   return s;
 }
 
 ClusterHeat Scheduler::clusterHeat() const {
   ClusterHeat h;
-  h.accesses = m_res.index->ivf().clusterAccessCounts();
-  h.residency = m_ret->clusterResidency();
+  h.accesses = m_assets->index->ivf().clusterAccessCounts();
+  h.residency = m_ret->worker().clusterResidency();
   return h;
 }
 
-bool Scheduler::hedraSpeculation() const {
-  return m_params.policy.mode == ServeMode::Hedra && m_params.policy.speculation;
-}
-
-bool Scheduler::roomToSpeculate(const LoadGauge& stage) const {
-  return m_params.specLoadThreshold > 1.0 || stage.last() < m_params.specLoadThreshold;
-}
-
-JobKey Scheduler::newKey(uint32_t requestId) {
+JobKey Scheduler::newKey(uint32_t requestId, NodeKind kind) {
   const JobKey k = m_nextKey++;
-  m_keyOwner[k] = requestId;
+  m_keyOwner[k] = {requestId, kind};
   return k;
 }
 
@@ -282,6 +219,7 @@ JobKey Scheduler::newKey(uint32_t requestId) {
 
 void Scheduler::loop() {
   std::vector<Message> msgs;
+  std::vector<StageUpdate> updates;
   while (true) {
     msgs.clear();
     m_inbox.takeAll(msgs, std::chrono::milliseconds(50));
@@ -291,12 +229,14 @@ void Scheduler::loop() {
       break;
     }
     if (msgs.empty()) continue;
-    TraceZone zone(m_ring, m_lane, TraceStage::Schedule, 0);
-    // The one place the gauges are sampled: for the triggers and stats().
+    RAG_TRACE_ZONE(zone, m_ring, m_lane, TraceStage::Schedule, 0);
+    // The one place the gauges are sampled: for the speculation triggers and stats().
     const uint64_t now = nowNs();
-    (void)m_genLoad->load(now);
-    (void)m_retLoad->load(now);
+    for (const auto& ex : m_executors) ex->sampleLoad(now);
     for (Message& m : msgs) std::visit([this](auto& x) { handle(x); }, m);
+    updates.clear();
+    for (const auto& ex : m_executors) ex->collect(updates);
+    for (StageUpdate& u : updates) handle(u);
     // The wavefront: every request whose next node is ready, across all live requests.
     uint32_t wave = 0;
     for (auto& [id, r] : m_reqs)
@@ -305,7 +245,7 @@ void Scheduler::loop() {
         startNode(*r);
         ++wave;
       }
-    zone.setArgs(wave, static_cast<uint32_t>(msgs.size()));
+    zone.setArgs(wave, static_cast<uint32_t>(msgs.size() + updates.size()));
     // Requests finished or failed during the cycle are erased by their handlers.
   }
   std::vector<uint32_t> ids;
@@ -323,12 +263,12 @@ void Scheduler::handle(SubmitMsg& m) {
   r->shared = m.shared;
   r->graph = m.graph;
   r->submitNs = m.submitNs;
-  r->vars[std::string(kQuestionVar)] = m.question;
+  r->inputs.vars[std::string(kQuestionVar)] = m.question;
   r->result.id = r->id;
   Req& req = *r;
   m_reqs[r->id] = std::move(r);
   emit(RequestEvent::Kind::Submitted, req, m.question);
-  Result<std::string> first = req.graph->readySuccessor(kStart, req.vars, req.runs);
+  Result<std::string> first = req.graph->readySuccessor(kStart, req.inputs.vars, req.runs);
   if (!first) return fail(req, first.status());
   if (*first == kEnd) return complete(req);
   req.node = *first;
@@ -343,33 +283,32 @@ void Scheduler::handle(CancelMsg& m) {
   fail(r, Status::cancelled("request " + std::to_string(m.id) + " was cancelled"));
 }
 
-void Scheduler::handle(GenerationUpdate& u) {
+void Scheduler::handle(StageUpdate& u) {
   auto owner = m_keyOwner.find(u.key);
   if (owner == m_keyOwner.end()) return;  // cancelled work reporting its end
-  const uint32_t id = owner->second;
-  if (u.finished) {
-    m_keyOwner.erase(owner);
-    --m_genInFlight;
-  }
+  const uint32_t id = owner->second.requestId;
+  if (u.final) m_keyOwner.erase(owner);
   auto it = m_reqs.find(id);
   if (it == m_reqs.end()) return;
   Req& r = *it->second;
   if (r.spec && r.spec->key == u.key) {
-    if (!u.finished) return;
-    if (!u.error.isOk() || u.reason == model::FinishReason::Error) {
-      r.spec.reset();  // the real run will report the error, if it happens again
+    if (u.firstToken && r.spec->firstTokenNs == 0) r.spec->firstTokenNs = nowNs();
+    if (!u.final) return;
+    if (!u.error.isOk()) {
+      r.spec.reset();  // the real run reports the error, if it happens again
       return;
     }
     r.spec->finished = true;
-    r.spec->output = u.output;
-    r.spec->tokens = u.generatedTokens;
+    r.spec->output = std::move(u.output);
+    return;
+  }
+  if (auto p = std::find(r.prefetches.begin(), r.prefetches.end(), u.key); p != r.prefetches.end()) {
+    if (u.final) r.prefetches.erase(p);  // its executor kept what it found
     return;
   }
   if (u.key != r.active) return;
   if (!u.error.isOk()) return fail(r, u.error.withContext("node '" + r.node + "'"));
-  if (u.reason == model::FinishReason::Error)
-    return fail(r, Status::internal("node '" + r.node + "': the model produced no valid token (NaN logits)"));
-  r.activeTokens += u.newTokens;
+  if (u.firstToken && r.firstTokenNs == 0) r.firstTokenNs = nowNs();
   if (!u.text.empty()) {
     r.activeText += u.text;
     {
@@ -378,98 +317,36 @@ void Scheduler::handle(GenerationUpdate& u) {
     }
     emit(RequestEvent::Kind::Tokens, r, u.text);
   }
-  if (u.finished) {
+  if (u.final) {
     r.active = 0;
-    finishNode(r, trim(u.output), u.generatedTokens, false);
-    return;
+    return finishNode(r, std::move(u.output), false);
   }
-  maybeSpeculateRetrieval(r);
-}
-
-void Scheduler::handle(RetrievalUpdate& u) {
-  auto owner = m_keyOwner.find(u.key);
-  if (owner == m_keyOwner.end()) return;
-  const uint32_t id = owner->second;
-  if (u.final) m_keyOwner.erase(owner);
-  auto it = m_reqs.find(id);
-  if (it == m_reqs.end()) return;
-  Req& r = *it->second;
-  if (u.key == r.specRetrieval) {
-    if (u.final) {
-      r.specRetrieval = 0;
-      if (u.error.isOk() && u.cache) r.cache = std::move(u.cache);
-    }
-    return;
-  }
-  if (u.key != r.active) return;
-  if (!u.error.isOk()) return fail(r, u.error.withContext("node '" + r.node + "'"));
-  if (!u.final) {
-    // Once per retrieval, on the first partial top-k over enough of the clusters (§4.3).
-    if (!r.specGenerationTried && u.clustersTotal > 0 &&
-        static_cast<double>(u.clustersSearched) >= m_params.specMinSearchedShare * static_cast<double>(u.clustersTotal))
-      maybeSpeculateGeneration(r, u.top);
-    return;
-  }
-  r.active = 0;
-  if (u.cache) r.cache = std::move(u.cache);
-  r.result.lastPassages.clear();
-  for (const auto& h : u.top)
-    if (h.id >= 0) r.result.lastPassages.push_back(retrieval::PassageIndex::passageId(h.id));
-  Result<std::string> docs = formatDocs(u.top);
-  if (!docs) return fail(r, docs.status());
-  finishNode(r, std::move(*docs), u.clustersSearched, false);
+  if (u.partial) maybeSpeculate(r, *u.partial);
 }
 
 // ---- nodes ---------------------------------------------------------------------------------
-
-Result<model::SequenceRequest> Scheduler::sequenceFor(const WorkflowNode& node, const std::string& prompt,
-                                                      uint32_t requestId) const {
-  model::SequenceRequest q;
-  q.prompt = m_res.tokenizer->encode(prompt, model::EncodeOptions{.parseSpecial = false});
-  if (q.prompt.empty()) return Status::invalidArgument("node '" + node.id + "': its prompt renders to no tokens");
-  q.sampling.maxTokens = static_cast<int32_t>(node.generation.maxTokens);
-  q.sampling.temperature = static_cast<float>(node.generation.temperature);
-  q.sampling.seed = requestId;
-  q.sampling.stop = node.generation.stop;
-  return q;
-}
 
 void Scheduler::startNode(Req& r) {
   const WorkflowNode* node = r.graph->findNode(r.node);
   if (!node) return fail(r, Status::internal("node '" + r.node + "' vanished from its graph"));
   r.nodeBeginNs = nowNs();
-  r.activeTokens = 0;
+  r.firstTokenNs = 0;
   r.activeText.clear();
+  r.speculated = false;
   {
     std::lock_guard lock(r.shared->mutex);
     r.shared->streamed.clear();
   }
   emit(RequestEvent::Kind::NodeStarted, r, r.node);
-  r.specGenerationTried = false;
-  if (node->kind == NodeKind::Generation) {
-    r.specRetrievalIssued = false;
-    Result<std::string> prompt = renderTemplate(node->promptTemplate, r.vars);
-    if (!prompt) return fail(r, prompt.status().withContext("node '" + r.node + "'"));
-    Result<model::SequenceRequest> seq = sequenceFor(*node, *prompt, r.id);
-    if (!seq) return fail(r, seq.status());
-    r.active = newKey(r.id);
-    ++m_genInFlight;
-    m_gen->add(GenerationJob{.key = r.active, .requestId = r.id, .request = std::move(*seq)});
-    return;
+  const JobKey key = newKey(r.id, node->kind);
+  if (Status st = executor(node->kind).start({key, r.id, node, &r.inputs, false}); !st) {
+    m_keyOwner.erase(key);
+    return fail(r, st.withContext("node '" + r.node + "'"));
   }
-  auto q = r.vars.find(node->queryVar);
-  RetrievalJob job;
-  job.key = r.active = newKey(r.id);
-  job.requestId = r.id;
-  job.query = q == r.vars.end() ? std::string() : trim(q->second);
-  if (job.query.empty()) job.query = r.vars[std::string(kQuestionVar)];  // nothing to search with: the question
-  job.k = static_cast<int32_t>(node->topk);
-  job.nprobe = node->retrieval.nprobe > 0 ? node->retrieval.nprobe : m_params.nprobe;
-  if (m_params.policy.mode == ServeMode::Hedra && m_params.policy.reorder) job.hint = r.cache;
-  m_ret->add(std::move(job));
+  r.active = key;
 }
 
-void Scheduler::finishNode(Req& r, std::string output, int64_t work, bool speculative) {
+void Scheduler::finishNode(Req& r, NodeOutput output, bool speculative) {
   const WorkflowNode* node = r.graph->findNode(r.node);
   const uint64_t end = nowNs();
   StageTiming t;
@@ -477,26 +354,35 @@ void Scheduler::finishNode(Req& r, std::string output, int64_t work, bool specul
   t.kind = node->kind;
   t.beginSeconds = secondsBetween(r.submitNs, r.nodeBeginNs);
   t.endSeconds = secondsBetween(r.submitNs, end);
-  t.work = work;
+  t.work = output.work;
   t.speculative = speculative;
+  if (r.firstTokenNs != 0) t.firstTokenSeconds = secondsBetween(r.submitNs, r.firstTokenNs);
+  t.promptTokens = output.promptTokens;
+  t.cachedPromptTokens = output.cachedPromptTokens;
   r.result.stages.push_back(t);
   traceNode(r, node->kind == NodeKind::Generation ? TraceStage::Decode : TraceStage::RetrievalStep, r.nodeBeginNs,
-            static_cast<uint32_t>(std::max<int64_t>(0, work)), speculative ? kTraceSpeculative : 0);
-  r.vars[node->outputVar] = output;
+            static_cast<uint32_t>(std::max<int64_t>(0, output.work)), speculative ? kTraceSpeculative : 0);
+  if (node->kind == NodeKind::Retrieval) {
+    r.result.lastPassages.clear();
+    for (const model::PassageText& p : output.passages) r.result.lastPassages.push_back(p.id);
+  }
+  if (output.passages.empty()) r.inputs.passages.erase(node->outputVar);
+  else r.inputs.passages[node->outputVar] = std::move(output.passages);
+  r.inputs.vars[node->outputVar] = output.text;
   ++r.runs[r.node];
-  emit(RequestEvent::Kind::NodeFinished, r, std::move(output));
+  emit(RequestEvent::Kind::NodeFinished, r, std::move(output.text));
   advance(r);
 }
 
-// Chooses the next node; a speculative generation waiting for it is kept or dropped here.
+// Chooses the next node; a speculative run waiting for it is kept, retargeted or dropped here.
 void Scheduler::advance(Req& r) {
-  Result<std::string> next = r.graph->readySuccessor(r.node, r.vars, r.runs);
+  Result<std::string> next = r.graph->readySuccessor(r.node, r.inputs.vars, r.runs);
   if (!next) {
-    if (r.spec) cancelWork(r);
+    cancelWork(r);
     return fail(r, next.status());
   }
   if (*next == kEnd) {
-    if (r.spec) cancelWork(r);
+    cancelWork(r);
     return complete(r);
   }
   r.node = *next;
@@ -505,101 +391,83 @@ void Scheduler::advance(Req& r) {
 }
 
 void Scheduler::adoptOrDropSpeculation(Req& r) {
-  Req::SpecGen spec = std::move(*r.spec);
+  Req::Candidate spec = std::move(*r.spec);
   r.spec.reset();
   const WorkflowNode* node = r.graph->findNode(r.node);
-  bool keep = false;
-  if (node && node->kind == NodeKind::Generation && spec.node == r.node) {
-    Result<std::string> prompt = renderTemplate(node->promptTemplate, r.vars);
-    keep = prompt && *prompt == spec.prompt;
-  }
-  if (!keep) {
-    m_gen->cancel(spec.key);
-    ++r.result.rollbacks;
-    emit(RequestEvent::Kind::Rollback, r, spec.node);
-    traceNode(r, TraceStage::Decode, spec.beginNs, static_cast<uint32_t>(spec.tokens), kTraceSpeculative | kTraceRollback);
-    r.ready = true;
+  Adoption adoption = Adoption::None;
+  if (node && spec.node == r.node) adoption = executor(node->kind).adopt({spec.key, r.id, node, &r.inputs, false});
+  if (adoption == Adoption::Exact) {
+    // The speculation ran on exactly the final input: it is this node's run.
+    ++r.result.specAccepted;
+    r.nodeBeginNs = spec.beginNs;
+    r.firstTokenNs = spec.firstTokenNs;
+    r.activeText.clear();
+    r.speculated = false;
+    emit(RequestEvent::Kind::NodeStarted, r, r.node);
+    if (spec.finished) return finishNode(r, std::move(spec.output), true);
+    r.active = spec.key;
     return;
   }
-  // The speculation ran on exactly the final prompt: it is this node's run.
-  ++r.result.specAccepted;
-  r.nodeBeginNs = spec.beginNs;
-  emit(RequestEvent::Kind::NodeStarted, r, r.node);
-  r.specRetrievalIssued = false;
-  if (spec.finished) {
-    m_keyOwner.erase(spec.key);
-    return finishNode(r, trim(spec.output), spec.tokens, true);
+  ++r.result.rollbacks;
+  emit(RequestEvent::Kind::Rollback, r, spec.node);
+  traceNode(r, TraceStage::Decode, spec.beginNs, 0, kTraceSpeculative | kTraceRollback);
+  if (adoption == Adoption::Retargeted) {
+    // Rolled back to where the inputs diverge: the same run continues as this node's.
+    r.nodeBeginNs = nowNs();
+    r.firstTokenNs = 0;
+    r.activeText.clear();
+    r.speculated = false;
+    emit(RequestEvent::Kind::NodeStarted, r, r.node);
+    r.active = spec.key;
+    return;
   }
-  r.active = spec.key;
+  if (node) executor(node->kind).cancel(spec.key);
+  m_keyOwner.erase(spec.key);
+  r.ready = true;
 }
 
-// Speculative generation (§4.3) on a partial top-k of the running retrieval.
-void Scheduler::maybeSpeculateGeneration(Req& r, const std::vector<retrieval::SearchHit>& partial) {
-  if (!hedraSpeculation() || partial.empty()) return;
+// Speculative execution (§4.3) of the node that would follow the running one if `partial` were
+// its output.
+void Scheduler::maybeSpeculate(Req& r, const NodeOutput& partial) {
+  if (!m_params.policy.speculation || r.speculated) return;
   const WorkflowNode* node = r.graph->findNode(r.node);
   if (!node) return;
-  // The node that would follow if the partial passages were final.
-  Result<std::string> docs = formatDocs(partial);
-  if (!docs) return;
-  Variables vars = r.vars;
-  vars[node->outputVar] = *docs;
+  RequestInputs inputs = r.inputs;
+  inputs.vars[node->outputVar] = partial.text;
+  if (partial.passages.empty()) inputs.passages.erase(node->outputVar);
+  else inputs.passages[node->outputVar] = partial.passages;
   RunCounts runs = r.runs;
   ++runs[r.node];
-  Result<std::string> next = r.graph->readySuccessor(r.node, vars, runs);
+  Result<std::string> next = r.graph->readySuccessor(r.node, inputs.vars, runs);
   if (!next || *next == kEnd) return;
-  const WorkflowNode* gen = r.graph->findNode(*next);
-  if (!gen || gen->kind != NodeKind::Generation) return;
-  Result<std::string> prompt = renderTemplate(gen->promptTemplate, vars);
-  if (!prompt) return;
-  if (r.spec || m_genInFlight >= m_params.specGenerationLimit || !roomToSpeculate(*m_genLoad)) return;  // T_curr >= τ·T_max
-  Result<model::SequenceRequest> seq = sequenceFor(*gen, *prompt, r.id);
-  if (!seq) return;
-  r.specGenerationTried = true;
-  Req::SpecGen spec;
-  spec.key = newKey(r.id);
-  spec.node = *next;
-  spec.prompt = std::move(*prompt);
-  spec.beginNs = nowNs();
-  ++m_genInFlight;
+  const WorkflowNode* target = r.graph->findNode(*next);
+  if (!target) return;
+  StageExecutor& ex = executor(target->kind);
+  const SpeculationKind kind = ex.speculation();
+  if (kind == SpeculationKind::None || !ex.reads(*target, node->outputVar)) return;
+  if (kind == SpeculationKind::Candidate && r.spec) return;
+  if (!ex.roomToSpeculate()) return;  // T_curr >= τ·T_max
+  const JobKey key = newKey(r.id, target->kind);
+  if (!ex.start({key, r.id, target, &inputs, true})) {
+    m_keyOwner.erase(key);
+    return;
+  }
+  r.speculated = true;
+  if (kind == SpeculationKind::Prefetch) {
+    r.prefetches.push_back(key);
+    return;
+  }
+  r.spec = Req::Candidate{.key = key, .node = *next, .beginNs = nowNs()};
   ++r.result.speculations;
-  m_gen->add(GenerationJob{.key = spec.key, .requestId = r.id, .request = std::move(*seq), .speculative = true});
-  r.spec = std::move(spec);
   emit(RequestEvent::Kind::Speculation, r, *next);
-}
-
-// Speculative retrieval (§4.3) on the partial output of the running generation.
-void Scheduler::maybeSpeculateRetrieval(Req& r) {
-  if (!hedraSpeculation() || r.specRetrievalIssued || r.specRetrieval != 0) return;
-  if (r.activeTokens < m_params.specRetrievalMinTokens) return;
-  if (m_ret->liveTasks() >= m_params.specRetrievalLimit || !roomToSpeculate(*m_retLoad)) return;
-  const WorkflowNode* node = r.graph->findNode(r.node);
-  if (!node) return;
-  Variables vars = r.vars;
-  vars[node->outputVar] = trim(r.activeText);
-  RunCounts runs = r.runs;
-  ++runs[r.node];
-  Result<std::string> next = r.graph->readySuccessor(r.node, vars, runs);
-  if (!next || *next == kEnd) return;
-  const WorkflowNode* ret = r.graph->findNode(*next);
-  if (!ret || ret->kind != NodeKind::Retrieval || ret->queryVar != node->outputVar) return;
-  r.specRetrievalIssued = true;
-  RetrievalJob job;
-  job.key = r.specRetrieval = newKey(r.id);
-  job.requestId = r.id;
-  job.query = vars[node->outputVar];
-  job.k = static_cast<int32_t>(ret->topk);
-  job.nprobe = ret->retrieval.nprobe > 0 ? ret->retrieval.nprobe : m_params.nprobe;
-  job.speculative = true;
-  if (m_params.policy.reorder) job.hint = r.cache;
-  m_ret->add(std::move(job));
 }
 
 // ---- endings -------------------------------------------------------------------------------
 
 void Scheduler::complete(Req& r) {
-  auto a = r.vars.find(r.graph->answerVar());
-  r.result.answer = a == r.vars.end() ? std::string() : a->second;
-  r.result.variables = r.vars;
+  auto a = r.inputs.vars.find(r.graph->answerVar());
+  r.result.answer = a == r.inputs.vars.end() ? std::string() : a->second;
+  r.result.variables = r.inputs.vars;
   r.result.latencySeconds = secondsBetween(r.submitNs, nowNs());
   traceNode(r, TraceStage::Request, r.submitNs, static_cast<uint32_t>(r.result.stages.size()), 0);
   emit(RequestEvent::Kind::Finished, r, r.result.answer);
@@ -623,59 +491,36 @@ void Scheduler::fail(Req& r, const Status& why) {
   erase(r.id);
 }
 
-// Cancels everything in flight for `r`: its node's job and any speculation. The workers free
+// Cancels everything in flight for `r`: its node's job and any speculation. The executors free
 // the KV blocks and search tasks; their late reports find no owner and are dropped.
 void Scheduler::cancelWork(Req& r) {
   auto drop = [&](JobKey k) {
+    if (k == 0) return;
     auto it = m_keyOwner.find(k);
-    if (it == m_keyOwner.end()) return false;
-    m_keyOwner.erase(it);
-    return true;
-  };
-  if (r.active) {
-    const WorkflowNode* node = r.graph->findNode(r.node);
-    if (node && node->kind == NodeKind::Generation) {
-      m_gen->cancel(r.active);
-      if (drop(r.active)) --m_genInFlight;
-    } else {
-      m_ret->cancel(r.active);
-      drop(r.active);
+    if (it != m_keyOwner.end()) {
+      const NodeKind kind = it->second.kind;
+      m_keyOwner.erase(it);
+      executor(kind).cancel(k);
     }
-    r.active = 0;
-  }
+  };
+  drop(r.active);
+  r.active = 0;
   if (r.spec) {
-    m_gen->cancel(r.spec->key);
-    if (drop(r.spec->key) && !r.spec->finished) --m_genInFlight;
+    // A finished candidate's key is no longer owned, but its executor may still hold it.
+    if (const WorkflowNode* n = r.graph->findNode(r.spec->node)) executor(n->kind).cancel(r.spec->key);
+    drop(r.spec->key);
     r.spec.reset();
   }
-  if (r.specRetrieval) {
-    m_ret->cancel(r.specRetrieval);
-    drop(r.specRetrieval);
-    r.specRetrieval = 0;
-  }
+  for (JobKey k : r.prefetches) drop(k);
+  r.prefetches.clear();
 }
 
 void Scheduler::erase(uint32_t id) {
+  for (const auto& ex : m_executors) ex->forget(id);
   if (m_reqs.erase(id)) m_live.fetch_sub(1);
 }
 
 // ---- helpers -------------------------------------------------------------------------------
-
-Result<std::string> Scheduler::formatDocs(const std::vector<retrieval::SearchHit>& hits) {
-  std::string out;
-  for (const auto& h : hits) {
-    if (h.id < 0) continue;
-    const int64_t pid = retrieval::PassageIndex::passageId(h.id);
-    auto it = m_passageText.find(pid);
-    if (it == m_passageText.end()) {
-      RAG_ASSIGN_OR_RETURN(Passage p, m_reader->passage(pid));
-      if (m_passageText.size() > 200000) m_passageText.clear();
-      it = m_passageText.emplace(pid, corpus::formatPassage(p, corpus::PassageStyle{}) + "\n").first;
-    }
-    out += it->second;
-  }
-  return out;
-}
 
 void Scheduler::emit(RequestEvent::Kind kind, const Req& r, std::string text) {
   if (!m_onEvent) return;

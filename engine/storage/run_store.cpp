@@ -61,6 +61,34 @@ std::vector<std::string> stringsFromJson(std::string_view text) {
   return out;
 }
 
+// A trace's lanes: [{"name": ..., "kind": "generation"}, ...]. Runs stored before lanes had a
+// kind hold a plain array of names; their lanes read back as kind Other.
+std::string lanesJson(const std::vector<TraceLane>& lanes) {
+  std::ostringstream out;
+  JsonWriter w(out);
+  w.beginArray();
+  for (const TraceLane& l : lanes) w.beginObject().key("name").value(l.name).key("kind").value(laneKindName(l.kind)).endObject();
+  w.endArray();
+  return out.str();
+}
+
+std::vector<TraceLane> lanesFromJson(std::string_view text) {
+  std::vector<TraceLane> out;
+  Result<JsonValue> doc = parseJson(text);
+  if (!doc || !doc->isArray()) return out;
+  for (const JsonValue& v : doc->asArray()) {
+    if (v.isString()) {
+      out.push_back({v.asString(), LaneKind::Other});
+    } else if (v.isObject()) {
+      const JsonValue* name = v.find("name");
+      const JsonValue* kind = v.find("kind");
+      out.push_back({name && name->isString() ? name->asString() : std::string(),
+                     kind && kind->isString() ? laneKindFromName(kind->asString()) : LaneKind::Other});
+    }
+  }
+  return out;
+}
+
 std::string stagesJson(const std::vector<StageTiming>& stages) {
   std::ostringstream out;
   JsonWriter w(out);
@@ -221,7 +249,7 @@ Status RunStore::addRequests(int64_t run, std::span<const RequestRecord> records
 }
 
 Status RunStore::finishRun(int64_t run, const RunMetrics& metrics, std::span<const TraceEvent> trace,
-                           const std::vector<std::string>& lanes) {
+                           const std::vector<TraceLane>& lanes) {
   sql::Transaction tx(m_impl->db);
   RAG_RETURN_IF_ERROR(tx.beginStatus());
   RAG_ASSIGN_OR_RETURN(sql::Stmt up, m_impl->db.prepare("UPDATE runs SET finished = 1, metrics = ?2 WHERE id = ?1"));
@@ -231,7 +259,7 @@ Status RunStore::finishRun(int64_t run, const RunMetrics& metrics, std::span<con
   RAG_ASSIGN_OR_RETURN(sql::Stmt tr, m_impl->db.prepare("INSERT OR REPLACE INTO traces(run_id, lanes, events) VALUES (?1, ?2, ?3)"));
   // Events are stored as their packed 32-byte records (little-endian, this build's layout).
   static const uint8_t kNone = 0;  // an empty trace is a zero-length blob, not NULL
-  tr.bind(1, run).bind(2, stringsJson(lanes)).bindBlob(3, trace.empty() ? static_cast<const void*>(&kNone) : trace.data(),
+  tr.bind(1, run).bind(2, lanesJson(lanes)).bindBlob(3, trace.empty() ? static_cast<const void*>(&kNone) : trace.data(),
                                                         trace.size_bytes());
   RAG_RETURN_IF_ERROR(tr.run());
   return tx.commit();
@@ -296,7 +324,7 @@ Result<StoredTrace> RunStore::trace(int64_t run) {
   RAG_ASSIGN_OR_RETURN(bool row, st.step());
   if (!row) return Status::notFound("run " + std::to_string(run) + " has no trace (it never finished)");
   StoredTrace t;
-  t.lanes = stringsFromJson(st.columnTextView(0));
+  t.lanes = lanesFromJson(st.columnTextView(0));
   std::span<const uint8_t> blob = st.columnBlob(1);
   if (blob.size() % sizeof(TraceEvent) != 0)
     return Status::corrupt("the trace of run " + std::to_string(run) + " in " + path().string() + " is damaged (" +

@@ -13,13 +13,13 @@ namespace rag {
 bool tracePush(TraceRing* ring, const TraceEvent& ev) { return ring ? ring->push(ev) : false; }
 
 void writeChromeTrace(std::ostream& out, std::span<const TraceEvent> events,
-                      const std::vector<std::string>& laneNames) {
+                      const std::vector<TraceLane>& lanes) {
   // Timestamps are microseconds relative to the first event, with ns precision kept.
   uint64_t origin = UINT64_MAX;
-  std::set<uint16_t> lanes;
+  std::set<uint16_t> used;
   for (const TraceEvent& e : events) {
     origin = std::min(origin, e.beginNs);
-    lanes.insert(e.lane);
+    used.insert(e.lane);
   }
   if (events.empty()) origin = 0;
 
@@ -27,14 +27,14 @@ void writeChromeTrace(std::ostream& out, std::span<const TraceEvent> events,
   w.beginObject();
   w.key("displayTimeUnit").value("ms");
   w.key("traceEvents").beginArray();
-  for (uint16_t lane : lanes) {
+  for (uint16_t lane : used) {
     w.beginObject();
     w.key("name").value("thread_name");
     w.key("ph").value("M");
     w.key("pid").value(1);
     w.key("tid").value(static_cast<int64_t>(lane));
     w.key("args").beginObject();
-    w.key("name").value(lane < laneNames.size() ? laneNames[lane] : "lane-" + std::to_string(lane));
+    w.key("name").value(lane < lanes.size() ? lanes[lane].name : "lane-" + std::to_string(lane));
     w.endObject();
     w.endObject();
   }
@@ -64,9 +64,9 @@ void writeChromeTrace(std::ostream& out, std::span<const TraceEvent> events,
 }
 
 Status saveChromeTrace(const std::filesystem::path& path, std::span<const TraceEvent> events,
-                       const std::vector<std::string>& laneNames) {
+                       const std::vector<TraceLane>& lanes) {
   std::ostringstream os;
-  writeChromeTrace(os, events, laneNames);
+  writeChromeTrace(os, events, lanes);
   return writeFileAtomic(path, os.str());
 }
 

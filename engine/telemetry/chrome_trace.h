@@ -13,12 +13,12 @@
 
 namespace rag {
 
-// laneNames[i] names lane i; lanes without a name export as "lane-<i>".
+// lanes[i] names lane i (Engine::traceLanes()); lanes without a name export as "lane-<i>".
 void writeChromeTrace(std::ostream& out, std::span<const TraceEvent> events,
-                      const std::vector<std::string>& laneNames);
+                      const std::vector<TraceLane>& lanes);
 
 // The same, written to a temp file and renamed over `path` (never half-written).
 Status saveChromeTrace(const std::filesystem::path& path, std::span<const TraceEvent> events,
-                       const std::vector<std::string>& laneNames);
+                       const std::vector<TraceLane>& lanes);
 
 }  // namespace rag

@@ -1,8 +1,34 @@
 #include "telemetry/trace_ring.h"
 
 #include <bit>
+#include <iterator>
 
 namespace rag {
+
+namespace {
+constexpr std::string_view kLaneKindNames[] = {"other",      "engine",    "workers",   "scheduler",
+                                               "requests",   "generation", "retrieval", "embedding",
+                                               "gpu",        "gpu-cache-swaps", "kv-tiers"};
+static_assert(std::size(kLaneKindNames) == static_cast<size_t>(LaneKind::Count_));
+}  // namespace
+
+std::string_view laneKindName(LaneKind k) {
+  const auto i = static_cast<size_t>(k);
+  return i < std::size(kLaneKindNames) ? kLaneKindNames[i] : "other";
+}
+
+LaneKind laneKindFromName(std::string_view kindName) {
+  for (size_t i = 0; i < std::size(kLaneKindNames); ++i)
+    if (kLaneKindNames[i] == kindName) return static_cast<LaneKind>(i);
+  return LaneKind::Other;
+}
+
+std::vector<std::string> laneNames(const std::vector<TraceLane>& lanes) {
+  std::vector<std::string> out;
+  out.reserve(lanes.size());
+  for (const TraceLane& l : lanes) out.push_back(l.name);
+  return out;
+}
 
 std::string_view traceStageName(TraceStage s) {
   switch (s) {
@@ -76,15 +102,15 @@ size_t TraceRing::drain(std::vector<TraceEvent>& out, size_t maxEvents) {
   return n;
 }
 
-uint16_t TraceRing::registerLane(const std::string& name) {
+uint16_t TraceRing::registerLane(const std::string& name, LaneKind kind) {
   std::lock_guard lock(m_laneMutex);
   for (size_t i = 0; i < m_lanes.size(); ++i)
-    if (m_lanes[i] == name) return static_cast<uint16_t>(i);
-  m_lanes.push_back(name);
+    if (m_lanes[i].name == name) return static_cast<uint16_t>(i);
+  m_lanes.push_back({name, kind});
   return static_cast<uint16_t>(m_lanes.size() - 1);
 }
 
-std::vector<std::string> TraceRing::laneNames() const {
+std::vector<TraceLane> TraceRing::lanes() const {
   std::lock_guard lock(m_laneMutex);
   return m_lanes;
 }

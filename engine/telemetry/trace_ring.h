@@ -33,9 +33,10 @@ public:
   uint64_t dropped() const { return m_dropped.load(std::memory_order_relaxed); }
   uint64_t pushed() const { return m_pushed.load(std::memory_order_relaxed); }
 
-  // Lane names for display and export ("scheduler", "generation", "retrieval-0", ...).
-  uint16_t registerLane(const std::string& name);
-  std::vector<std::string> laneNames() const;
+  // Lanes for display and export: a name ("scheduler", "generation", "retrieval-0", ...) and the
+  // kind of spans it holds. Registering a name again returns its lane.
+  uint16_t registerLane(const std::string& name, LaneKind kind = LaneKind::Other);
+  std::vector<TraceLane> lanes() const;
 
 private:
   struct alignas(64) Slot {
@@ -50,7 +51,7 @@ private:
   std::atomic<uint64_t> m_pushed{0};
 
   mutable std::mutex m_laneMutex;
-  std::vector<std::string> m_lanes;
+  std::vector<TraceLane> m_lanes;
 };
 
 }  // namespace rag

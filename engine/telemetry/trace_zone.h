@@ -1,5 +1,18 @@
-// The scope guard behind RAG_TRACE_ZONE (rag/trace.h): records [construction, destruction).
+// Instrumenting a scope: records [begin, end) of the scope as one trace event when it exits.
+//
+//   {
+//     RAG_TRACE_ZONE(zone, ring, lane, TraceStage::Decode, requestId);
+//     ... the work ...
+//     zone.setArgs(rows, sequences);   // stage-specific payload, before the scope ends
+//   }
+//
+// With the build option RAGWB_TRACING off, the zone is an empty object and records nothing; a
+// null ring records nothing either (untraced engines pay one branch).
 #pragma once
+
+#ifndef RAGWB_TRACING
+#define RAGWB_TRACING 1
+#endif
 
 #include "core/clock.h"
 #include "rag/trace.h"
@@ -37,4 +50,17 @@ private:
   TraceEvent m_ev{};
 };
 
+// What RAG_TRACE_ZONE declares when tracing is compiled out.
+class TraceZoneOff {
+public:
+  void setArgs(uint32_t, uint32_t = 0) {}
+  void addFlags(uint8_t) {}
+};
+
 }  // namespace rag
+
+#if RAGWB_TRACING
+#define RAG_TRACE_ZONE(name, ring, lane, stage, requestId) ::rag::TraceZone name((ring), (lane), (stage), (requestId))
+#else
+#define RAG_TRACE_ZONE(name, ring, lane, stage, requestId) ::rag::TraceZoneOff name
+#endif

@@ -78,11 +78,12 @@ private Q_SLOTS:
     std::vector<TraceEvent> spans;
     engine.drainTrace(spans);
     QCOMPARE(spans.size(), size_t{3});  // one span per lookup, failed ones included
-    auto names = engine.traceLaneNames();
+    const std::vector<TraceLane> lanes = engine.traceLanes();
     bool found = false;
     for (const TraceEvent& s : spans) {
       QVERIFY(s.endNs >= s.beginNs);
-      QVERIFY(names.at(s.lane).rfind("worker-", 0) == 0);
+      QVERIFY(lanes.at(s.lane).name.rfind("worker-", 0) == 0);
+      QCOMPARE(lanes.at(s.lane).kind, LaneKind::Workers);
       if (s.requestId == 7) {
         found = true;
         QCOMPARE(s.arg0, 1u);  // gold passages read

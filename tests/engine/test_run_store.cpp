@@ -70,7 +70,7 @@ private Q_SLOTS:
       trace[i].arg0 = 7;
     }
     RunMetrics m = computeRunMetrics(rs, 3, 1.5, 2.0);
-    QVERIFY(store->finishRun(*run, m, trace, {"scheduler", "generation"}).isOk());
+    QVERIFY(store->finishRun(*run, m, trace, {{"scheduler", LaneKind::Scheduler}, {"generation (cloud)", LaneKind::Generation}}).isOk());
     auto unfinished = store->beginRun(s);
     QVERIFY(unfinished.isOk());
     QVERIFY(store->addRequests(*unfinished, std::vector<RequestRecord>{record(9, 0.1, true)}).isOk());
@@ -106,7 +106,7 @@ private Q_SLOTS:
     QCOMPARE(t->events.size(), size_t{3});
     QCOMPARE(t->events[2].beginNs, uint64_t{200});
     QCOMPARE(t->events[1].requestId, uint32_t{2});
-    QCOMPARE(t->lanes, (std::vector<std::string>{"scheduler", "generation"}));
+    QCOMPARE(t->lanes, (std::vector<TraceLane>{{"scheduler", LaneKind::Scheduler}, {"generation (cloud)", LaneKind::Generation}}));
     QCOMPARE(again->requests(*unfinished)->size(), size_t{1});  // nothing lost
     QCOMPARE(again->trace(*unfinished).status().code(), StatusCode::NotFound);
     QVERIFY(again->deleteRun(*run).isOk());
@@ -128,6 +128,20 @@ private Q_SLOTS:
     QVERIFY(mentions(r.status(), {"newer.db"}));
     auto db = sql::Db::open(p, sql::OpenMode::ReadOnly);
     QCOMPARE(*db->userVersion(), 99);
+  }
+
+  void lanesStoredAsNamesReadBack() {  // runs stored before lanes had a kind
+    auto store = RunStore::open(file("old-lanes.db"));
+    QVERIFY(store.isOk());
+    auto run = store->beginRun(RunSettings{});
+    QVERIFY(store->finishRun(*run, RunMetrics{}, {}, {}).isOk());
+    {
+      auto db = sql::Db::open(file("old-lanes.db"), sql::OpenMode::ReadWrite);
+      QVERIFY(db->exec("UPDATE traces SET lanes = '[\"scheduler\", \"generation\"]'").isOk());
+    }
+    auto t = store->trace(*run);
+    QVERIFY(t.isOk());
+    QCOMPARE(t->lanes, (std::vector<TraceLane>{{"scheduler", LaneKind::Other}, {"generation", LaneKind::Other}}));
   }
 
   void damagedTraceIsCorrupt() {

@@ -10,6 +10,7 @@
 #include "core/clock.h"
 #include "rag/trace.h"
 #include "telemetry/chrome_trace.h"
+#include "telemetry/trace_zone.h"
 #include "telemetry/trace_ring.h"
 
 using namespace rag;
@@ -72,11 +73,15 @@ private Q_SLOTS:
 
   void zoneRecordsScope() {
     TraceRing ring(16);
-    uint16_t lane = ring.registerLane("generation");
+    uint16_t lane = ring.registerLane("generation", LaneKind::Generation);
     QCOMPARE(ring.registerLane("generation"), lane);  // same name, same lane
+    QCOMPARE(ring.lanes().at(lane), (TraceLane{"generation", LaneKind::Generation}));
+    for (int k = 0; k < static_cast<int>(LaneKind::Count_); ++k)  // kind names read back
+      QCOMPARE(laneKindFromName(laneKindName(static_cast<LaneKind>(k))), static_cast<LaneKind>(k));
+    QCOMPARE(laneKindFromName("no such kind"), LaneKind::Other);
     uint64_t before = nowNs();
     {
-      RAG_TRACE_ZONE(ring, lane, TraceStage::Prefill, 42);
+      RAG_TRACE_ZONE(zone, &ring, lane, TraceStage::Prefill, 42);
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     std::vector<TraceEvent> out;
@@ -100,7 +105,7 @@ private Q_SLOTS:
     inst.endNs = inst.beginNs;
     evs.push_back(inst);
     std::ostringstream os;
-    writeChromeTrace(os, evs, {"scheduler", "retrieval \"0\""});
+    writeChromeTrace(os, evs, {{"scheduler", LaneKind::Scheduler}, {"retrieval \"0\"", LaneKind::Retrieval}});
     QJsonParseError err;
     QJsonDocument doc = QJsonDocument::fromJson(QByteArray::fromStdString(os.str()), &err);
     QVERIFY2(err.error == QJsonParseError::NoError, qPrintable(err.errorString()));

@@ -120,7 +120,7 @@ private Q_SLOTS:
                                                rag::kTraceSpeculative),
                                           span(20'000'000, 20'000'000, 2, 0, rag::TraceStage::User,
                                                rag::kTraceInstant)};
-    QVERIFY(store->finishRun(m_finished, metrics, trace, {"generation", "retrieval"}).isOk());
+    QVERIFY(store->finishRun(m_finished, metrics, trace, {{"generation", rag::LaneKind::Generation}, {"retrieval", rag::LaneKind::Retrieval}}).isOk());
 
     settings.workflow = "multi, hop";  // a comma: CSV must quote it
     settings.mode = "flashrag";
@@ -208,7 +208,7 @@ private Q_SLOTS:
     const auto summary = qvariant_cast<rag::RunSummary>(opened.at(0).at(3));
     QCOMPARE(trace.events.size(), size_t{3});
     QCOMPARE(trace.events[1].stage, rag::TraceStage::Decode);
-    QCOMPARE(trace.lanes, (std::vector<std::string>{"generation", "retrieval"}));
+    QCOMPARE(rag::laneNames(trace.lanes), (std::vector<std::string>{"generation", "retrieval"}));
     QCOMPARE(requests.size(), size_t{2});
     QCOMPARE(requests[0].question, std::string("What is a dog a kind of?"));
     QCOMPARE(requests[0].stages.size(), size_t{2});

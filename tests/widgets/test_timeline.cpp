@@ -16,6 +16,7 @@ using ragwb::DrawItem;
 using ragwb::DrawList;
 using ragwb::LaneModel;
 using ragwb::TimelineView;
+using rag::LaneKind;
 using rag::TraceEvent;
 using rag::TraceStage;
 
@@ -252,7 +253,7 @@ private Q_SLOTS:
     QSignalSpy appended(&m, &LaneModel::spansAppended);
     QSignalSpy cleared(&m, &LaneModel::cleared);
     QSignalSpy lanes(&m, &LaneModel::lanesChanged);
-    m.setLaneNames(std::vector<std::string>{"scheduler", "requests"});
+    m.setLanes({{"scheduler", LaneKind::Scheduler}, {"requests", LaneKind::Requests}});
     QCOMPARE(lanes.count(), 1);
     QCOMPARE(m.laneName(1), QString("requests"));
     std::vector<TraceEvent> ev = {span(0, 10, 20), span(4, 30, 50, 2)};
@@ -284,7 +285,7 @@ private Q_SLOTS:
 
     const auto trace = ragwb::syntheticServingTrace(200000);
     QCOMPARE(trace.size(), size_t(200000));
-    m.setLaneNames(ragwb::syntheticLaneNames());
+    m.setLanes(ragwb::syntheticLanes());
     m.append(trace);
     view.zoomToFit();
     view.render(&img);
@@ -364,7 +365,8 @@ private Q_SLOTS:
 
   void clickSelectsTheRequestUnderTheCursor() {
     LaneModel m;
-    m.setLaneNames(std::vector<std::string>{"scheduler", "requests", "generation", "retrieval"});
+    m.setLanes({{"scheduler", LaneKind::Scheduler}, {"requests", LaneKind::Requests},
+                {"generation", LaneKind::Generation}, {"retrieval", LaneKind::Retrieval}});
     std::vector<TraceEvent> ev = {
         span(1, 0, 40'000'000, 5, TraceStage::Decode, 32),
         span(1, 50'000'000, 90'000'000, 6, TraceStage::RetrievalStep, 128),
@@ -405,7 +407,8 @@ private Q_SLOTS:
 
   void hoverTextNamesStageRequestAndPayload() {
     LaneModel m;
-    m.setLaneNames(std::vector<std::string>{"scheduler", "requests", "generation", "retrieval"});
+    m.setLanes({{"scheduler", LaneKind::Scheduler}, {"requests", LaneKind::Requests},
+                {"generation", LaneKind::Generation}, {"retrieval", LaneKind::Retrieval}});
     std::vector<TraceEvent> ev = {
         span(1, 0, 40'000'000, 5, TraceStage::Decode, 32),
         span(3, 50'000'000, 62'500'000, 6, TraceStage::RetrievalStep, 16,
@@ -434,7 +437,7 @@ private Q_SLOTS:
 
   void snapshotPaintsStageColoursAndTheSelection() {
     LaneModel m;
-    m.setLaneNames(ragwb::syntheticLaneNames());
+    m.setLanes(ragwb::syntheticLanes());
     m.append(ragwb::syntheticServingTrace(20000, 3));
     TimelineView view(&m);
     view.resize(1600, 600);

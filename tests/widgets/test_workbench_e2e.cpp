@@ -55,8 +55,8 @@ private Q_SLOTS:
     EngineBridge bridge;
     LaneModel lanes;
     connect(&bridge, &EngineBridge::traceEvents, &lanes,
-            [&lanes](const std::vector<rag::TraceEvent>& ev, const std::vector<std::string>& names) {
-              lanes.setLaneNames(names);
+            [&lanes](const std::vector<rag::TraceEvent>& ev, const std::vector<rag::TraceLane>& names) {
+              lanes.setLanes(names);
               lanes.append(ev);
             });
     RunPanel panel(&bridge);

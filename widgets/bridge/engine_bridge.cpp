@@ -3,10 +3,11 @@
 #include <QMetaObject>
 #include <QPointer>
 
+#include "rag/arrivals.h"
 #include "rag/corpus.h"
 
+#include <algorithm>
 #include <chrono>
-#include <random>
 
 namespace ragwb {
 
@@ -96,7 +97,7 @@ void EngineBridge::startEngine(const EngineConfig& config) {
         return;
       }
       self->m_engine = shared;
-      self->m_lanes = shared->traceLaneNames();
+      self->m_lanes = shared->traceLanes();
       self->m_traceTimer.start();
       self->m_heatTimer.start();
       Q_EMIT self->engineReady(QString::fromStdString(rag::servePolicyName(self->m_config.policy)));
@@ -111,13 +112,13 @@ std::vector<rag::TraceEvent> EngineBridge::runTrace() const {
   return m_runTrace;
 }
 
-std::vector<std::string> EngineBridge::laneNames() const { return m_lanes; }
+std::vector<rag::TraceLane> EngineBridge::lanes() const { return m_lanes; }
 
 void EngineBridge::drainTrace() {
   if (!m_engine) return;
   std::vector<rag::TraceEvent> fresh;
   if (m_engine->drainTrace(fresh) == 0) return;
-  m_lanes = m_engine->traceLaneNames();
+  m_lanes = m_engine->traceLanes();
   {
     std::lock_guard lock(m_traceMutex);
     m_runTrace.insert(m_runTrace.end(), fresh.begin(), fresh.end());
@@ -219,13 +220,12 @@ void EngineBridge::runDriver(RunRequest run, int64_t runId) {
     }
   }
   const auto graph = std::make_shared<const rag::WorkflowGraph>(run.graph);
-  std::mt19937_64 rng(static_cast<uint64_t>(runId));
-  std::exponential_distribution<double> gap(run.rps > 0 ? run.rps : 1.0);
+  // Arrivals from the engine's one Poisson source (rag/arrivals.h), seeded by the run id, so a
+  // run is reproducible on any standard library; rps <= 0 submits everything at once.
+  rag::ArrivalPacer pacer(rag::poissonArrivals(run.questions.size(), run.rps, static_cast<uint64_t>(runId)));
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::pair<size_t, rag::RequestHandle>> live;
   std::vector<rag::RequestRecord> records;
-  double at = 0;
-  size_t submitted = 0;
   auto record = [&](size_t i, const rag::RequestHandle& h) {
     rag::RequestRecord rec;
     rec.requestId = h.id();
@@ -255,30 +255,27 @@ void EngineBridge::runDriver(RunRequest run, int64_t runId) {
     });
   };
   bool cancelled = false;
-  while (submitted < run.questions.size() || !live.empty()) {
+  while (!pacer.finished() || !live.empty()) {
     if (m_stop.load() && !cancelled) {  // once: what is live is cancelled, what is unsent never goes
       for (auto& [i, h] : live) (void)engine->cancel(h.id());
+      pacer.stop();
       cancelled = true;
     }
-    if (!m_stop.load() && submitted < run.questions.size()) {
-      const auto due = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(at));
-      if (run.rps <= 0 || std::chrono::steady_clock::now() >= due) {
-        auto h = engine->submit(run.questions[submitted].text, *graph);
-        if (h) {
-          live.emplace_back(submitted, *h);
-        } else {
-          rag::RequestRecord rec;
-          rec.question = run.questions[submitted].text;
-          rec.ok = false;
-          rec.error = h.status().message();
-          records.push_back(rec);
-        }
-        ++submitted;
-        at += run.rps > 0 ? gap(rng) : 0.0;
-        continue;
+    if (pacer.due()) {
+      const size_t i = pacer.next();
+      pacer.advance();
+      auto h = engine->submit(run.questions[i].text, *graph);
+      if (h) {
+        live.emplace_back(i, *h);
+      } else {
+        rag::RequestRecord rec;
+        rec.question = run.questions[i].text;
+        rec.ok = false;
+        rec.error = h.status().message();
+        records.push_back(rec);
       }
+      continue;
     }
-    if (m_stop.load() && submitted < run.questions.size()) submitted = run.questions.size();  // never sent
     // Collect whatever finished; wait a little when nothing did.
     bool any = false;
     for (size_t k = 0; k < live.size();) {
@@ -290,7 +287,9 @@ void EngineBridge::runDriver(RunRequest run, int64_t runId) {
         ++k;
       }
     }
-    if (!any) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (!any)
+      std::this_thread::sleep_for(std::chrono::nanoseconds(
+          pacer.finished() ? 2'000'000 : std::clamp<uint64_t>(pacer.nsUntilDue(), 1, 2'000'000)));
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   rag::RunMetrics metrics = rag::computeRunMetrics(records, static_cast<int64_t>(run.questions.size()), run.sloSeconds, wall);
@@ -298,7 +297,7 @@ void EngineBridge::runDriver(RunRequest run, int64_t runId) {
   // requests' spans), which the live views get too.
   std::vector<rag::TraceEvent> fresh, trace;
   engine->drainTrace(fresh);
-  std::vector<std::string> lanes = engine->traceLaneNames();
+  std::vector<rag::TraceLane> lanes = engine->traceLanes();
   {
     std::lock_guard lock(m_traceMutex);
     m_runTrace.insert(m_runTrace.end(), fresh.begin(), fresh.end());

@@ -75,7 +75,7 @@ public:
   rag::ServingStats stats() const;
   // The trace collected so far in the current (or last) run, for exports.
   std::vector<rag::TraceEvent> runTrace() const;
-  std::vector<std::string> laneNames() const;
+  std::vector<rag::TraceLane> lanes() const;
 
 Q_SIGNALS:
   void engineLoading(const QString& what);
@@ -87,7 +87,7 @@ Q_SIGNALS:
   void runFinished(qint64 runId, const rag::RunMetrics& metrics);
   void runFailed(const QString& message);
   // New trace events since the last emission (drained from the engine's ring).
-  void traceEvents(const std::vector<rag::TraceEvent>& events, const std::vector<std::string>& lanes);
+  void traceEvents(const std::vector<rag::TraceEvent>& events, const std::vector<rag::TraceLane>& lanes);
   // Cluster visits and residency (twice a second while an engine is up).
   void clusterHeat(const rag::ClusterHeat& heat, const rag::ServingStats& stats);
   void requestEvent(const rag::RequestEvent& event);
@@ -108,7 +108,7 @@ private:
   QTimer m_traceTimer, m_heatTimer;
   mutable std::mutex m_traceMutex;
   std::vector<rag::TraceEvent> m_runTrace;
-  std::vector<std::string> m_lanes;
+  std::vector<rag::TraceLane> m_lanes;
 };
 
 }  // namespace ragwb

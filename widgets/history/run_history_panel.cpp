@@ -278,7 +278,7 @@ QByteArray RunHistoryPanel::chromeTraceJson(const rag::StoredTrace& trace) {
 
   QJsonArray events;
   for (uint16_t lane : lanes) {
-    const QString name = lane < trace.lanes.size() ? QString::fromStdString(trace.lanes[lane])
+    const QString name = lane < trace.lanes.size() ? QString::fromStdString(trace.lanes[lane].name)
                                                    : QStringLiteral("lane-%1").arg(lane);
     events.append(QJsonObject{{"name", "thread_name"},
                               {"ph", "M"},

@@ -25,16 +25,17 @@ uint64_t FrameParams::t1() const {
 
 LaneModel::LaneModel(QObject* parent) : QObject(parent) {}
 
-void LaneModel::setLaneNames(const std::vector<std::string>& names) {
-  QStringList list;
-  for (const std::string& n : names) list << QString::fromStdString(n);
-  setLaneNames(list);
+void LaneModel::setLanes(const std::vector<rag::TraceLane>& lanes) {
+  if (m_lanes.size() < lanes.size()) m_lanes.resize(lanes.size());
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    m_lanes[i].name = QString::fromStdString(lanes[i].name);
+    m_lanes[i].kind = lanes[i].kind;
+  }
+  Q_EMIT lanesChanged();
 }
 
-void LaneModel::setLaneNames(const QStringList& names) {
-  if (m_lanes.size() < static_cast<size_t>(names.size())) m_lanes.resize(names.size());
-  for (qsizetype i = 0; i < names.size(); ++i) m_lanes[i].name = names[i];
-  Q_EMIT lanesChanged();
+rag::LaneKind LaneModel::laneKind(int lane) const {
+  return lane < 0 || lane >= laneCount() ? rag::LaneKind::Other : m_lanes[lane].kind;
 }
 
 QString LaneModel::laneName(int lane) const {

@@ -2,7 +2,7 @@
 // queries, and the per-frame draw list with pixel folding (Tracy's habit).
 //
 //   ragwb::LaneModel model;
-//   model.setLaneNames(engine->traceLaneNames());
+//   model.setLanes(engine->traceLanes());
 //   std::vector<rag::TraceEvent> batch;
 //   engine->drainTrace(batch);
 //   model.append(batch);                       // emits spansAppended()
@@ -92,10 +92,9 @@ public:
 
   explicit LaneModel(QObject* parent = nullptr);
 
-  // Lane names by lane id (Engine::traceLaneNames()). Lanes seen in events without a name are
-  // called "lane N". Emits lanesChanged().
-  void setLaneNames(const std::vector<std::string>& names);
-  void setLaneNames(const QStringList& names);
+  // Lane names and kinds by lane id (Engine::traceLanes()). Lanes seen in events without a name
+  // are called "lane N" and are of kind Other. Emits lanesChanged().
+  void setLanes(const std::vector<rag::TraceLane>& lanes);
 
   // Adds spans in any order; spans of one lane keep sorted by begin. Emits spansAppended().
   void append(std::span<const rag::TraceEvent> events);
@@ -104,6 +103,7 @@ public:
   size_t spanCount() const { return m_spanCount; }
   int laneCount() const { return static_cast<int>(m_lanes.size()); }
   QString laneName(int lane) const;
+  rag::LaneKind laneKind(int lane) const;  // what its spans are (views read args by kind)
   int rowCount(int lane) const;  // at least 1 for an existing lane
   // [earliest begin, latest end) over all spans; empty when there are none.
   TimeRange extent() const { return m_extent; }
@@ -140,6 +140,7 @@ private:
   };
   struct Lane {
     QString name;
+    rag::LaneKind kind = rag::LaneKind::Other;
     std::vector<Row> rows;
   };
 

@@ -165,8 +165,11 @@ T median(std::vector<T> v) {
 
 }  // namespace
 
-std::vector<std::string> syntheticLaneNames() {
-  return {"scheduler", "requests", "generation", "retrieval", "embedding", "gpu", "cache"};
+std::vector<rag::TraceLane> syntheticLanes() {
+  using K = rag::LaneKind;
+  return {{"scheduler", K::Scheduler}, {"requests", K::Requests},   {"generation", K::Generation},
+          {"retrieval", K::Retrieval}, {"embedding", K::Embedding}, {"gpu", K::Gpu},
+          {"cache", K::GpuCacheSwaps}};
 }
 
 std::vector<rag::TraceEvent> syntheticServingTrace(size_t spans, uint64_t seed, uint64_t startNs) {
@@ -199,7 +202,7 @@ TimelineBenchResult benchmarkTimeline(int spans, int frames, QSize size) {
   result.spans = trace.size();
 
   LaneModel model;
-  model.setLaneNames(syntheticLaneNames());
+  model.setLanes(syntheticLanes());
   QElapsedTimer timer;
   timer.start();
   model.append(trace);

@@ -19,7 +19,7 @@ namespace ragwb {
 
 // Lane names of syntheticServingTrace(), by lane id: scheduler, requests, generation, retrieval,
 // embedding, gpu, cache.
-std::vector<std::string> syntheticLaneNames();
+std::vector<rag::TraceLane> syntheticLanes();
 
 // `spans` events of a busy serving run (about 7 spans per ms of trace, ~40 requests/s with
 // tens live at once), sorted by begin, starting at `startNs`. Requests lane: a Request span

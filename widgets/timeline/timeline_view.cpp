@@ -112,21 +112,21 @@ double niceStep(double raw) {
   return 10 * p;
 }
 
-// What arg0/arg1 mean for the lanes the serving engine registers (engine.h).
-QString argumentText(const QString& lane, const rag::TraceEvent& e) {
+// What arg0/arg1 mean on each kind of lane the serving engine registers (rag/trace.h).
+QString argumentText(rag::LaneKind lane, const rag::TraceEvent& e) {
   switch (e.stage) {
     case rag::TraceStage::Decode:
     case rag::TraceStage::Prefill:
-      if (lane == QLatin1String("generation"))
+      if (lane == rag::LaneKind::Generation)
         return QStringLiteral("rows %1, batch %2").arg(e.arg0).arg(e.arg1);
-      if (lane == QLatin1String("requests"))
+      if (lane == rag::LaneKind::Requests)
         return QStringLiteral("tokens %1, node %2").arg(e.arg0).arg(e.arg1);
       return QStringLiteral("tokens %1").arg(e.arg0);
     case rag::TraceStage::RetrievalStep:
     case rag::TraceStage::ClusterScan:
-      if (lane == QLatin1String("retrieval"))
+      if (lane == rag::LaneKind::Retrieval)
         return QStringLiteral("clusters %1, tasks %2").arg(e.arg0).arg(e.arg1);
-      if (lane == QLatin1String("requests"))
+      if (lane == rag::LaneKind::Requests)
         return QStringLiteral("clusters %1, node %2").arg(e.arg0).arg(e.arg1);
       return QStringLiteral("clusters %1").arg(e.arg0);
     default:
@@ -332,6 +332,7 @@ QString TimelineView::textAt(QPoint pos) const {
   if (!it) return {};
   const rag::TraceEvent& e = it->event;
   const QString lane = m_model->laneName(e.lane);
+  const rag::LaneKind kind = m_model->laneKind(e.lane);
   if (it->kind == DrawItem::Folded) {
     return QStringLiteral("%1 spans folded in %2\n%3 from +%4\nclick to zoom in")
         .arg(it->count)
@@ -342,12 +343,12 @@ QString TimelineView::textAt(QPoint pos) const {
   QString head = stageName(e.stage);
   if (e.requestId != 0) head += QStringLiteral(" · request %1").arg(e.requestId);
   lines << head;
-  const bool nodeRun = lane == QLatin1String("requests") && e.stage != rag::TraceStage::Request;
+  const bool nodeRun = kind == rag::LaneKind::Requests && e.stage != rag::TraceStage::Request;
   lines << QStringLiteral("%1 %2 ms  (lane %3, +%4)")
                .arg(nodeRun ? QStringLiteral("node run") : QStringLiteral("duration"))
                .arg(double(e.durationNs()) / 1e6, 0, 'f', 3)
                .arg(lane, formatDuration(double(e.beginNs - timeOrigin())));
-  lines << argumentText(lane, e);
+  lines << argumentText(kind, e);
   QStringList flags;
   if (e.flags & rag::kTraceSpeculative) flags << QStringLiteral("speculative");
   if (e.flags & rag::kTraceRollback) flags << QStringLiteral("rolled back");

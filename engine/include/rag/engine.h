@@ -19,7 +19,7 @@
 // the wavefront of ready nodes, splits and reorders them, starts speculative work, and hands
 // sub-stages to a generation worker (ModelRunner, continuous batching) and a retrieval worker
 // (query embedding + step-wise IVF search), which run on their own threads so generation and
-// retrieval overlap. The baselines are policies of the same engine (ServeMode).
+// retrieval overlap. The baselines are policies of the same engine (ServePolicy).
 #pragma once
 
 #include <cstdint>
@@ -42,37 +42,45 @@ namespace rag {
 
 // ---- serving policies ------------------------------------------------------------------------
 
-enum class ServeMode : uint8_t {
-  // LangChain-style (HedraRAG Fig. 5a): coarse stages run one after another on the machine; a
-  // retrieval is one request's whole search at full nprobe, a generation turn decodes every
-  // request then generating (batched by the runner) until those sequences finish.
-  Sequential,
-  // The paper's strengthened FlashRAG: generation and retrieval workers run asynchronously;
-  // each retrieval turn searches every queued query at full nprobe in one batched call.
-  FlashRag,
-  // HedraRAG: sub-stage retrieval within a time budget (Eq. 1) interleaved with continuous
-  // decoding, similarity-aware cluster order, speculative generation/retrieval.
-  Hedra,
+// How the generation worker paces its sequences.
+enum class GenerationPacing : uint8_t {
+  Turns,         // takes turns with retrieval (no overlap): decodes until its turn's sequences end
+  StageBatches,  // the sequences waiting when the runner falls idle form one batch, run to its end
+  EveryStep,     // continuous batching: sequences join at every decode step (one sub-stage)
 };
 
+// How the retrieval worker paces its searches.
+enum class RetrievalPacing : uint8_t {
+  Turns,      // one search at a time, to its end, taking turns with generation
+  Batches,    // every queued search embedded together and searched to the end in one call
+  SubStages,  // time-budgeted sub-stages (HedraRAG Eq. 1); searches join at every one
+};
+
+// Which searches a retrieval sub-stage advances (sched/substage_planner.h).
+enum class SubStagePlanning : uint8_t {
+  OldestFirst,  // whole searches in admission order (speculative last) until the budget is full
+  RoundRobin,   // one cluster of every live search per round (processor sharing)
+};
+
+// A serving policy: a named set of strategies. The baselines and HedraRAG are policies of one
+// engine (parseServePolicy lists them); the switches only matter where the pacing uses them.
 struct ServePolicy {
-  ServeMode mode = ServeMode::Hedra;
-  bool speculation = true;  // Hedra only
-  bool reorder = true;      // Hedra only: local cache + H_v-first cluster order
-  bool gpuCache = true;     // Hedra only: hot clusters on the GPU (no effect without one)
-  // Hedra only: a sub-stage's budget goes to the oldest searches first, speculative ones last
-  // (false: one cluster to every live search per round, which under load makes every search
-  // finish late together, processor-sharing style).
-  bool oldestFirst = true;
-  // Hedra only, with oldestFirst and no GPU cluster cache: the searches of a sub-stage that
-  // visit the same cluster read it once for all of them (IvfIndex::stepShared; HedraRAG §5's
-  // cluster search across requests). false: each search scans with FAISS's own kernel, as the
-  // baselines do. Results are bit-identical either way.
+  std::string name;
+  std::string description;
+  GenerationPacing generation = GenerationPacing::EveryStep;
+  RetrievalPacing retrieval = RetrievalPacing::SubStages;
+  SubStagePlanning planning = SubStagePlanning::OldestFirst;
+  // SubStages with OldestFirst and no GPU cluster cache: the searches of a sub-stage that visit
+  // the same cluster read it once for all of them (HedraRAG §5). Results are bit-identical.
   bool sharedScans = true;
+  bool speculation = true;  // speculative generation and retrieval (§4.3)
+  bool reorder = true;      // local cache + H_v-first cluster order (§4.3)
+  bool gpuCache = true;     // hot clusters on the GPU (§4.4; no effect without one)
   bool operator==(const ServePolicy&) const = default;
 };
 
-// "sequential", "flashrag", "hedra", "hedra-nospec", "hedra-noreorder", "hedra-nogpucache",
+// "sequential" (LangChain-style, Fig. 5a), "flashrag" (the paper's strengthened FlashRAG),
+// "hedra", and hedra's ablations "hedra-nospec", "hedra-noreorder", "hedra-nogpucache",
 // "hedra-roundrobin", "hedra-noshare".
 std::string servePolicyName(const ServePolicy& p);
 Result<ServePolicy> parseServePolicy(std::string_view name);
@@ -83,7 +91,7 @@ struct ServingParams {
   std::filesystem::path embedderDir;  // HF BERT directory (the one the index was built with)
   std::filesystem::path indexBase;    // empty: <corpus>.index
   std::string dtype = "f32";          // model dtype: f32 | bf16
-  ServePolicy policy;
+  ServePolicy policy = *parseServePolicy("hedra");
   int64_t nprobe = 128;               // IVF clusters per retrieval (a node's nprobe overrides)
   int32_t generationThreads = 1;      // BLAS threads of the generation worker
   int32_t retrievalThreads = 1;       // OpenMP threads of the retrieval worker
@@ -91,6 +99,11 @@ struct ServingParams {
   int32_t maxLiveRequests = 256;      // submit() answers Busy beyond this many
   int32_t maxRunningSequences = 64;   // generation batch limit
   int64_t kvBudgetBytes = 256ll << 20;
+  // Automatic prefix caching (engine/memory/): a prompt reuses the KV blocks of the longest
+  // prefix an earlier prompt computed, and prefills only the rest. Answers do not change.
+  bool prefixCache = true;
+  std::string evictionPolicy = "lru";  // lru | lfu | pgdsf | lacr
+  int64_t hostKvBytes = 0;             // host tier that evicted prefixes move to; 0: none
   // Speculation triggers (§4.3): speculate while fewer than this many requests are in the
   // stage that would do the speculative work (T_curr < τ·T_max).
   int32_t specGenerationLimit = 16;
@@ -129,6 +142,23 @@ struct ServingStats {
   // search): over the requests finished, what one request costs each worker.
   double generationBusySeconds = 0;
   double retrievalBusySeconds = 0;
+  // The KV memory: host tier, prefix cache (tokens offered to it and found in it), tier moves.
+  int32_t kvHostBlocksUsed = 0;
+  int32_t kvHostBlocksTotal = 0;
+  bool prefixCacheOn = false;
+  int64_t prefixQueriedTokens = 0;
+  int64_t prefixHitTokens = 0;
+  int64_t prefixEvictedBlocks = 0;
+  int32_t prefixCachedBlocks = 0;  // compute blocks the prefix cache holds (part of kvBlocksUsed)
+  int64_t kvBlocksToHost = 0;
+  int64_t kvBlocksToCompute = 0;
+  // The measured prefill speed: a pass of n rows attending p (query, key) pairs takes about
+  // n·perToken + p·perPair seconds (what PGDSF prices a cached prefix at).
+  double prefillSecondsPerToken = 0;
+  double prefillSecondsPerPair = 0;
+  double prefixHitRate() const {
+    return prefixQueriedTokens > 0 ? static_cast<double>(prefixHitTokens) / static_cast<double>(prefixQueriedTokens) : 0.0;
+  }
 };
 
 // IVF cluster activity for heatmaps: visits per cluster since the index was loaded (all
@@ -141,11 +171,22 @@ struct ClusterHeat {
 
 // ---- the engine ------------------------------------------------------------------------------
 
+// The loaded model, tokenizer, embedder and passage index (opaque): loaded once and shared by
+// engines, e.g. a benchmark that runs every policy over one set, or a GUI that restarts serving.
+class ServingAssets;
+// Loads what `params` names for `corpus`. NotFound (naming the command that makes it) for a
+// missing model, embedder or index; SchemaMismatch for an index built by another embedder.
+Result<std::shared_ptr<const ServingAssets>> loadServingAssets(const ServingParams& params,
+                                                               const std::filesystem::path& corpus);
+
 struct EngineParams {
   std::filesystem::path corpus;   // the corpus database to serve from
   size_t workerThreads = 0;       // 0: one per core (corpus lookups)
   size_t traceCapacity = 1 << 16; // events buffered between drains; more are dropped and counted
   ServingParams serving;          // serving is off while serving.modelDir is empty
+  // Already loaded assets to serve with (from loadServingAssets or another engine's assets());
+  // null: load what `serving` names.
+  std::shared_ptr<const ServingAssets> assets;
   RequestEventFn onEvent;         // optional
 };
 
@@ -180,10 +221,12 @@ public:
   ServingStats servingStats() const;
   ClusterHeat clusterHeat() const;  // empty while serving is off
   bool serving() const;
+  // What this engine serves with (null while serving is off), to share with another engine.
+  std::shared_ptr<const ServingAssets> assets() const;
 
   // Moves buffered trace events (oldest first) to `out`; returns how many.
   size_t drainTrace(std::vector<TraceEvent>& out);
-  std::vector<std::string> traceLaneNames() const;
+  std::vector<TraceLane> traceLanes() const;  // by lane id (TraceEvent::lane)
   uint64_t droppedTraceEvents() const;
 
   // Cancels live requests, finishes queued lookups and stops the workers; later calls fail

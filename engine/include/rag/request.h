@@ -21,6 +21,11 @@ struct StageTiming {
   double endSeconds = 0;
   int64_t work = 0;          // tokens generated, or clusters searched
   bool speculative = false;  // the result came from speculative work that was kept
+  // Generation: the first token's time (since submit; -1 before one), the prompt's tokens and
+  // how many of them the prefix cache supplied. TTFT of the node = firstTokenSeconds - beginSeconds.
+  double firstTokenSeconds = -1;
+  int64_t promptTokens = 0;
+  int64_t cachedPromptTokens = 0;
 };
 
 struct RequestResult {

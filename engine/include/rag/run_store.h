@@ -4,7 +4,7 @@
 //   RAG_ASSIGN_OR_RETURN(rag::RunStore store, rag::RunStore::open("runs.db"));
 //   RAG_ASSIGN_OR_RETURN(int64_t run, store.beginRun(settings));
 //   RAG_RETURN_IF_ERROR(store.addRequests(run, finishedRecords));     // as requests finish
-//   RAG_RETURN_IF_ERROR(store.finishRun(run, metrics, traceEvents, laneNames));
+//   RAG_RETURN_IF_ERROR(store.finishRun(run, metrics, traceEvents, engine.traceLanes()));
 //   RAG_ASSIGN_OR_RETURN(std::vector<rag::RunSummary> runs, store.listRuns());
 //
 // Each write is one transaction, so a crash never leaves half a batch; a run that never
@@ -73,7 +73,7 @@ struct RunSummary {
 
 struct StoredTrace {
   std::vector<TraceEvent> events;
-  std::vector<std::string> lanes;
+  std::vector<TraceLane> lanes;  // by lane id
 };
 
 class RunStore {
@@ -88,7 +88,7 @@ public:
   Result<int64_t> beginRun(const RunSettings& settings);
   Status addRequests(int64_t run, std::span<const RequestRecord> records);
   Status finishRun(int64_t run, const RunMetrics& metrics, std::span<const TraceEvent> trace,
-                   const std::vector<std::string>& lanes);
+                   const std::vector<TraceLane>& lanes);
   Result<std::vector<RunSummary>> listRuns();  // newest first
   Result<std::vector<RequestRecord>> requests(int64_t run);
   Result<StoredTrace> trace(int64_t run);

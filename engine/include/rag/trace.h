@@ -2,16 +2,15 @@
 // and Chrome-trace / Perfetto export.
 //
 // Events are packed 32-byte PODs pushed into a lock-free ring (telemetry/trace_ring.h) by any
-// thread; one consumer drains them. Instrument a scope with
-//
-//   RAG_TRACE_ZONE(ring, lane, rag::TraceStage::Decode, requestId);
-//
-// which records [begin, end) when the scope exits, and compiles to nothing when the build
-// option RAGWB_TRACING is off.
+// thread; one consumer drains them. Inside the engine a scope is instrumented with
+// RAG_TRACE_ZONE (telemetry/trace_zone.h), which compiles to nothing when the build option
+// RAGWB_TRACING is off; code outside engine/ (widgets) sees the event types only.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 #include <type_traits>
 
 namespace rag {
@@ -34,6 +33,32 @@ enum class TraceStage : uint8_t {
 };
 
 std::string_view traceStageName(TraceStage s);
+
+// What a lane's spans are, so that views read arg0/arg1 and pick colours by kind, whatever the
+// lane is called ("generation", "generation (cloud)", "retrieval-1", ...).
+enum class LaneKind : uint8_t {
+  Other = 0,
+  Engine,         // the facade's own work
+  Workers,        // the corpus-lookup thread pool
+  Scheduler,      // scheduler cycles
+  Requests,       // whole requests and their node runs (arg0: work, arg1: node index)
+  Generation,     // prefill/decode steps (arg0: rows, arg1: batch)
+  Retrieval,      // search sub-stages (arg0: clusters, arg1: tasks)
+  Embedding,      // query embedding
+  Gpu,            // GPU cluster-cache scans
+  GpuCacheSwaps,  // GPU cluster-cache updates
+  KvTiers,        // KV blocks moved between memory tiers (arg0: blocks, arg1: 1 to host, 2 back)
+  Count_
+};
+std::string_view laneKindName(LaneKind k);             // "generation", "kv-tiers", ...
+LaneKind laneKindFromName(std::string_view kindName);  // laneKindName's inverse; Other when unknown
+
+struct TraceLane {
+  std::string name;  // what views show
+  LaneKind kind = LaneKind::Other;
+  bool operator==(const TraceLane&) const = default;
+};
+std::vector<std::string> laneNames(const std::vector<TraceLane>& lanes);
 
 enum TraceFlags : uint8_t {
   kTraceInstant = 1u << 0,      // a point in time, endNs == beginNs
@@ -58,19 +83,3 @@ static_assert(sizeof(TraceEvent) == 32, "TraceEvent is a packed 32-byte record")
 static_assert(std::is_trivially_copyable_v<TraceEvent>);
 
 }  // namespace rag
-
-#ifndef RAGWB_TRACING
-#define RAGWB_TRACING 1
-#endif
-
-// The zone guard is engine-internal (telemetry/trace_zone.h): code outside engine/ (widgets) sees
-// the event types only, and RAG_TRACE_ZONE stays undefined there.
-#if RAGWB_TRACING && __has_include("telemetry/trace_zone.h")
-#include "telemetry/trace_zone.h"
-#define RAG_TRACE_ZONE(ring, lane, stage, requestId) \
-  ::rag::TraceZone RAG_TRACE_CONCAT(rag_trace_zone_, __LINE__)((ring), (lane), (stage), (requestId))
-#define RAG_TRACE_CONCAT_INNER(a, b) a##b
-#define RAG_TRACE_CONCAT(a, b) RAG_TRACE_CONCAT_INNER(a, b)
-#elif !RAGWB_TRACING
-#define RAG_TRACE_ZONE(ring, lane, stage, requestId) ((void)0)
-#endif

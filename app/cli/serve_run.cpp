@@ -1,0 +1,123 @@
+#include "serve_run.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <thread>
+
+#include "core/clock.h"
+#include "corpus/qa_prompt.h"
+#include "model_choice.h"
+#include "retriever.h"
+#include "workload/driver.h"
+
+namespace rag::cli {
+
+Result<ServingParams> readServingParams(Args& args, const std::string& defaultMode) {
+  ServingParams p;
+  RAG_ASSIGN_OR_RETURN(ModelChoice choice, readModelChoice(args, /*allowSynthetic=*/false));
+  p.modelDir = choice.dir;
+  p.dtype = choice.dtype;
+  RAG_ASSIGN_OR_RETURN(p.embedderDir, readEmbedderDir(args));
+  if (auto base = args.get("index")) p.indexBase = *base;
+  RAG_ASSIGN_OR_RETURN(p.policy, parseServePolicy(args.getOr("mode", defaultMode)));
+  RAG_ASSIGN_OR_RETURN(int64_t gen, args.getInt("generation-threads", 1));
+  RAG_ASSIGN_OR_RETURN(int64_t ret, args.getInt("retrieval-threads", 1));
+  if (gen < 1 || ret < 1) return Status::invalidArgument("--generation-threads and --retrieval-threads must be at least 1");
+  p.generationThreads = static_cast<int32_t>(gen);
+  p.retrievalThreads = static_cast<int32_t>(ret);
+  RAG_ASSIGN_OR_RETURN(p.subStageSeconds, args.getDouble("substage-ms", 0.0));
+  p.subStageSeconds /= 1000.0;
+  p.deterministic = args.flag("deterministic");
+  RAG_ASSIGN_OR_RETURN(p.specLoadThreshold, args.getDouble("spec-load", p.specLoadThreshold));
+  if (!(p.specLoadThreshold >= 0.0))
+    return Status::invalidArgument("--spec-load must be a share >= 0 (0.5: speculate while the worker doing it idles half the time; "
+                                   "above 1: always, within the request counts)");
+  const std::string cache = args.getOr("prefix-cache", "on");
+  if (cache != "on" && cache != "off")
+    return Status::invalidArgument("--prefix-cache takes on or off, not '" + cache + "'");
+  p.prefixCache = cache == "on";
+  p.evictionPolicy = args.getOr("eviction", p.evictionPolicy);
+  RAG_ASSIGN_OR_RETURN(int64_t hostMb, args.getInt("host-kv-mb", 0));
+  if (hostMb < 0) return Status::invalidArgument("--host-kv-mb must be 0 (no host tier) or more");
+  p.hostKvBytes = hostMb << 20;
+  return p;
+}
+
+double ceilingRps(double genSec, double retSec, double genThreads, double retThreads, double cores) {
+  double c = std::numeric_limits<double>::infinity();
+  if (genSec > 0) c = std::min(c, 1.0 / genSec);
+  if (retSec > 0) c = std::min(c, 1.0 / retSec);
+  const double threadSeconds = genSec * std::min(genThreads, cores) + retSec * std::min(retThreads, cores);
+  if (threadSeconds > 0) c = std::min(c, cores / threadSeconds);
+  return std::isfinite(c) ? c : 0.0;
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+Result<RunFigures> serveRun(const std::shared_ptr<const ServingAssets>& assets, const std::filesystem::path& corpus,
+                            const ServingParams& params, std::span<const workload::TraceRequest> trace,
+                            const GraphFor& graphFor, double slo, TraceSink traceOut) {
+  EngineParams ep;
+  ep.corpus = corpus;
+  ep.workerThreads = 1;
+  ep.serving = params;
+  ep.assets = assets;
+  ep.traceCapacity = traceOut.events ? (1u << 22) : 2;
+  RAG_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(ep));
+  for (const workload::TraceRequest& r : trace)
+    if (!graphFor(r))
+      return Status::invalidArgument("the trace asks for workflow " + std::string(workflowName(r.workflow)) +
+                                     ", which this run was not given");
+  RunFigures f;
+  const uint64_t start = nowNs();
+  std::vector<workload::Submission> subs = workload::replayTrace(
+      trace, [&](const workload::TraceRequest& r) { return engine->submit(r.question, *graphFor(r)); });
+  std::vector<RequestRecord> records;
+  for (workload::Submission& s : subs) {
+    if (!s.handle) {
+      if (s.handle.status().code() != StatusCode::Busy) return s.handle.status();
+      ++f.busy;
+      continue;
+    }
+    RequestRecord rec;
+    rec.requestId = s.handle->id();
+    Result<RequestResult> r = s.handle->wait();
+    rec.ok = r.isOk();
+    if (r) {
+      rec.latencySeconds = r->latencySeconds;
+      rec.correct = corpus::answerMatches(r->answer, trace[s.index].answers);
+      rec.speculations = r->speculations;
+      rec.specAccepted = r->specAccepted;
+      rec.rollbacks = r->rollbacks;
+      for (const StageTiming& st : r->stages)
+        if (st.kind == NodeKind::Generation && st.firstTokenSeconds >= 0)
+          f.ttft.push_back(st.firstTokenSeconds - st.beginSeconds);
+    }
+    records.push_back(std::move(rec));
+  }
+  f.m = computeRunMetrics(records, static_cast<int64_t>(trace.size()), slo,
+                          static_cast<double>(nowNs() - start) * 1e-9);
+  f.stats = engine->servingStats();
+  f.subStages = f.stats.subStages;
+  f.subStageBudget = f.stats.subStageBudgetSeconds;
+  if (f.m.completed > 0) {
+    const double n = static_cast<double>(f.m.completed);
+    f.generationBusyPerRequest = f.stats.generationBusySeconds / n;
+    f.retrievalBusyPerRequest = f.stats.retrievalBusySeconds / n;
+    f.ceilingRps = ceilingRps(f.generationBusyPerRequest, f.retrievalBusyPerRequest, params.generationThreads,
+                              params.retrievalThreads, std::max(1u, std::thread::hardware_concurrency()));
+  }
+  if (traceOut.events) {
+    engine->drainTrace(*traceOut.events);
+    if (traceOut.lanes) *traceOut.lanes = engine->traceLanes();
+  }
+  return f;
+}
+
+}  // namespace rag::cli

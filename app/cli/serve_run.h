@@ -1,0 +1,62 @@
+// What the serving benchmarks share: the serving options of the command line, and one run of a
+// workload through a fresh Engine over shared assets, measured (latency, throughput, SLO,
+// accuracy, TTFT, the workers' busy time, the prefix cache).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "rag/engine.h"
+#include "rag/run_store.h"
+#include "workload/workload_trace.h"
+
+namespace rag::cli {
+
+// Model, embedder, index, policy, thread, speculation and KV-memory options:
+// --model --dtype --embedder --index --mode --generation-threads --retrieval-threads
+// --substage-ms --deterministic --spec-load --prefix-cache on|off --eviction POLICY --host-kv-mb N.
+Result<ServingParams> readServingParams(Args& args, const std::string& defaultMode);
+
+struct RunFigures {
+  std::string workflow, mode;
+  double rps = 0;
+  int64_t busy = 0, subStages = 0;
+  double subStageBudget = 0;  // the last Eq. (1) budget (sub-stage policies)
+  // Each worker's busy time per completed request (retrieval: embedding and search), and the
+  // rate at which this run's work per request would fill a worker (it steps one sub-stage at a
+  // time) or the cores (both workers' thread-seconds). The work per request depends on the load
+  // (batching, shared scans), so this is the capacity at this run's load.
+  double generationBusyPerRequest = 0, retrievalBusyPerRequest = 0;
+  double ceilingRps = 0;
+  // Time to first token of every generation node run (its start to its first token), seconds.
+  std::vector<double> ttft;
+  ServingStats stats;  // at the end of the run
+  RunMetrics m;
+};
+
+// The highest request rate at which `genSec` and `retSec` seconds of work per request fit (each
+// worker at most 1 / its time; both on `cores` at most cores / their thread-seconds). 0: no work.
+double ceilingRps(double genSec, double retSec, double genThreads, double retThreads, double cores);
+
+// The graph a request of a trace runs (non-null for every request of the trace).
+using GraphFor = std::function<const WorkflowGraph*(const workload::TraceRequest&)>;
+
+// One run: `trace` replayed (workload/driver.h) through a new engine over `assets` under
+// `params`, each request through graphFor(it); `traceOut` (optional) receives the engine's trace
+// events and lane names.
+struct TraceSink {
+  std::vector<TraceEvent>* events = nullptr;
+  std::vector<TraceLane>* lanes = nullptr;
+};
+Result<RunFigures> serveRun(const std::shared_ptr<const ServingAssets>& assets, const std::filesystem::path& corpus,
+                            const ServingParams& params, std::span<const workload::TraceRequest> trace,
+                            const GraphFor& graphFor, double slo, TraceSink traceOut = {});
+
+double percentile(std::vector<double> v, double q);  // nearest rank; 0 for an empty vector
+
+}  // namespace rag::cli

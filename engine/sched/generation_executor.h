@@ -1,0 +1,72 @@
+// Generation nodes (StageExecutor): a node's prompt template over the request's inputs becomes a
+// token-segment prompt (model/prompt.h) and a sequence in the generation worker's ModelRunner
+// (continuous batching, the prefix cache, the KV pool). Its runs stream text, report their
+// first token and prompt-cache hits, and post their text so far as a partial output once
+// specRetrievalMinTokens tokens are out (speculative retrieval reads it).
+//
+// Speculation: a speculative run is a Candidate. When its node's real prompt arrives, an
+// identical prompt adopts it; a different one retargets it: the sequence is truncated to the
+// longest common token prefix of the two prompts (its KV kept) and continues on the real prompt.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <unordered_map>
+
+#include "rag/engine.h"
+#include "sched/generation_worker.h"
+#include "sched/load_gauge.h"
+#include "sched/mailbox.h"
+#include "sched/stage_executor.h"
+
+namespace rag {
+class ServingAssets;
+}
+
+namespace rag::sched {
+
+class GenerationExecutor final : public StageExecutor {
+public:
+  // `wake` is called from the worker thread whenever updates are waiting for collect().
+  static Result<std::unique_ptr<GenerationExecutor>> create(const ServingAssets& assets, const ServingParams& params,
+                                                            TurnLock* turns, TraceRing* ring, std::function<void()> wake);
+  ~GenerationExecutor() override;
+
+  NodeKind kind() const override { return NodeKind::Generation; }
+  Status start(const StageJob& job) override;
+  void cancel(JobKey key) override;
+  void collect(std::vector<StageUpdate>& out) override;
+  bool reads(const WorkflowNode& node, std::string_view var) const override;
+  SpeculationKind speculation() const override { return SpeculationKind::Candidate; }
+  bool roomToSpeculate() const override;
+  void sampleLoad(uint64_t nowNs) override { (void)m_load.load(nowNs); }
+  Adoption adopt(const StageJob& real) override;
+
+  const GenerationWorker& worker() const { return *m_worker; }
+  LoadGauge& load() { return m_load; }
+
+private:
+  GenerationExecutor(const ServingAssets& assets, const ServingParams& params);
+  Result<model::SequenceRequest> sequenceFor(const StageJob& job) const;
+
+  struct Live {
+    uint32_t requestId = 0;
+    bool speculative = false;
+    bool done = false;       // reported final (kept for adopt() while speculative)
+    uint32_t epoch = 0;
+    std::vector<int32_t> prompt;
+    int64_t tokens = 0;
+    std::string text;
+    int64_t cachedPromptTokens = 0;
+  };
+  const ServingAssets& m_assets;
+  ServingParams m_params;
+  LoadGauge m_load;
+  Mailbox<GenerationUpdate> m_updates;
+  std::function<void()> m_wake;
+  std::unordered_map<JobKey, Live> m_live;
+  int32_t m_running = 0;  // live entries not yet done: the stage's T_curr
+  std::unique_ptr<GenerationWorker> m_worker;  // last: stopped first
+};
+
+}  // namespace rag::sched
