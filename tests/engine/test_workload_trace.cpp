@@ -1,6 +1,7 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -9,7 +10,9 @@
 #include <set>
 
 #include "../fixtures/workload/tiny_corpus.h"
+#include "core/clock.h"
 #include "core/fs.h"
+#include "workload/driver.h"
 #include "workload/trace_file.h"
 #include "core/random.h"
 #include "workload/workload_trace.h"
@@ -541,6 +544,58 @@ private Q_SLOTS:
     TraceSummary u = summarizeWorkloadTrace(make(params("uniform", 2000)));
     TraceSummary z = summarizeWorkloadTrace(make(params("zipf:1.2", 2000)));
     QVERIFY(z.top20EntityShare > u.top20EntityShare + 0.2);
+  }
+
+  // The one driver's arrivals: the same seed gives the same times, a non-positive rate submits
+  // everything at once, and the pacer hands arrivals out in order, never before their time.
+  void driverArrivalsAndPacing() {
+    const std::vector<double> a = rag::poissonArrivals(200, 50.0, 7);
+    QCOMPARE(a, rag::poissonArrivals(200, 50.0, 7));
+    QVERIFY(a != rag::poissonArrivals(200, 50.0, 8));
+    QCOMPARE(a.front(), 0.0);
+    QVERIFY(std::is_sorted(a.begin(), a.end()));
+    QVERIFY(std::abs(a.back() / 199.0 * 50.0 - 1.0) < 0.25);  // mean gap 1/rate
+    for (double t : rag::poissonArrivals(5, 0.0, 1)) QCOMPARE(t, 0.0);
+
+    ArrivalPacer pacer({0.0, 0.0, 0.2});
+    QVERIFY(pacer.due());
+    pacer.advance();
+    QCOMPARE(pacer.next(), size_t{1});
+    QVERIFY(pacer.due());
+    pacer.advance();
+    QVERIFY(!pacer.due());  // 0.2 s away
+    QVERIFY(pacer.nsUntilDue() > 100'000'000);
+    QTRY_VERIFY_WITH_TIMEOUT(pacer.due(), 2000);
+    pacer.advance();
+    QVERIFY(pacer.finished());
+    QVERIFY(!pacer.due());
+    ArrivalPacer stopped({0.0, 5.0});
+    stopped.stop();
+    QVERIFY(stopped.finished());
+  }
+
+  void driverReplaysInOrderAndStops() {
+    std::vector<TraceRequest> trace(4);
+    for (size_t i = 0; i < trace.size(); ++i) {
+      trace[i].id = static_cast<int64_t>(i);
+      trace[i].arrivalS = 0.02 * static_cast<double>(i);
+      trace[i].question = "q" + std::to_string(i);
+    }
+    std::vector<std::string> seen;
+    const uint64_t start = nowNs();
+    std::vector<Submission> subs = replayTrace(trace, [&](const TraceRequest& r) -> Result<RequestHandle> {
+      seen.push_back(r.question);
+      return r.id == 2 ? Result<RequestHandle>(Status::busy("full")) : Result<RequestHandle>(Status::cancelled("fake"));
+    });
+    QCOMPARE(seen, (std::vector<std::string>{"q0", "q1", "q2", "q3"}));
+    QCOMPARE(subs.size(), size_t{4});
+    QCOMPARE(subs[2].handle.status().code(), StatusCode::Busy);  // recorded, not retried
+    QVERIFY(subs[3].submittedNs - start >= 60'000'000);           // not before its arrival
+    std::atomic<bool> stop{false};
+    std::vector<Submission> cut = replayTrace(
+        trace, [&](const TraceRequest&) -> Result<RequestHandle> { return Status::cancelled("fake"); },
+        {.stop = &stop, .onSubmitted = [&](const Submission& s) { if (s.index == 1) stop = true; }});
+    QCOMPARE(cut.size(), size_t{2});
   }
 };
 
