@@ -181,10 +181,21 @@ Status ClusterCache::redoOnCpu(SearchTask& task, const std::vector<int64_t>& clu
   return Status::ok();
 }
 
-Result<HybridStepStats> ClusterCache::step(std::span<SearchTask* const> tasks,
-                                           double budgetSeconds) {
+Result<HybridStepStats> ClusterCache::step(std::span<SearchTask* const> tasks, double budgetSeconds) {
+  RAG_ASSIGN_OR_RETURN(SubStagePlan plan, planSubStage(*m_index, tasks, budgetSeconds,
+                                                       {.order = PlanOrder::RoundRobin, .scan = ScanMode::Alone,
+                                                        .threads = IvfIndex::searchThreads()}));
+  return step(tasks, plan);
+}
+
+Result<HybridStepStats> ClusterCache::step(std::span<SearchTask* const> tasks, const SubStagePlan& plan) {
   Stopwatch whole;
-  RAG_ASSIGN_OR_RETURN(std::vector<int32_t> take, m_index->planStep(tasks, budgetSeconds));
+  if (plan.scan != ScanMode::Alone)
+    return Status::invalidArgument("a hybrid step splits clusters between devices; plan it with ScanMode::Alone");
+  if (plan.take.size() != tasks.size())
+    return Status::invalidArgument("a hybrid step was given a plan of " + std::to_string(plan.take.size()) +
+                                   " searches for " + std::to_string(tasks.size()) + " tasks");
+  const std::vector<int32_t>& take = plan.take;
 
   // Split each task's planned clusters by where they are now.
   HybridStepStats stats;
@@ -233,7 +244,7 @@ Result<HybridStepStats> ClusterCache::step(std::span<SearchTask* const> tasks,
       stats.deviceVisits = 0;
     }
   }
-  Result<StepStats> cpu = m_index->stepPlanned(tasks, take, elsewhere);
+  Result<StepStats> cpu = m_index->execute(tasks, plan, elsewhere);
   if (!rows.empty()) {
     Result<SearchResults> found = m_store->finishScan();
     if (cpu && found) {

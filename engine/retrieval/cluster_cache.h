@@ -29,6 +29,7 @@
 #include "rag/status.h"
 #include "retrieval/cluster_store.h"
 #include "retrieval/ivf_index.h"
+#include "retrieval/substage_planner.h"
 
 namespace rag::retrieval {
 
@@ -93,10 +94,12 @@ public:
   ClusterCache(ClusterCache&&) noexcept = default;
   ClusterCache& operator=(ClusterCache&&) noexcept = default;
 
-  // One hybrid retrieval sub-stage: plans each task's next clusters as IvfIndex::step would under
-  // `budgetSeconds`, counts the visits, scans resident clusters on the store and the rest on
-  // the CPU (overlapped: the device scan is started first), merges, then calls onSubStage().
-  // The tasks end exactly where IvfIndex::step would leave them (up to ties in similarity).
+  // One hybrid retrieval sub-stage of `plan` (planSubStage over `tasks`, ScanMode::Alone):
+  // counts the visits, scans resident clusters on the store and the rest on the CPU
+  // (overlapped: the device scan is started first), merges, then calls onSubStage(). The tasks
+  // end exactly where IvfIndex::execute(plan) would leave them (up to ties in similarity).
+  Result<HybridStepStats> step(std::span<SearchTask* const> tasks, const SubStagePlan& plan);
+  // The same with the plan IvfIndex::step makes under `budgetSeconds` (round-robin).
   Result<HybridStepStats> step(std::span<SearchTask* const> tasks, double budgetSeconds);
 
   // Counts a visit of `cluster` (step() does this for its own visits).

@@ -1,139 +1,37 @@
+// The IVF index: building, search tasks, and the one step executor (execute) that runs a
+// sub-stage plan (retrieval/substage_planner.h). The file format is in ivf_index_file.cpp, the
+// cost models' calibration in ivf_cost_model.cpp, the internals they share in ivf_index_impl.h.
 #include "retrieval/ivf_index.h"
 
-#include <faiss/IndexFlat.h>
-#include <faiss/IndexIVFFlat.h>
 #include <faiss/impl/FaissException.h>
-#include <faiss/impl/io.h>
-#include <faiss/index_io.h>
-#include <faiss/utils/Heap.h>
 #include <faiss/utils/distances.h>
 #include <omp.h>
-#include <zlib.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <limits>
 #include <new>
-#include <type_traits>
 
 #include "core/clock.h"
-#include "core/fs.h"
+#include "retrieval/ivf_index_impl.h"
 #include "retrieval/shared_scan.h"
-
-namespace fs = std::filesystem;
+#include "retrieval/substage_planner.h"
 
 namespace rag::retrieval {
 
-namespace {
+using namespace ivf_detail;
 
-using FaissId = faiss::Index::idx_t;
-static_assert(std::is_same_v<FaissId, int64_t>, "FAISS ids are passed as int64_t");
-using IpHeap = faiss::CMin<float, int64_t>;  // FAISS's result heap for inner product
-
-constexpr float kEmptySim = -std::numeric_limits<float>::infinity();
-
-// File layout: header | FAISS write_index payload | trailer. The trailer's length and CRC-32 let
-// load() reject a truncated or damaged file before FAISS parses a byte of it.
-constexpr char kMagic[8] = {'R', 'A', 'G', 'I', 'V', 'F', '0', '1'};
-constexpr char kTrailerMagic[8] = {'R', 'A', 'G', 'I', 'V', 'F', 'E', 'N'};
-constexpr uint32_t kFormatVersion = 1;
-constexpr uint32_t kMaxFingerprintBytes = 4096;
-constexpr size_t kTrailerBytes = 8 + 4 + 8;  // payload bytes, CRC-32, magic
-
-const char* const kRebuildHint = "rebuild it with `ragraph index build`";
-
-Status faissFailure(std::string_view what, const std::exception& e) {
+Status ivf_detail::faissFailure(std::string_view what, const std::exception& e) {
   if (dynamic_cast<const std::bad_alloc*>(&e))
     return Status::internal(std::string(what) + " ran out of memory; use fewer vectors or a "
                                                 "machine with more memory");
   return Status::internal(std::string(what) + " failed inside FAISS: " + e.what());
 }
 
-uLong crcOf(uLong crc, const void* data, size_t bytes) {
-  const auto* p = static_cast<const Bytef*>(data);
-  while (bytes > 0) {
-    const uInt chunk = static_cast<uInt>(std::min<size_t>(bytes, 1u << 30));
-    crc = crc32(crc, p, chunk);
-    p += chunk;
-    bytes -= chunk;
-  }
-  return crc;
-}
-
-// Streams FAISS's serialisation to a FILE while summing its length and CRC-32.
-struct ChecksummingWriter : faiss::IOWriter {
-  explicit ChecksummingWriter(std::FILE* f) : file(f) { name = "ivf index"; }
-  size_t operator()(const void* ptr, size_t size, size_t nitems) override {
-    if (size == 0 || nitems == 0) return nitems;  // FAISS writes empty vectors with null data
-    const size_t written = std::fwrite(ptr, size, nitems, file);
-    crc = crcOf(crc, ptr, written * size);
-    bytes += written * size;
-    return written;
-  }
-  std::FILE* file;
-  uLong crc = crc32(0L, Z_NULL, 0);
-  uint64_t bytes = 0;
-};
-
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
-using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
-
-template <typename T>
-bool writePod(std::FILE* f, const T& v) {
-  return std::fwrite(&v, sizeof v, 1, f) == 1;
-}
-template <typename T>
-bool readPod(std::FILE* f, T& v) {
-  return std::fread(&v, sizeof v, 1, f) == 1;
-}
+namespace {
 
 void markEmptySlots(SearchResults& r) {
   for (size_t i = 0; i < r.ids.size(); ++i)
     if (r.ids[i] < 0) r.similarities[i] = kEmptySim;
-}
-
-// One timed batch of scans: `visits` (query, cluster) pairs covering `vectors` vectors.
-struct CostSample {
-  double visits = 0;
-  double vectors = 0;
-  double seconds = 0;
-};
-
-// Least squares seconds = a·visits + b·vectors with a, b >= 0 (the two-variable NNLS: solve
-// the normal equations; if a coefficient comes out negative, drop it and refit the other).
-ClusterCostModel fitCostModel(const std::vector<CostSample>& samples) {
-  ClusterCostModel m;
-  m.samples = static_cast<int32_t>(samples.size());
-  double uu = 0, uv = 0, vv = 0, ut = 0, vt = 0;
-  for (const CostSample& s : samples) {
-    uu += s.visits * s.visits, uv += s.visits * s.vectors, vv += s.vectors * s.vectors;
-    ut += s.visits * s.seconds, vt += s.vectors * s.seconds;
-  }
-  const double det = uu * vv - uv * uv;
-  if (det > 1e-12 * uu * vv) {
-    m.a = (ut * vv - vt * uv) / det;
-    m.b = (vt * uu - ut * uv) / det;
-  } else {
-    m.a = m.b = -1;  // collinear samples: fall through to a one-variable fit
-  }
-  if (m.a < 0 || m.b < 0) {
-    const double bOnly = vv > 0 ? vt / vv : 0;  // a = 0
-    const double aOnly = uu > 0 ? ut / uu : 0;  // b = 0
-    double errB = 0, errA = 0;
-    for (const CostSample& s : samples) {
-      errB += (s.seconds - bOnly * s.vectors) * (s.seconds - bOnly * s.vectors);
-      errA += (s.seconds - aOnly * s.visits) * (s.seconds - aOnly * s.visits);
-    }
-    if (errB <= errA) m.a = 0, m.b = std::max(0.0, bOnly);
-    else m.a = std::max(0.0, aOnly), m.b = 0;
-  }
-  return m;
 }
 
 }  // namespace
@@ -168,56 +66,6 @@ void SearchTask::mergeHits(std::span<const float> sims, std::span<const int64_t>
 
 // ---- IvfIndex ------------------------------------------------------------------------------
 
-struct IvfIndex::Impl {
-  std::unique_ptr<faiss::IndexIVFFlat> index;  // owns the quantizer and the inverted lists
-  const faiss::IndexFlat* quantizer = nullptr;
-  std::unique_ptr<std::atomic<uint64_t>[]> accessCounts;  // [nlist]
-  ClusterCostModel cost;
-  SharedScanCostModel sharedCost;
-  double maxRowNorm = 0;  // the largest |v| of an indexed vector: the shared scan's error bound
-
-  int64_t dim() const { return index->d; }
-  int64_t nlist() const { return static_cast<int64_t>(index->nlist); }
-  int64_t listSize(int64_t c) const {
-    return static_cast<int64_t>(index->invlists->list_size(static_cast<size_t>(c)));
-  }
-  const float* centroid(int64_t c) const { return quantizer->get_xb() + c * dim(); }
-
-  // Wraps a trained, filled IndexIVFFlat; Corrupt when it is not the kind this class serves.
-  static Result<std::unique_ptr<Impl>> wrap(std::unique_ptr<faiss::IndexIVFFlat> index,
-                                            const std::string& source);
-  // The non-empty clusters, smallest first (the calibrations draw size bands from it).
-  std::vector<int64_t> clustersBySize() const {
-    std::vector<int64_t> clusters;
-    for (int64_t c = 0; c < nlist(); ++c)
-      if (listSize(c) > 0) clusters.push_back(c);
-    std::stable_sort(clusters.begin(), clusters.end(),
-                     [&](int64_t x, int64_t y) { return listSize(x) < listSize(y); });
-    return clusters;
-  }
-  ClusterCostModel calibrate() const;
-  SharedScanCostModel calibrateShared() const;
-  void initTask(SearchTask& t, const float* query, int32_t k) const;
-  // How far a screened score may sit below the heap's worst and still enter: twice the error
-  // bound of two float evaluations of t's inner products (see innerProductErrorBound).
-  float screenMargin(const SearchTask& t) const;
-  // Offers cluster c's rows to t's heap in row order, as FAISS's IVF-Flat scanner does, given
-  // their screened scores (innerProductsShared): a row that cannot beat the heap's worst is
-  // skipped, every other one is rescored with fvec_inner_product, FAISS's kernel, so the heap
-  // sees exactly FAISS's values in FAISS's order.
-  void offerScreened(SearchTask& t, int64_t c, const float* screened, float margin) const;
-  // Scans t's next `take` clusters on this thread, one query per row read; clusters flagged in
-  // `elsewhere` are skipped (another device scans them). Moves the cursor; counts nothing.
-  void scanAlone(SearchTask& t, int32_t take, std::span<const uint8_t> elsewhere) const;
-  // Marks the clusters t's last `take` steps passed as visited (vector and access counts).
-  void countVisits(SearchTask& t, int32_t take) const;
-  Result<StepStats> runPlanned(const std::vector<SearchTask*>& live,
-                               const std::vector<int32_t>& take,
-                               std::span<const uint8_t> elsewhere) const;
-  Result<StepStats> runShared(const std::vector<SearchTask*>& live,
-                              const std::vector<int32_t>& take) const;
-};
-
 Result<std::unique_ptr<IvfIndex::Impl>> IvfIndex::Impl::wrap(
     std::unique_ptr<faiss::IndexIVFFlat> index, const std::string& source) {
   const auto* quantizer = dynamic_cast<const faiss::IndexFlat*>(index->quantizer);
@@ -242,136 +90,6 @@ Result<std::unique_ptr<IvfIndex::Impl>> IvfIndex::Impl::wrap(
   return impl;
 }
 
-// Times the step's scan (scanAlone: carried heaps, several queries per call, each visiting
-// clusters no other query in the call visits, so most reads are cold), and fits
-// seconds = a·visits + b·vectors over the calls. The clusters are split by size into four bands
-// and each call draws from one band, so that the calls differ in vectors per visit and a and b
-// can be told apart. Every call runs twice, in two passes over all calls, and keeps its faster
-// time (a preempted run only ever adds time).
-ClusterCostModel IvfIndex::Impl::calibrate() const {
-  const std::vector<int64_t> clusters = clustersBySize();
-  if (clusters.empty()) return {};
-
-  constexpr int kBands = 4, kCallsPerBand = 8, kQueries = 8, kProbes = 8, kPasses = 2;
-  constexpr int32_t k = 10;
-  struct Call {
-    std::vector<float> queries;   // F32 [kQueries, dim]
-    std::vector<FaissId> keys;    // I64 [kQueries, probes]
-    std::vector<float> coarse;    // F32 [kQueries, probes]
-    int64_t probes = 0;
-    CostSample sample;
-  };
-  std::vector<Call> calls;
-  uint64_t rng = 0x9E3779B97F4A7C15ull;
-  auto next = [&rng](uint64_t bound) {
-    rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
-    return (rng * 0x2545F4914F6CDD1Dull >> 11) % bound;
-  };
-  const size_t bandWidth = (clusters.size() + kBands - 1) / kBands;
-  for (int band = 0; band < kBands; ++band) {
-    const size_t lo = std::min(clusters.size(), band * bandWidth);
-    const size_t hi = std::min(clusters.size(), lo + bandWidth);
-    if (lo >= hi) continue;
-    for (int c = 0; c < kCallsPerBand; ++c) {
-      Call call;
-      call.probes = std::min<int64_t>(kProbes, static_cast<int64_t>(hi - lo));
-      for (int q = 0; q < kQueries; ++q) {
-        // Another random cluster's centroid: a plausible query.
-        const float* query = centroid(clusters[next(clusters.size())]);
-        call.queries.insert(call.queries.end(), query, query + dim());
-        const size_t start = next(hi - lo);  // distinct clusters within one query
-        for (int64_t j = 0; j < call.probes; ++j) {
-          const int64_t key = clusters[lo + (start + static_cast<size_t>(j)) % (hi - lo)];
-          call.keys.push_back(key);
-          call.coarse.push_back(faiss::fvec_inner_product(query, centroid(key), dim()));
-          call.sample.visits += 1;
-          call.sample.vectors += static_cast<double>(listSize(key));
-        }
-      }
-      call.sample.seconds = std::numeric_limits<double>::infinity();
-      calls.push_back(std::move(call));
-    }
-  }
-
-  for (int pass = 0; pass < kPasses; ++pass)
-    for (Call& call : calls) {
-      Stopwatch w;
-      for (int q = 0; q < kQueries; ++q) {
-        SearchTask t;
-        initTask(t, call.queries.data() + q * dim(), k);
-        t.m_clusters.assign(call.keys.begin() + q * call.probes, call.keys.begin() + (q + 1) * call.probes);
-        scanAlone(t, static_cast<int32_t>(call.probes), {});
-      }
-      call.sample.seconds = std::min(call.sample.seconds, w.elapsedSeconds());
-    }
-  std::vector<CostSample> samples;
-  for (const Call& call : calls) samples.push_back(call.sample);
-  return fitCostModel(samples);
-}
-
-// Times the shared scan kernel the way a shared step uses it and fits SharedScanCostModel: per
-// band of cluster sizes (as calibrate()), eight queries each on eight clusters of their own
-// gives the first visits (a, b); then all eight on the same eight clusters gives the further
-// visits (extra: what those calls took beyond one first visit per cluster). Best of two passes.
-SharedScanCostModel IvfIndex::Impl::calibrateShared() const {
-  const std::vector<int64_t> clusters = clustersBySize();
-  if (clusters.empty()) return {};
-  constexpr int kBands = 4, kQueries = 8, kProbes = 8, kPasses = 2;
-  const size_t longest = static_cast<size_t>(listSize(clusters.back()));
-  std::vector<float> scores(kQueries * longest);
-  std::vector<const float*> queries(kQueries);
-  std::vector<float*> outs(kQueries);
-  for (size_t q = 0; q < kQueries; ++q) {
-    queries[q] = centroid(clusters[(q * 7919) % clusters.size()]);  // plausible queries
-    outs[q] = scores.data() + q * longest;
-  }
-  auto rows = [&](int64_t c) {
-    faiss::InvertedLists::ScopedCodes codes(index->invlists, static_cast<size_t>(c));
-    return reinterpret_cast<const float*>(codes.get());  // array lists: the codes stay put
-  };
-  std::vector<CostSample> firstVisits;
-  struct Shared {
-    double visits = 0, vectors = 0, seconds = 0;
-  };
-  std::vector<Shared> shared;
-  const size_t bandWidth = (clusters.size() + kBands - 1) / kBands;
-  for (size_t band = 0; band < kBands; ++band) {
-    const size_t lo = std::min(clusters.size(), band * bandWidth);
-    const size_t hi = std::min(clusters.size(), lo + bandWidth);
-    if (lo >= hi) continue;
-    const size_t probes = std::min<size_t>(kProbes, hi - lo);
-    CostSample alone{.seconds = std::numeric_limits<double>::infinity()};
-    Shared together{.seconds = std::numeric_limits<double>::infinity()};
-    for (int pass = 0; pass < kPasses; ++pass) {
-      Stopwatch w;
-      for (size_t q = 0; q < kQueries; ++q)
-        for (size_t j = 0; j < probes; ++j) {  // distinct clusters per query: cold reads
-          const int64_t c = clusters[lo + (q * probes + j) % (hi - lo)];
-          innerProductsShared(&queries[q], &outs[q], 1, rows(c), listSize(c), dim());
-          if (pass == 0) alone.visits += 1, alone.vectors += static_cast<double>(listSize(c));
-        }
-      alone.seconds = std::min(alone.seconds, w.elapsedSeconds());
-      Stopwatch w2;
-      for (size_t j = hi - probes; j < hi; ++j) {
-        innerProductsShared(queries.data(), outs.data(), kQueries, rows(clusters[j]),
-                            listSize(clusters[j]), dim());
-        if (pass == 0) together.visits += 1, together.vectors += static_cast<double>(listSize(clusters[j]));
-      }
-      together.seconds = std::min(together.seconds, w2.elapsedSeconds());
-    }
-    firstVisits.push_back(alone);
-    shared.push_back(together);
-  }
-  const ClusterCostModel fit = fitCostModel(firstVisits);
-  SharedScanCostModel m{.a = fit.a, .b = fit.b, .samples = fit.samples};
-  double beyond = 0, vectors = 0;
-  for (const Shared& s : shared) {
-    beyond += s.seconds - (m.a * s.visits + m.b * s.vectors);
-    vectors += s.vectors * (kQueries - 1);
-  }
-  if (vectors > 0) m.extra = std::max(0.0, beyond / vectors);
-  return m;
-}
 
 void IvfIndex::Impl::initTask(SearchTask& t, const float* query, int32_t k) const {
   t.m_query.assign(query, query + dim());
@@ -456,180 +174,6 @@ Result<IvfIndex> IvfIndex::build(std::span<const float> vectors, int64_t dim, in
   return IvfIndex(std::move(impl));
 }
 
-Status IvfIndex::save(const fs::path& path, std::string_view fingerprint) const {
-  if (fingerprint.empty() || fingerprint.size() > kMaxFingerprintBytes)
-    return Status::invalidArgument(
-        "the embedder fingerprint must be 1 to " + std::to_string(kMaxFingerprintBytes) +
-        " bytes (got " + std::to_string(fingerprint.size()) +
-        "); pass the fingerprint of the embedder that made the vectors");
-  RAG_ASSIGN_OR_RETURN(StagedOutput staged, stageOutput(path));
-  auto failed = [&](std::string why) {
-    discardStagedOutput(staged);
-    return Status::ioError("cannot write the index to " + staged.temp.string() + ": " + why);
-  };
-  {
-    FilePtr f(std::fopen(staged.temp.c_str(), "wb"));
-    if (!f) return failed(std::strerror(errno));
-    const uint32_t fpBytes = static_cast<uint32_t>(fingerprint.size());
-    bool ok = std::fwrite(kMagic, 1, sizeof kMagic, f.get()) == sizeof kMagic &&
-              writePod(f.get(), kFormatVersion) && writePod(f.get(), fpBytes) &&
-              std::fwrite(fingerprint.data(), 1, fpBytes, f.get()) == fpBytes;
-    if (!ok) return failed(std::strerror(errno));
-    ChecksummingWriter writer(f.get());
-    try {
-      faiss::write_index(m_impl->index.get(), &writer);
-    } catch (const std::exception& e) {
-      return failed(std::string("FAISS: ") + e.what() + " (disk full?)");
-    }
-    const uint32_t crc = static_cast<uint32_t>(writer.crc);
-    ok = writePod(f.get(), writer.bytes) && writePod(f.get(), crc) &&
-         std::fwrite(kTrailerMagic, 1, sizeof kTrailerMagic, f.get()) == sizeof kTrailerMagic &&
-         std::fflush(f.get()) == 0 && !std::ferror(f.get());
-    if (!ok) return failed(std::string(std::strerror(errno)) + " (disk full?)");
-    if (std::fclose(f.release()) != 0) return failed(std::strerror(errno));
-  }
-  Status s = commitStagedOutput(staged);
-  if (!s) discardStagedOutput(staged);
-  return s;
-}
-
-Result<IvfIndex> IvfIndex::load(const fs::path& path, std::string_view expectedFingerprint) {
-  const std::string where = path.string();
-  std::error_code ec;
-  if (!fs::exists(path, ec))
-    return Status::notFound("index file " + where + " does not exist; build it with "
-                            "`ragraph index build`");
-  const uint64_t fileBytes = fs::file_size(path, ec);
-  if (ec) return Status::ioError("cannot read " + where + ": " + ec.message());
-  FilePtr f(std::fopen(path.c_str(), "rb"));
-  if (!f) return Status::ioError("cannot open " + where + ": " + std::strerror(errno));
-
-  auto corrupt = [&](const std::string& why) {
-    return Status::corrupt("index file " + where + " is damaged (" + why + "); " + kRebuildHint);
-  };
-  char magic[8];
-  uint32_t version = 0, fpBytes = 0;
-  if (std::fread(magic, 1, sizeof magic, f.get()) != sizeof magic ||
-      std::memcmp(magic, kMagic, sizeof magic) != 0)
-    return Status::corrupt(where + " is not a RAGraph IVF index file; " + kRebuildHint);
-  if (!readPod(f.get(), version) || !readPod(f.get(), fpBytes)) return corrupt("truncated header");
-  if (version != kFormatVersion)
-    return Status::schemaMismatch(where + " has index format " + std::to_string(version) +
-                                  ", this build reads format " + std::to_string(kFormatVersion) +
-                                  "; " + kRebuildHint);
-  if (fpBytes > kMaxFingerprintBytes) return corrupt("bad fingerprint length");
-  std::string fingerprint(fpBytes, '\0');
-  if (std::fread(fingerprint.data(), 1, fpBytes, f.get()) != fpBytes)
-    return corrupt("truncated header");
-  if (fingerprint != expectedFingerprint)
-    return Status::schemaMismatch("index " + where + " was built from the embeddings of '" +
-                                  fingerprint + "', not of the current embedder '" +
-                                  std::string(expectedFingerprint) + "'; " + kRebuildHint);
-
-  const uint64_t headerBytes = sizeof kMagic + 8 + fpBytes;
-  if (fileBytes < headerBytes + kTrailerBytes) return corrupt("truncated");
-  uint64_t payloadBytes = 0;
-  uint32_t storedCrc = 0;
-  char endMagic[8];
-  if (std::fseek(f.get(), static_cast<long>(fileBytes - kTrailerBytes), SEEK_SET) != 0 ||
-      !readPod(f.get(), payloadBytes) || !readPod(f.get(), storedCrc) ||
-      std::fread(endMagic, 1, sizeof endMagic, f.get()) != sizeof endMagic ||
-      std::memcmp(endMagic, kTrailerMagic, sizeof endMagic) != 0 ||
-      payloadBytes != fileBytes - headerBytes - kTrailerBytes)
-    return corrupt("truncated or missing its end marker");
-
-  // Checksum first, so FAISS never parses damaged sizes.
-  if (std::fseek(f.get(), static_cast<long>(headerBytes), SEEK_SET) != 0)
-    return Status::ioError("cannot seek in " + where);
-  {
-    std::vector<char> buf(size_t{1} << 20);
-    uLong crc = crc32(0L, Z_NULL, 0);
-    uint64_t left = payloadBytes;
-    while (left > 0) {
-      const size_t want = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
-      if (std::fread(buf.data(), 1, want, f.get()) != want)
-        return Status::ioError("cannot read " + where + ": " + std::strerror(errno));
-      crc = crcOf(crc, buf.data(), want);
-      left -= want;
-    }
-    if (static_cast<uint32_t>(crc) != storedCrc) return corrupt("checksum mismatch");
-  }
-
-  if (std::fseek(f.get(), static_cast<long>(headerBytes), SEEK_SET) != 0)
-    return Status::ioError("cannot seek in " + where);
-  std::unique_ptr<faiss::Index> raw;
-  try {
-    faiss::FileIOReader reader(f.get());
-    raw.reset(faiss::read_index(&reader));
-  } catch (const std::exception& e) {
-    return corrupt(std::string("FAISS cannot parse it: ") + e.what());
-  }
-  if (static_cast<uint64_t>(std::ftell(f.get())) != headerBytes + payloadBytes)
-    return corrupt("the FAISS payload does not end where the trailer says");
-  auto* ivf = dynamic_cast<faiss::IndexIVFFlat*>(raw.get());
-  if (!ivf) return corrupt("it holds a FAISS index of another type");
-  raw.release();
-  RAG_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl,
-                       Impl::wrap(std::unique_ptr<faiss::IndexIVFFlat>(ivf), where));
-  impl->cost = impl->calibrate();
-  impl->sharedCost = impl->calibrateShared();
-  return IvfIndex(std::move(impl));
-}
-
-// ---- step planning -------------------------------------------------------------------------
-
-namespace {
-
-// Clusters per task for one step, and the step's estimated wall time.
-struct StepPlan {
-  std::vector<int32_t> take;  // next clusters of live[i] to search
-  double estimatedSeconds = 0;
-};
-
-// One cluster per task per round, in each task's order, while the estimated wall time (the
-// costliest task, or the total over the threads) stays within the budget; every task gets one.
-template <typename ClusterCost>
-StepPlan planStep(const std::vector<SearchTask*>& live, double budget, int threads,
-                  ClusterCost clusterCost) {
-  const size_t nt = live.size();
-  StepPlan plan;
-  plan.take.assign(nt, 1);
-  std::vector<double> cost(nt, 0.0);  // each task's estimated single-thread seconds so far
-  double total = 0, costliest = 0;
-  auto estimate = [&](double tot, double top) { return std::max(top, tot / threads); };
-  auto nextCost = [&](size_t i) {
-    const SearchTask& t = *live[i];
-    return clusterCost(t.clusters()[t.cursor() + static_cast<size_t>(plan.take[i]) - 1]);
-  };
-  std::vector<size_t> open;
-  for (size_t i = 0; i < nt; ++i) {
-    cost[i] = nextCost(i);
-    total += cost[i];
-    costliest = std::max(costliest, cost[i]);
-    if (live[i]->clustersLeft() > 1) open.push_back(i);
-  }
-  while (!open.empty()) {
-    size_t kept = 0;
-    for (size_t i : open) {
-      ++plan.take[i];
-      const double c = nextCost(i);
-      if (!std::isinf(budget) &&
-          estimate(total + c, std::max(costliest, cost[i] + c)) > budget) {
-        --plan.take[i];  // does not fit; estimates only grow, so this task is full
-        continue;
-      }
-      cost[i] += c;
-      total += c;
-      costliest = std::max(costliest, cost[i]);
-      if (live[i]->clustersLeft() > static_cast<size_t>(plan.take[i])) open[kept++] = i;
-    }
-    open.resize(kept);
-  }
-  plan.estimatedSeconds = estimate(total, costliest);
-  return plan;
-}
-
-}  // namespace
 
 float IvfIndex::Impl::screenMargin(const SearchTask& t) const {
   const double qNorm = std::sqrt(static_cast<double>(faiss::fvec_norm_L2sqr(t.m_query.data(), static_cast<size_t>(dim()))));
@@ -703,10 +247,6 @@ std::vector<int64_t> IvfIndex::listSizes() const {
 }
 
 const ClusterCostModel& IvfIndex::costModel() const { return m_impl->cost; }
-ClusterCostModel IvfIndex::calibrateCostModel() {
-  m_impl->sharedCost = m_impl->calibrateShared();
-  return m_impl->cost = m_impl->calibrate();
-}
 const SharedScanCostModel& IvfIndex::sharedCostModel() const { return m_impl->sharedCost; }
 void IvfIndex::setCostModel(const ClusterCostModel& model) { m_impl->cost = model; }
 
@@ -835,27 +375,6 @@ Status checkStepTasks(std::span<SearchTask* const> tasks, int64_t d, int64_t nli
   return Status::ok();
 }
 
-Status checkBudget(double budgetSeconds) {
-  if (std::isnan(budgetSeconds) || budgetSeconds < 0)
-    return Status::invalidArgument("step budget must be >= 0 seconds (got " +
-                                   std::to_string(budgetSeconds) +
-                                   "); 0 advances every task by one cluster, +infinity finishes "
-                                   "them all");
-  return Status::ok();
-}
-
-// A step's arguments checked, and its tasks that are not done yet, in the order given.
-Result<std::vector<SearchTask*>> unfinishedTasks(std::span<SearchTask* const> tasks,
-                                                 double budgetSeconds, int64_t d, int64_t nlist,
-                                                 const char* what) {
-  RAG_RETURN_IF_ERROR(checkBudget(budgetSeconds));
-  RAG_RETURN_IF_ERROR(checkStepTasks(tasks, d, nlist, what));
-  std::vector<SearchTask*> live;
-  for (SearchTask* t : tasks)
-    if (!t->done()) live.push_back(t);
-  return live;
-}
-
 }  // namespace
 
 // Runs a planned step over `live` (take[i] > 0 next clusters of live[i]): each task scans its
@@ -883,18 +402,6 @@ Result<StepStats> IvfIndex::Impl::runPlanned(const std::vector<SearchTask*>& liv
     }
   }
   stats.clustersRead = stats.clustersSearched;
-  return stats;
-}
-
-Result<StepStats> IvfIndex::step(std::span<SearchTask* const> tasks, double budgetSeconds) const {
-  RAG_ASSIGN_OR_RETURN(std::vector<SearchTask*> live,
-                       unfinishedTasks(tasks, budgetSeconds, dim(), nlist(), "step"));
-  if (live.empty()) return StepStats{};
-  const ClusterCostModel& model = m_impl->cost;
-  const StepPlan plan = retrieval::planStep(live, budgetSeconds, std::max(1, omp_get_max_threads()),
-                                 [&](int64_t cluster) { return model.seconds(m_impl->listSize(cluster)); });
-  RAG_ASSIGN_OR_RETURN(StepStats stats, m_impl->runPlanned(live, plan.take, {}));
-  stats.estimatedSeconds = plan.estimatedSeconds;
   return stats;
 }
 
@@ -980,95 +487,65 @@ Result<StepStats> IvfIndex::Impl::runShared(const std::vector<SearchTask*>& live
   return stats;
 }
 
-Result<StepStats> IvfIndex::stepShared(std::span<SearchTask* const> tasks,
-                                       double budgetSeconds) const {
-  RAG_ASSIGN_OR_RETURN(std::vector<SearchTask*> live,
-                       unfinishedTasks(tasks, budgetSeconds, dim(), nlist(), "stepShared"));
-  if (live.empty()) return StepStats{};
-  // Plan: whole remaining searches in the given order, cluster by cluster, while the estimated
-  // cost fits the budget on the search threads; a cluster some earlier task of the step visits
-  // costs only its further-visit price.
-  const int threads = std::max(1, omp_get_max_threads());
-  const double capacity = budgetSeconds * threads;
-  const SharedScanCostModel& model = m_impl->sharedCost;
-  std::vector<int32_t> visitors(static_cast<size_t>(nlist()), 0);
-  std::vector<int32_t> take(live.size(), 0);
-  double total = 0;
-  bool full = false;
-  for (size_t i = 0; i < live.size() && !full; ++i) {
-    const SearchTask& t = *live[i];
-    for (size_t j = t.cursor(); j < t.clusters().size(); ++j) {
-      const int64_t c = t.clusters()[j];
-      const int64_t n = m_impl->listSize(c);
-      const double cost = visitors[static_cast<size_t>(c)] == 0 ? model.firstSeconds(n) : model.extraSeconds(n);
-      if (take[0] > 0 && total + cost > capacity) {
-        full = true;
-        break;
-      }
-      total += cost;
-      ++visitors[static_cast<size_t>(c)];
-      ++take[i];
-    }
-  }
-  std::vector<SearchTask*> planned;
-  std::vector<int32_t> plannedTake;
-  for (size_t i = 0; i < live.size(); ++i)
-    if (take[i] > 0) planned.push_back(live[i]), plannedTake.push_back(take[i]);
-  RAG_ASSIGN_OR_RETURN(StepStats stats, m_impl->runShared(planned, plannedTake));
-  stats.estimatedSeconds = total / threads;
-  return stats;
-}
-
-Result<std::vector<int32_t>> IvfIndex::planStep(std::span<SearchTask* const> tasks,
-                                                double budgetSeconds) const {
-  RAG_ASSIGN_OR_RETURN(std::vector<SearchTask*> live,
-                       unfinishedTasks(tasks, budgetSeconds, dim(), nlist(), "planStep"));
-  std::vector<int32_t> take(tasks.size(), 0);
-  if (live.empty()) return take;
-  const ClusterCostModel& model = m_impl->cost;
-  const StepPlan plan = retrieval::planStep(live, budgetSeconds, std::max(1, omp_get_max_threads()),
-                                 [&](int64_t cluster) { return model.seconds(m_impl->listSize(cluster)); });
-  for (size_t i = 0, j = 0; i < tasks.size(); ++i)
-    if (!tasks[i]->done()) take[i] = plan.take[j++];
-  return take;
-}
-
-Result<StepStats> IvfIndex::stepPlanned(std::span<SearchTask* const> tasks,
-                                        std::span<const int32_t> take,
-                                        std::span<const uint8_t> elsewhere) const {
-  RAG_RETURN_IF_ERROR(checkStepTasks(tasks, dim(), nlist(), "stepPlanned"));
-  if (take.size() != tasks.size())
-    return Status::invalidArgument("stepPlanned: " + std::to_string(take.size()) +
-                                   " cluster counts for " + std::to_string(tasks.size()) +
-                                   " tasks; give one count per task");
+Result<StepStats> IvfIndex::execute(std::span<SearchTask* const> tasks, const SubStagePlan& plan,
+                                    std::span<const uint8_t> elsewhere) const {
+  RAG_RETURN_IF_ERROR(checkStepTasks(tasks, dim(), nlist(), "execute"));
+  if (plan.take.size() != tasks.size())
+    return Status::invalidArgument("execute: a plan of " + std::to_string(plan.take.size()) + " searches for " +
+                                   std::to_string(tasks.size()) + " tasks; plan these tasks with planSubStage");
   if (!elsewhere.empty() && static_cast<int64_t>(elsewhere.size()) != nlist())
-    return Status::invalidArgument("stepPlanned: the device mask has " +
-                                   std::to_string(elsewhere.size()) + " entries, the index " +
-                                   std::to_string(nlist()) + " clusters");
+    return Status::invalidArgument("execute: the device mask has " + std::to_string(elsewhere.size()) +
+                                   " entries, the index " + std::to_string(nlist()) + " clusters");
+  if (!elsewhere.empty() && plan.scan == ScanMode::Shared)
+    return Status::invalidArgument("execute: a shared scan reads every cluster here; plan a device split with ScanMode::Alone");
   std::vector<SearchTask*> live;
-  std::vector<int32_t> liveTake;
-  double total = 0, costliest = 0;
-  const ClusterCostModel& model = m_impl->cost;
+  std::vector<int32_t> take;
+  double total = 0, costliest = 0;  // Alone with a device split: the CPU part's estimate
   for (size_t i = 0; i < tasks.size(); ++i) {
-    if (take[i] < 0 || static_cast<size_t>(take[i]) > tasks[i]->clustersLeft())
-      return Status::invalidArgument("stepPlanned: task " + std::to_string(i) + " has " +
-                                     std::to_string(tasks[i]->clustersLeft()) +
-                                     " clusters left, asked for " + std::to_string(take[i]));
-    if (take[i] == 0) continue;
-    const SearchTask& t = *tasks[i];
-    double c = 0;
-    for (size_t j = t.cursor(); j < t.cursor() + static_cast<size_t>(take[i]); ++j)
-      if (elsewhere.empty() || !elsewhere[static_cast<size_t>(t.clusters()[j])])
-        c += model.seconds(m_impl->listSize(t.clusters()[j]));
+    if (plan.take[i] < 0 || static_cast<size_t>(plan.take[i]) > tasks[i]->clustersLeft())
+      return Status::invalidArgument("execute: task " + std::to_string(i) + " has " +
+                                     std::to_string(tasks[i]->clustersLeft()) + " clusters left, the plan takes " +
+                                     std::to_string(plan.take[i]));
+    if (plan.take[i] == 0) continue;
     live.push_back(tasks[i]);
-    liveTake.push_back(take[i]);
+    take.push_back(plan.take[i]);
+    if (elsewhere.empty()) continue;
+    double c = 0;
+    const SearchTask& t = *tasks[i];
+    for (size_t j = t.cursor(); j < t.cursor() + static_cast<size_t>(plan.take[i]); ++j)
+      if (!elsewhere[static_cast<size_t>(t.clusters()[j])]) c += m_impl->cost.seconds(m_impl->listSize(t.clusters()[j]));
     total += c;
     costliest = std::max(costliest, c);
   }
   if (live.empty()) return StepStats{};
-  RAG_ASSIGN_OR_RETURN(StepStats stats, m_impl->runPlanned(live, liveTake, elsewhere));
-  stats.estimatedSeconds = std::max(costliest, total / std::max(1, omp_get_max_threads()));
+  RAG_ASSIGN_OR_RETURN(StepStats stats, plan.scan == ScanMode::Shared ? m_impl->runShared(live, take)
+                                                                      : m_impl->runPlanned(live, take, elsewhere));
+  stats.estimatedSeconds =
+      elsewhere.empty() ? plan.estimatedSeconds : std::max(costliest, total / std::max(1, omp_get_max_threads()));
   return stats;
+}
+
+int IvfIndex::searchThreads() { return std::max(1, omp_get_max_threads()); }
+
+namespace {
+
+// A step planned and executed at once (IvfIndex::step, stepShared).
+Result<StepStats> planAndExecute(const IvfIndex& index, std::span<SearchTask* const> tasks, double budgetSeconds,
+                                 PlanOrder order, ScanMode scan, const char* what) {
+  RAG_RETURN_IF_ERROR(checkStepTasks(tasks, index.dim(), index.nlist(), what));
+  RAG_ASSIGN_OR_RETURN(SubStagePlan plan, planSubStage(index, tasks, budgetSeconds,
+                                                       {.order = order, .scan = scan, .threads = IvfIndex::searchThreads()}));
+  return index.execute(tasks, plan);
+}
+
+}  // namespace
+
+Result<StepStats> IvfIndex::step(std::span<SearchTask* const> tasks, double budgetSeconds) const {
+  return planAndExecute(*this, tasks, budgetSeconds, PlanOrder::RoundRobin, ScanMode::Alone, "step");
+}
+
+Result<StepStats> IvfIndex::stepShared(std::span<SearchTask* const> tasks, double budgetSeconds) const {
+  return planAndExecute(*this, tasks, budgetSeconds, PlanOrder::OldestFirst, ScanMode::Shared, "stepShared");
 }
 
 Status IvfIndex::copyCluster(int64_t cluster, std::vector<float>& vectors,

@@ -44,6 +44,8 @@
 
 namespace rag::retrieval {
 
+struct SubStagePlan;  // retrieval/substage_planner.h
+
 struct SearchHit {
   int64_t id = -1;          // row of the vector in the data the index was built from
   float similarity = 0.0f;  // inner product with the query
@@ -109,7 +111,7 @@ public:
   // clusters, retrieval/cluster_cache.h) into the top-k, as if a step had scanned them: a hit
   // enters when its similarity beats the current k-th (FAISS's rule). sims and ids have equal
   // length; slots with id < 0 are empty and skipped. The hits must come from clusters of this
-  // task that no step scans on the CPU (IvfIndex::stepPlanned's `elsewhere`), or one vector
+  // task that no step scans on the CPU (IvfIndex::execute's `elsewhere`), or one vector
   // could appear twice.
   void mergeHits(std::span<const float> sims, std::span<const int64_t> ids);
 
@@ -178,41 +180,28 @@ public:
   Result<std::vector<SearchTask>> makeTasks(std::span<const float> queries, int32_t k,
                                             int64_t nprobe) const;
 
-  // Searches, in one batched call, the next clusters of every unfinished task: clusters are
-  // handed out one per task per round, in each task's order, while the estimated wall time of
-  // the step stays within `budgetSeconds`; every unfinished task gets at least one cluster,
-  // however small the budget (0 is allowed; +infinity finishes every task). The estimate is the
-  // larger of the costliest task's cost and the total cost spread over the search threads (the
-  // tasks are cut into that many cost-balanced slices that run in parallel). Finished tasks are
-  // skipped. InvalidArgument for a negative or NaN budget, a task of another dimension, a
-  // cluster id out of range, or one task listed twice.
+  // Runs one sub-stage plan (retrieval/substage_planner.h: planSubStage) over `tasks`, in one
+  // batched call: tasks[i] advances by exactly plan.take[i] of its next clusters. Alone: each
+  // task scans its clusters on its own, the tasks spread over the search threads; clusters c
+  // with elsewhere[c] != 0 (`elsewhere` empty or nlist() entries) are not scanned here but count
+  // as visited (cursor, vectorsScanned, access counts): the caller scans them on another device
+  // and merges the hits with SearchTask::mergeHits, and StepStats counts the CPU part only.
+  // Shared: each cluster the step visits is read once for every task visiting it
+  // (retrieval/shared_scan.h), and rows that could enter a task's top-k are rescored with
+  // FAISS's own kernel in the task's visiting order. Either way every heap ends bit-identical to
+  // FAISS's search over the same clusters. InvalidArgument for a plan of other tasks, a take
+  // beyond a task's clusters, a device mask with a shared scan, a task of another dimension or
+  // index, or one task listed twice.
+  Result<StepStats> execute(std::span<SearchTask* const> tasks, const SubStagePlan& plan,
+                            std::span<const uint8_t> elsewhere = {}) const;
+  // The threads a step runs on (FAISS's OpenMP threads on the calling thread): what plans use.
+  static int searchThreads();
+  // planSubStage + execute: RoundRobin order, Alone scans (every unfinished task advances by at
+  // least one cluster; 0 is allowed, +infinity finishes every task).
   Result<StepStats> step(std::span<SearchTask* const> tasks, double budgetSeconds) const;
-
-  // A shared step (HedraRAG §5's cluster search across requests): the tasks are taken in the
-  // order given (the caller's priority: oldest first), each by its next clusters in its own
-  // order, until the step's estimated cost under sharedCostModel() reaches `budgetSeconds` on
-  // the search threads; the first task always gets a cluster, later tasks may get none. Each
-  // cluster the step visits is read once for every task that visits it (retrieval/shared_scan.h),
-  // and rows that could enter a task's top-k are rescored with FAISS's own kernel in the task's
-  // visiting order, so every heap ends bit-identical to what step() would make of the same
-  // clusters. Same errors as step().
+  // planSubStage + execute: OldestFirst order (the order given), Shared scans.
   Result<StepStats> stepShared(std::span<SearchTask* const> tasks, double budgetSeconds) const;
 
-  // Hybrid steps (HedraRAG §4.4; retrieval/cluster_cache.h): a step whose clusters are split
-  // between the CPU and a device.
-  //
-  // planStep returns how many next clusters of each task step() would search under
-  // `budgetSeconds` (same order as `tasks`; 0 for a finished task), without searching. Same
-  // errors as step().
-  Result<std::vector<int32_t>> planStep(std::span<SearchTask* const> tasks,
-                                        double budgetSeconds) const;
-  // Advances tasks[i] by exactly take[i] of its next clusters (0 leaves it alone; more than
-  // clustersLeft() is InvalidArgument), in one batched call like step(). Clusters c with
-  // elsewhere[c] != 0 (`elsewhere` is empty or has nlist() entries) are not scanned here but
-  // count as visited (cursor, vectorsScanned, access counts): the caller scans them on another
-  // device and merges the hits with SearchTask::mergeHits. StepStats counts the CPU part only.
-  Result<StepStats> stepPlanned(std::span<SearchTask* const> tasks, std::span<const int32_t> take,
-                                std::span<const uint8_t> elsewhere) const;
   // A copy of cluster c's vectors (F32 [listSize(c), dim]) and their ids (I64 [listSize(c)]), for
   // uploading it to a device. InvalidArgument for a cluster out of range.
   Status copyCluster(int64_t cluster, std::vector<float>& vectors, std::vector<int64_t>& ids) const;

@@ -9,6 +9,7 @@
 #include "core/clock.h"
 #include "model/text_embedder.h"
 #include "retrieval/passage_index.h"
+#include "retrieval/substage_planner.h"
 #include "telemetry/trace_ring.h"
 #include "telemetry/trace_zone.h"
 
@@ -198,40 +199,28 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
     }
     m_budget.store(budget, std::memory_order_relaxed);
   }
+  // The sub-stage's plan (retrieval/substage_planner.h): the live searches in priority order
+  // (admission order, speculative ones last) under the policy's strategy. Shared scans need the
+  // CPU to read every cluster, so they are off while the GPU cluster cache splits the clusters.
   std::vector<retrieval::SearchTask*> tasks;
-  // Shared scans plan the sub-stage themselves: every live search in priority order (oldest
-  // first, speculative ones last), cluster by cluster, until the budget's estimate is full.
-  const bool oldestFirst = m_params.planning == SubStagePlanning::OldestFirst;
-  const bool shared = subStages && oldestFirst && m_params.sharedScans && !m_cache;
-  if (shared) {
-    for (bool speculative : {false, true})
-      for (Live& l : m_live)
-        if (l.job.speculative == speculative && !l.task.done()) tasks.push_back(&l.task);
-  } else if (subStages && oldestFirst) {
-    // First come, first served within the sub-stage: whole searches in admission order
-    // (speculative ones last) until their estimated remaining time fills the budget on the
-    // search threads. With equal-sized searches this finishes each as early as it can, where
-    // round-robin makes all of them finish late together once the worker is loaded.
-    const retrieval::ClusterCostModel& cm = m_index.ivf().costModel();
-    const double capacity = budget * std::max(1, m_params.threads);
-    double planned = 0.0;
-    for (bool speculative : {false, true})
-      for (Live& l : m_live) {
-        if (l.job.speculative != speculative || l.task.done()) continue;
-        if (!tasks.empty() && planned >= capacity) break;
-        tasks.push_back(&l.task);
-        for (size_t c = l.task.cursor(); c < l.task.clusters().size(); ++c)
-          planned += cm.seconds(m_index.ivf().listSize(l.task.clusters()[c]));
-      }
-  } else {
-    for (Live& l : m_live) tasks.push_back(&l.task);
-  }
+  for (bool speculative : {false, true})
+    for (Live& l : m_live)
+      if (l.job.speculative == speculative && !l.task.done()) tasks.push_back(&l.task);
+  const bool oldestFirst = subStages && m_params.planning == SubStagePlanning::OldestFirst;
+  const bool shared = oldestFirst && m_params.sharedScans && !m_cache;
+  Result<retrieval::SubStagePlan> plan = retrieval::planSubStage(
+      m_index.ivf(), tasks, budget,
+      {.order = oldestFirst ? retrieval::PlanOrder::OldestFirst : retrieval::PlanOrder::RoundRobin,
+       .scan = shared ? retrieval::ScanMode::Shared : retrieval::ScanMode::Alone,
+       .threads = retrieval::IvfIndex::searchThreads()});
   const uint64_t t0 = nowNs();
   Result<retrieval::StepStats> stats = Status::internal("no step");
   {
     RAG_TRACE_ZONE(zone, m_params.ring, m_lane, TraceStage::RetrievalStep, tasks.size() == 1 ? m_live[0].job.requestId : 0);
-    if (m_cache) {
-      Result<retrieval::HybridStepStats> h = m_cache->step(tasks, budget);
+    if (!plan) {
+      stats = plan.status();
+    } else if (m_cache) {
+      Result<retrieval::HybridStepStats> h = m_cache->step(tasks, *plan);
       if (h) {
         traceGpuWork(*h, t0);
         stats = h->cpu;
@@ -245,10 +234,8 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
       } else {
         stats = h.status();
       }
-    } else if (shared) {
-      stats = m_index.ivf().stepShared(tasks, budget);
     } else {
-      stats = m_index.ivf().step(tasks, budget);
+      stats = m_index.ivf().execute(tasks, *plan);
     }
     if (stats) zone.setArgs(static_cast<uint32_t>(stats->clustersSearched), static_cast<uint32_t>(stats->tasksAdvanced));
     if (subStages && tasks.size() == 1 && m_live[0].job.speculative) zone.addFlags(kTraceSpeculative);

@@ -12,6 +12,7 @@
 #include "../fixtures/retrieval/clustered_vectors.h"
 #include "retrieval/cluster_scan.h"
 #include "retrieval/ivf_index.h"
+#include "retrieval/substage_planner.h"
 #include "status_checks.h"
 
 using namespace rag;
@@ -153,8 +154,8 @@ private Q_SLOTS:
       auto rows = scan(query, d, 10, segments, {0, static_cast<int32_t>(segments.size())});
       QVERIFY2(rows.isOk(), rows.status().toString().c_str());
       SearchTask* h[] = {&*hybrid};
-      const int32_t take[] = {static_cast<int32_t>(hybrid->clusters().size())};
-      auto st = index.stepPlanned(h, take, elsewhere);
+      SubStagePlan plan{.take = {static_cast<int32_t>(hybrid->clusters().size())}};
+      auto st = index.execute(h, plan, elsewhere);
       QVERIFY2(st.isOk(), st.status().toString().c_str());
       QCOMPARE(st->clustersSearched, int64_t{6});  // the CPU half only
       QVERIFY(hybrid->done());

@@ -15,6 +15,7 @@
 
 #include "../fixtures/retrieval/clustered_vectors.h"
 #include "retrieval/ivf_index.h"
+#include "retrieval/substage_planner.h"
 #include "status_checks.h"
 
 using namespace rag;
@@ -538,6 +539,66 @@ private Q_SLOTS:
     QCOMPARE(m_index->stepShared(all, -1.0).status().code(), StatusCode::InvalidArgument);
     std::vector<SearchTask*> twice = {all[2], all[2]};
     QCOMPARE(m_index->stepShared(twice, 1.0).status().code(), StatusCode::InvalidArgument);
+  }
+
+  // The one planner: every order and scan mode, at budgets from the minimum to unlimited, steps
+  // 40 searches to the end where FAISS's search over the same clusters ends, bit for bit; plans
+  // only decide when a cluster is visited.
+  void plannerStrategiesEndAtFaissTopK() {
+    auto faiss = m_index->search(m_queries, 10, 8);
+    QVERIFY(faiss.isOk());
+    const double oneCluster = m_index->costModel().seconds(20000 / kNlist);
+    for (PlanOrder order : {PlanOrder::RoundRobin, PlanOrder::OldestFirst})
+      for (ScanMode scan : {ScanMode::Alone, ScanMode::Shared})
+        for (double budget : {0.0, 3 * oneCluster, 40 * oneCluster, std::numeric_limits<double>::infinity()}) {
+          auto made = m_index->makeTasks(m_queries, 10, 8);
+          QVERIFY(made.isOk());
+          std::vector<SearchTask*> all = pointers(*made);
+          int steps = 0;
+          while (std::any_of(all.begin(), all.end(), [](SearchTask* t) { return !t->done(); })) {
+            auto plan = planSubStage(*m_index, all, budget, {.order = order, .scan = scan, .threads = 2});
+            QVERIFY2(plan.isOk(), plan.status().toString().c_str());
+            QCOMPARE(plan->take.size(), all.size());
+            int32_t planned = 0;
+            for (size_t i = 0; i < all.size(); ++i) {
+              if (all[i]->done()) QCOMPARE(plan->take[i], 0);
+              planned += plan->take[i];
+            }
+            QVERIFY(planned > 0);  // every step makes progress
+            if (order == PlanOrder::RoundRobin)  // every unfinished search advances
+              for (size_t i = 0; i < all.size(); ++i) QVERIFY(all[i]->done() || plan->take[i] > 0);
+            if (order == PlanOrder::OldestFirst)  // a later search only once the earlier ones are planned to the end
+              for (size_t i = 1; i < all.size(); ++i)
+                if (plan->take[i] > 0)
+                  for (size_t e = 0; e < i; ++e)
+                    QCOMPARE(size_t(plan->take[e]), all[e]->clustersLeft());
+            auto st = m_index->execute(all, *plan);
+            QVERIFY2(st.isOk(), st.status().toString().c_str());
+            QCOMPARE(st->clustersSearched, int64_t{planned});
+            QVERIFY(++steps <= 400);
+          }
+          if (std::isinf(budget)) QCOMPARE(steps, 1);
+          for (int64_t q = 0; q < queryCount(); ++q) {
+            const std::vector<SearchHit> mine = all[static_cast<size_t>(q)]->topK(), ref = faiss->row(q);
+            QCOMPARE(mine.size(), ref.size());
+            for (size_t j = 0; j < mine.size(); ++j) {
+              QCOMPARE(mine[j].id, ref[j].id);
+              QCOMPARE(mine[j].similarity, ref[j].similarity);  // bit for bit
+            }
+          }
+        }
+    // Bad plans are refused, naming the problem.
+    auto made = m_index->makeTasks(m_queries, 10, 8);
+    std::vector<SearchTask*> all = pointers(*made);
+    QCOMPARE(planSubStage(*m_index, all, -1.0, {}).status().code(), StatusCode::InvalidArgument);
+    QCOMPARE(planSubStage(*m_index, all, 1.0, {.threads = 0}).status().code(), StatusCode::InvalidArgument);
+    SubStagePlan tooMuch{.take = std::vector<int32_t>(all.size(), 9)};
+    QCOMPARE(m_index->execute(all, tooMuch).status().code(), StatusCode::InvalidArgument);
+    SubStagePlan shortPlan{.take = {1}};
+    QCOMPARE(m_index->execute(all, shortPlan).status().code(), StatusCode::InvalidArgument);
+    SubStagePlan sharedSplit{.take = std::vector<int32_t>(all.size(), 1), .scan = ScanMode::Shared};
+    std::vector<uint8_t> elsewhere(kNlist, 0);
+    QCOMPARE(m_index->execute(all, sharedSplit, elsewhere).status().code(), StatusCode::InvalidArgument);
   }
 };
 
