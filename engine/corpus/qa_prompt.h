@@ -57,6 +57,10 @@ struct PassageStyle {
 // The text of one passage in a prompt, without the trailing newline.
 std::string formatPassage(const rag::Passage& passage, const PassageStyle& style);
 
+// What the passage index embeds for a passage, and what embedder training pairs queries with:
+// the passage text as stored.
+inline std::string_view embeddingText(const rag::Passage& passage) { return passage.text; }
+
 struct QaPromptOptions {
   QaContext context = QaContext::Gold;
   size_t passages = 5;  // gold mode: gold + distractors (more when an item has more gold ones)

@@ -7,7 +7,6 @@
 #include "corpus/corpus_db.h"
 #include "model/prompt.h"
 #include "corpus/qa_reader.h"
-#include "retrieval/passage_index.h"
 #include "core/random.h"
 
 namespace rag::model {
@@ -318,7 +317,7 @@ Result<TrainingPair> CorpusPairSource::pair(uint64_t seed, int64_t step, int64_t
     query = item.question;
     passage = std::move(item.goldPassages.front());
   }
-  TrainingPair out{cut(query), cut(retrieval::embeddingText(passage)), passage.id};
+  TrainingPair out{cut(query), cut(corpus::embeddingText(passage)), passage.id};
   if (out.query.empty() || out.passage.empty())
     return Status::corrupt("passage " + std::to_string(passage.id) + " has an empty title or text; "
                            "rebuild the corpus with `ragraph corpus build`");

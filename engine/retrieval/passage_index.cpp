@@ -6,6 +6,7 @@
 #include "core/clock.h"
 #include "core/fs.h"
 #include "corpus/corpus_db.h"
+#include "corpus/qa_prompt.h"
 
 namespace rag::retrieval {
 
@@ -43,8 +44,6 @@ int64_t matchingRows(const fs::path& file, const std::string& head, int64_t dim)
 }  // namespace
 
 fs::path defaultIndexBase(const fs::path& corpus) { return fs::path(corpus.string() + ".index"); }
-
-std::string_view embeddingText(const rag::Passage& passage) { return passage.text; }
 
 Result<PassageIndexBuild> buildPassageIndex(const PassageIndexParams& p, const EmbedTexts& embed) {
   if (p.dim < 1) return Status::invalidArgument("the embedding dimension must be at least 1");
@@ -105,7 +104,7 @@ Result<PassageIndexBuild> buildPassageIndex(const PassageIndexParams& p, const E
       if (!row) break;
       rag::Passage passage;
       passage.text = st.columnText(0);
-      texts.emplace_back(embeddingText(passage));
+      texts.emplace_back(corpus::embeddingText(passage));
       if (static_cast<int64_t>(texts.size()) == p.batch) RAG_RETURN_IF_ERROR(flush());
     }
     RAG_RETURN_IF_ERROR(flush());

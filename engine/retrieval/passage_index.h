@@ -47,10 +47,6 @@ struct PassageIndexBuild {
 
 std::filesystem::path defaultIndexBase(const std::filesystem::path& corpus);
 
-// What the index embeds for a passage, and what embedder training pairs queries with: the
-// passage text as stored.
-std::string_view embeddingText(const rag::Passage& passage);
-
 // Errors: the corpus's; InvalidArgument for a dim < 1 or an embedder returning the wrong
 // number of values; Corrupt for passage ids that are not 1..n.
 Result<PassageIndexBuild> buildPassageIndex(const PassageIndexParams& params, const EmbedTexts& embed);

@@ -9,7 +9,6 @@
 #include "corpus/qa_prompt.h"
 #include "model/bpe_trainer.h"
 #include "model/training_data.h"
-#include "retrieval/passage_index.h"
 #include "status_checks.h"
 
 using namespace rag;
@@ -237,7 +236,7 @@ private Q_SLOTS:
     auto reader = corpus::QaPromptReader::open(corpus());
     const rag::Passage passage = *reader->passage(p->passageId);
     QCOMPARE(decode(p->query), std::string(plainTitle(passage.title)));
-    QCOMPARE(decode(p->passage), std::string(retrieval::embeddingText(passage)));
+    QCOMPARE(decode(p->passage), std::string(corpus::embeddingText(passage)));
     QCOMPARE((*t)->pair(1, 2, 3, 200)->passage, p->passage);  // a pure function of the key
     QCOMPARE((*t)->pair(1, 2, 3, 5)->passage.size(), size_t{5});  // cut to maxTokens
 
