@@ -97,7 +97,7 @@ const std::vector<Command>& commands() {
        "[--index BASE] [--corpus PATH]",
        {"quick", "deterministic", "find-max"}, cmdBenchServe},
       {"bench", "prefix",
-       "[--quick] [--requests 160] [--rps 4] [--popularity zipf:1.1] [--sim-requests 2000] "
+       "[--quick] [--requests 800] [--rps 16] [--popularity zipf:1.1] [--sim-requests 2000] "
        "[--policies lru,lfu,pgdsf] [--seed 1] [--nprobe 128] [--split test] [--json FILE] [--mode hedra] "
        "[--eviction lru] [--host-kv-mb 0] [--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] "
        "[--corpus PATH]",

@@ -96,8 +96,13 @@ Result<RunFigures> serveRun(const std::shared_ptr<const ServingAssets>& assets, 
       rec.specAccepted = r->specAccepted;
       rec.rollbacks = r->rollbacks;
       for (const StageTiming& st : r->stages)
-        if (st.kind == NodeKind::Generation && st.firstTokenSeconds >= 0)
-          f.ttft.push_back(st.firstTokenSeconds - st.beginSeconds);
+        if (st.kind == NodeKind::Generation && st.firstTokenSeconds >= 0) {
+          const double t = st.firstTokenSeconds - st.beginSeconds;
+          f.ttft.push_back(t);
+          (2 * st.cachedPromptTokens >= st.promptTokens && st.promptTokens > 0 ? f.ttftMostlyCached
+                                                                                : f.ttftMostlyComputed)
+              .push_back(t);
+        }
     }
     records.push_back(std::move(rec));
   }

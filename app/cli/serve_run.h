@@ -35,6 +35,8 @@ struct RunFigures {
   double ceilingRps = 0;
   // Time to first token of every generation node run (its start to its first token), seconds.
   std::vector<double> ttft;
+  // The same split by how much of the prompt the prefix cache held: at least half, or less.
+  std::vector<double> ttftMostlyCached, ttftMostlyComputed;
   ServingStats stats;  // at the end of the run
   RunMetrics m;
 };

@@ -3,7 +3,8 @@
 // starting with the same tokens reuses them instead of prefilling them again.
 //
 //   PrefixMatch m = cache.match(prompt, {.maxTokens = prompt.size() - 1});  // path locked
-//   ... seq.blocks = m.blocks (retained); prefill prompt[m.tokens:] ...
+//   ... seq.blocks = m.blocks, each retained by the caller (the cache keeps its own references);
+//       prefill prompt[m.tokens:] ...
 //   PrefixNodeId n = cache.insert(seq.tokens, seq.blocks);  // the cache retains its own refs
 //   cache.lock(n); cache.unlock(m.node);                     // pin what the sequence now uses
 //   ... when the sequence ends: cache.unlock(n) ...
