@@ -96,6 +96,11 @@ const std::vector<Command>& commands() {
        "[--eviction lru|lfu|pgdsf|lacr] [--host-kv-mb 0] [--model DIR] [--dtype f32|bf16] [--embedder DIR] "
        "[--index BASE] [--corpus PATH]",
        {"quick", "deterministic", "find-max"}, cmdBenchServe},
+      {"eval", "workflow",
+       "--builtin oneshot|hyde|multistep|irg|recomp | --file FILE [--split test] [--limit 400] [--mode hedra] "
+       "[--nprobe 128] [--deterministic] [--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] "
+       "[--corpus PATH] [--json]",
+       {"json", "deterministic"}, cmdEvalWorkflow},
       {"bench", "prefix",
        "[--quick] [--requests 800] [--rps 16] [--popularity zipf:1.1] [--sim-requests 2000] "
        "[--policies lru,lfu,pgdsf] [--seed 1] [--nprobe 128] [--split test] [--json FILE] [--mode hedra] "

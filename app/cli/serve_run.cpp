@@ -62,7 +62,8 @@ double percentile(std::vector<double> v, double q) {
 
 Result<RunFigures> serveRun(const std::shared_ptr<const ServingAssets>& assets, const std::filesystem::path& corpus,
                             const ServingParams& params, std::span<const workload::TraceRequest> trace,
-                            const GraphFor& graphFor, double slo, TraceSink traceOut) {
+                            const GraphFor& graphFor, double slo, TraceSink traceOut,
+                            const ResultSink& onResult) {
   EngineParams ep;
   ep.corpus = corpus;
   ep.workerThreads = 1;
@@ -88,6 +89,7 @@ Result<RunFigures> serveRun(const std::shared_ptr<const ServingAssets>& assets, 
     RequestRecord rec;
     rec.requestId = s.handle->id();
     Result<RequestResult> r = s.handle->wait();
+    if (onResult) onResult(s.index, r);
     rec.ok = r.isOk();
     if (r) {
       rec.latencySeconds = r->latencySeconds;

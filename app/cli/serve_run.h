@@ -55,9 +55,12 @@ struct TraceSink {
   std::vector<TraceEvent>* events = nullptr;
   std::vector<TraceLane>* lanes = nullptr;
 };
+// Called with each request's result, in trace order (trace index, result).
+using ResultSink = std::function<void(size_t, const Result<RequestResult>&)>;
 Result<RunFigures> serveRun(const std::shared_ptr<const ServingAssets>& assets, const std::filesystem::path& corpus,
                             const ServingParams& params, std::span<const workload::TraceRequest> trace,
-                            const GraphFor& graphFor, double slo, TraceSink traceOut = {});
+                            const GraphFor& graphFor, double slo, TraceSink traceOut = {},
+                            const ResultSink& onResult = {});
 
 double percentile(std::vector<double> v, double q);  // nearest rank; 0 for an empty vector
 

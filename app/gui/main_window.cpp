@@ -194,6 +194,10 @@ void MainWindow::updateStatus() {
                      .arg(s.searchTasks)
                      .arg(qRound(100.0 * s.generationLoad))
                      .arg(qRound(100.0 * s.retrievalLoad));
+  if (s.prefixCacheOn)  // the cached blocks are part of the KV in use, free to evict
+    text += tr(" · prefix cache %1 blocks, %2% of prompt tokens hit")
+                .arg(s.prefixCachedBlocks)
+                .arg(qRound(100.0 * s.prefixHitRate()));
   if (m_stall->ticks() > 0) text += tr(" · longest GUI stall %1 ms").arg(m_stall->maxStallMs(), 0, 'f', 1);
   m_servingState->setText(text);
 }

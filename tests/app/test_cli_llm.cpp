@@ -2,6 +2,7 @@
 // tiny model trained here on a tiny corpus (the answers are wrong; the plumbing is checked).
 #include <QtTest>
 
+#include <cmath>
 #include <filesystem>
 #include <tuple>
 
@@ -219,6 +220,64 @@ private Q_SLOTS:
       QCOMPARE(r.code, 2);
       QVERIFY2(r.err.contains(named), qPrintable(r.err));
     }
+  }
+
+  // Accuracy of a workflow through the engine, per question type (after the index is built).
+  void evalWorkflowScoresThroughTheEngine() {
+    const QStringList common = {"--corpus", corpus(), "--model", model(), "--embedder", path("emb"), "--nprobe", "4"};
+    CliRun r = runRagraph(QStringList{"eval", "workflow", "--builtin", "oneshot", "--limit", "12", "--json"} + common);
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    auto doc = parseJson(r.out.toStdString());
+    QVERIFY2(doc.isOk(), qPrintable(r.out));
+    QCOMPARE(doc->find("questions")->asInt64().value_or(0), int64_t{12});
+    const double acc = doc->find("accuracy")->asDouble();
+    QVERIFY(acc >= 0 && acc <= 1);
+    int64_t perType = 0;
+    double weighted = 0;
+    for (const auto& [type, n] : doc->find("questions_by_type")->asObject()) {
+      perType += n.asInt64().value_or(0);
+      weighted += doc->find("by_type")->find(type)->asDouble() * static_cast<double>(n.asInt64().value_or(0));
+    }
+    QCOMPARE(perType, int64_t{12});                   // every question counted under its type
+    QVERIFY(std::abs(weighted / 12 - acc) < 1e-9);    // and the types add up to the whole
+    QCOMPARE(doc->find("retrievals_per_request")->asDouble(), 1.0);  // One-shot retrieves once
+    QVERIFY(doc->find("generated_tokens_per_request")->asDouble() > 0);
+    // Bad input names the fix before any work starts.
+    r = runRagraph(QStringList{"eval", "workflow", "--builtin", "nope"} + common);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("oneshot"), qPrintable(r.err));
+    r = runRagraph(QStringList{"eval", "workflow", "--builtin", "oneshot", "--split", "nope"} + common);
+    QVERIFY(r.code != 0);
+    QVERIFY2(r.err.contains("train"), qPrintable(r.err));  // lists the splits there are
+  }
+
+  // The prefix cache on vs off over one trace, and the policies' hit-rate table.
+  void benchPrefixComparesCacheOnAndOff() {
+    const QStringList common = {"--corpus", corpus(), "--model", model(), "--embedder", path("emb"), "--nprobe", "4"};
+    CliRun r = runRagraph(QStringList{"bench", "prefix", "--requests", "40", "--rps", "200", "--sim-requests", "60",
+                                      "--deterministic", "--json", path("prefix.json")} + common);
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QFile f(path("prefix.json"));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    auto doc = parseJson(f.readAll().toStdString());
+    QVERIFY(doc.isOk());
+    QVERIFY(doc->find("ttft_p50_ms")->find("on")->asDouble() > 0);
+    QVERIFY(doc->find("ttft_p50_ms")->find("off")->asDouble() > 0);
+    QVERIFY(doc->find("hit_rate")->asDouble() > 0);  // the template's tokens at least repeat
+    QCOMPARE(doc->find("serve")->find("off")->find("hit_rate")->asDouble(), 0.0);
+    // The cache changes no answer.
+    QCOMPARE(doc->find("serve")->find("on")->find("accuracy")->asDouble(),
+             doc->find("serve")->find("off")->find("accuracy")->asDouble());
+    for (const char* trace : {"uniform", "zipf:1.1", "temporal"})
+      for (const char* size : {"5%", "10%", "20%"})
+        for (const char* policy : {"lru", "lfu", "pgdsf"}) {
+          const auto* v = doc->find("hit_rates")->find(trace)->find(size)->find(policy);
+          QVERIFY(v != nullptr);
+          QVERIFY(v->asDouble() >= 0 && v->asDouble() <= 1);
+        }
+    r = runRagraph(QStringList{"bench", "prefix", "--policies", "fifo"} + common);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("lru"), qPrintable(r.err));
   }
 };
 
