@@ -159,6 +159,19 @@ int fail(const Status& s) {
   return s.code() == StatusCode::InvalidArgument ? 2 : 1;
 }
 
+std::string builtinWorkflowNames() {
+  std::string s;
+  for (Workflow w : kAllWorkflows) s += (s.empty() ? "" : ", ") + std::string(workflowName(w));
+  return s;
+}
+
+Result<WorkflowGraph> loadWorkflowChoice(const std::optional<std::string>& builtin, const std::string& file) {
+  if (!builtin) return WorkflowGraph::load(file);
+  std::optional<Workflow> w = workflowFromName(*builtin);
+  if (!w) return Status::invalidArgument("no built-in workflow '" + *builtin + "'; the built-ins are " + builtinWorkflowNames());
+  return builtinWorkflow(*w);
+}
+
 int emitJson(const std::string& json, const std::string& jsonPath) {
   if (jsonPath.empty()) {
     std::cout << json;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "rag/status.h"
+#include "rag/workflow.h"
 
 namespace rag::cli {
 
@@ -65,6 +66,11 @@ void restartWithPassiveOpenMp();
 
 // Prints "ragraph: error: <message>" and returns the exit code for a failed command.
 int fail(const Status& s);
+
+// The workflow a command names: --builtin NAME (InvalidArgument listing the built-ins when
+// unknown) or else a workflow file.
+Result<WorkflowGraph> loadWorkflowChoice(const std::optional<std::string>& builtin, const std::string& file);
+std::string builtinWorkflowNames();  // "oneshot, hyde, multistep, irg, recomp"
 
 // A benchmark's JSON: to stdout, or with --json FILE written atomically (and said on stderr).
 // The exit code: 0, or fail()'s when the file cannot be written.

@@ -47,14 +47,7 @@ int cmdEvalWorkflow(Args& args) {
   if (*limit < 1) return fail(Status::invalidArgument("--limit must be at least 1"));
   if (*nprobe < 1) return fail(Status::invalidArgument("--nprobe must be at least 1"));
 
-  Result<WorkflowGraph> graph = Status::notFound("");
-  if (builtin) {
-    auto w = workflowFromName(*builtin);
-    if (!w) return fail(Status::invalidArgument("--builtin " + *builtin + ": not a built-in workflow (oneshot, hyde, multistep, irg, recomp)"));
-    graph = builtinWorkflow(*w);
-  } else {
-    graph = WorkflowGraph::load(*file);
-  }
+  Result<WorkflowGraph> graph = loadWorkflowChoice(builtin, file.value_or(""));
   if (!graph) return fail(graph.status());
   if (Status v = graph->validate(); !v) return fail(v);
   const std::string name = builtin ? *builtin : std::filesystem::path(*file).stem().string();

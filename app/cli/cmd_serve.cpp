@@ -211,6 +211,7 @@ int cmdBenchServe(Args& args) {
                       tracePath.empty() ? TraceSink{} : TraceSink{&trace, &lanes});
     if (!f) return f.status().withContext(wname + " / " + servePolicyName(mode));
     f->workflow = wname;
+    f->rps = rps;
     f->mode = servePolicyName(mode);
     std::fprintf(stderr,
                  "[%zu/%zu%s] %-9s %-16s rps %-5g n %-5zu mean %.3f s  p99 %.3f s  slo %.2f  acc %.3f  spec %lld/%lld\n",
@@ -359,14 +360,7 @@ int cmdWorkflowRun(Args& args) {
   if (pos.size() != (builtin ? 1u : 2u))
     return fail(Status::invalidArgument(
         "usage: ragraph workflow run FILE \"question\" or ragraph workflow run --builtin NAME \"question\""));
-  Result<WorkflowGraph> graph = Status::notFound("");
-  if (builtin) {
-    auto w = workflowFromName(*builtin);
-    if (!w) return fail(Status::invalidArgument("no built-in workflow '" + *builtin + "'; use oneshot, hyde, multistep, irg or recomp"));
-    graph = builtinWorkflow(*w);
-  } else {
-    graph = WorkflowGraph::load(pos[0]);
-  }
+  Result<WorkflowGraph> graph = loadWorkflowChoice(builtin, builtin ? std::string() : pos[0]);
   if (!graph) return fail(graph.status());
   serving->nprobe = *nprobe;
   EngineParams ep;

@@ -19,11 +19,6 @@ namespace rag::cli {
 
 namespace {
 
-std::string builtinNames() {
-  std::string s;
-  for (Workflow w : kAllWorkflows) s += (s.empty() ? "" : ", ") + std::string(workflowName(w));
-  return s;
-}
 
 struct Chosen {
   std::string source;  // the file, or "built-in NAME"
@@ -35,7 +30,7 @@ Result<std::string> readSource(Args& args, std::optional<std::string>& builtin) 
   builtin = args.get("builtin");
   const std::vector<std::string>& files = args.positionals();
   const std::string usage =
-      "give one workflow: a JSON file, or --builtin NAME (" + builtinNames() + ")";
+      "give one workflow: a JSON file, or --builtin NAME (" + builtinWorkflowNames() + ")";
   if (files.size() > 1) return Status::invalidArgument("more than one file given; " + usage);
   if (builtin && !files.empty())
     return Status::invalidArgument("both a file and --builtin given; " + usage);
@@ -45,16 +40,7 @@ Result<std::string> readSource(Args& args, std::optional<std::string>& builtin) 
 
 Chosen load(const std::optional<std::string>& builtin, const std::string& source) {
   Chosen c{source};
-  if (!builtin) {
-    c.graph = WorkflowGraph::load(source);
-    return c;
-  }
-  std::optional<Workflow> w = workflowFromName(*builtin);
-  if (!w)
-    c.graph = Status::invalidArgument("no built-in workflow '" + *builtin +
-                                      "'; the built-ins are " + builtinNames());
-  else
-    c.graph = builtinWorkflow(*w);
+  c.graph = loadWorkflowChoice(builtin, source);
   return c;
 }
 

@@ -193,6 +193,7 @@ private Q_SLOTS:
     QVERIFY(doc->find("settings")->find("blas_kernels") != nullptr);  // which matrix kernels ran
     // 0.2 s of arrivals at 40 rps are 8 requests: more than --requests 4.
     QCOMPARE(doc->find("runs")->asArray().at(0).find("requests")->asInt64().value_or(0), int64_t{8});
+    QCOMPARE(doc->find("runs")->asArray().at(0).find("rps")->asDouble(), 40.0);  // each run says its rate
     QVERIFY(doc->find("search_runs")->size() >= 6);  // at least one probe per workflow and mode
     // Every run generated and retrieved: both workers' work per request, and the ceiling it sets
     // (at most one request per generation busy time).
