@@ -19,6 +19,7 @@
 #include "model/runner.h"
 #include "model/training_data.h"
 #include "retriever.h"
+#include "retrieval/bm25_index.h"
 #include "retrieval/locality.h"
 #include "retrieval/nprobe_calibration.h"
 
@@ -242,6 +243,25 @@ int cmdEvalRetrieval(Args& args) {
   if (!defHits) return fail(defHits.status());
   const Recall def = recall(*defHits, defWatch.elapsedSeconds());
 
+  // Lexical retrieval in the same run: BM25 (SQLite FTS5), and hybrid = reciprocal-rank fusion of
+  // the IVF at the default nprobe with BM25.
+  auto bm25 = retrieval::Bm25Index::openOrBuild(corpus, {}, [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); });
+  if (!bm25) return fail(bm25.status());
+  Stopwatch bm25Watch;
+  std::vector<std::vector<int64_t>> bm25Hits;
+  for (const std::string& question : labelled->questions) {
+    auto hits = bm25->search(question, kTop);
+    if (!hits) return fail(hits.status());
+    bm25Hits.push_back(std::move(*hits));
+  }
+  const Recall lexical = recall(bm25Hits, bm25Watch.elapsedSeconds());
+  std::vector<std::vector<int64_t>> fused;
+  for (size_t i = 0; i < bm25Hits.size(); ++i) {
+    const std::vector<int64_t> both[] = {(*defHits)[i], bm25Hits[i]};
+    fused.push_back(retrieval::reciprocalRankFusion(both, kTop));
+  }
+  const Recall hybrid = recall(fused, def.seconds + lexical.seconds);
+
   auto write = [](JsonWriter& w, const Recall& x) {
     w.beginObject();
     w.key("recall@1").value(x.at1);
@@ -272,6 +292,10 @@ int cmdEvalRetrieval(Args& args) {
     w.key("ivf_default");
     write(w, def);
     w.key("ivf_default_over_flat_recall@5").value(flat.at5 > 0 ? def.at5 / flat.at5 : 0.0);
+    w.key("bm25");
+    write(w, lexical);
+    w.key("hybrid");
+    write(w, hybrid);
     w.endObject();
     std::cout << std::endl;
   } else {
@@ -280,6 +304,10 @@ int cmdEvalRetrieval(Args& args) {
     for (const auto& [nprobe, x] : ivf)
       std::printf("  nprobe %-4lld recall@1 %.3f  @5 %.3f  @20 %.3f  (%.3f s)\n",
                   static_cast<long long>(nprobe), x.at1, x.at5, x.at20, x.seconds);
+    std::printf("  bm25       recall@1 %.3f  @5 %.3f  @20 %.3f  (%.3f s)\n", lexical.at1, lexical.at5, lexical.at20,
+                lexical.seconds);
+    std::printf("  hybrid     recall@1 %.3f  @5 %.3f  @20 %.3f  (IVF at nprobe %lld + BM25, reciprocal-rank fusion)\n",
+                hybrid.at1, hybrid.at5, hybrid.at20, static_cast<long long>(r->nprobe));
   }
   return 0;
 }

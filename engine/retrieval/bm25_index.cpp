@@ -1,0 +1,191 @@
+#include "retrieval/bm25_index.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/fs.h"
+#include "corpus/corpus_db.h"
+#include "storage/sqlite.h"
+
+namespace fs = std::filesystem;
+
+namespace rag::retrieval {
+
+namespace {
+
+constexpr std::string_view kFormat = "ragraph-bm25-1";
+
+// English function words: in most passages, so they add almost nothing to BM25's ranking (their
+// IDF is near 0) but make FTS5 walk their huge posting lists (a query of them took ~230 ms).
+bool isStopword(std::string_view w) {
+  static const std::unordered_set<std::string_view> kStop = {
+      "a",     "about", "an",    "and",   "are",  "as",    "at",    "be",    "by",    "can",  "did",  "do",
+      "does",  "for",   "from",  "had",   "has",  "have",  "he",    "her",   "his",   "how",  "i",    "in",
+      "into",  "is",    "it",    "its",   "of",   "on",    "or",    "she",   "so",    "than", "that", "the",
+      "their", "them",  "then",  "there", "these", "they", "this",  "those", "to",    "was",  "we",   "were",
+      "what",  "when",  "where", "which", "who",  "whom",  "whose", "why",   "will",  "with", "you"};
+  return kStop.count(w) > 0;
+}
+
+// What ties an index to its corpus: the corpus's build time and passage count.
+Result<std::string> corpusIdentity(sql::Db& corpus) {
+  RAG_ASSIGN_OR_RETURN(sql::Stmt st, corpus.prepare("SELECT value FROM meta WHERE key = 'built_at'"));
+  RAG_ASSIGN_OR_RETURN(bool row, st.step());
+  const std::string builtAt = row ? st.columnText(0) : "unknown";
+  RAG_ASSIGN_OR_RETURN(int64_t n, corpus.queryInt64("SELECT COUNT(*) FROM passages"));
+  return std::string(kFormat) + " " + builtAt + " " + std::to_string(n);
+}
+
+Result<std::string> storedIdentity(const fs::path& path) {
+  RAG_ASSIGN_OR_RETURN(sql::Db db, sql::Db::open(path, sql::OpenMode::ReadOnly));
+  RAG_ASSIGN_OR_RETURN(bool has, db.tableExists("bm25_meta"));
+  if (!has) return std::string();
+  RAG_ASSIGN_OR_RETURN(sql::Stmt st, db.prepare("SELECT value FROM bm25_meta WHERE key = 'corpus'"));
+  RAG_ASSIGN_OR_RETURN(bool row, st.step());
+  return row ? st.columnText(0) : std::string();
+}
+
+std::string sqlQuoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+// Builds the index into a staged file and renames it over `path`.
+Status build(const fs::path& corpus, const fs::path& path, const std::string& identity) {
+  RAG_ASSIGN_OR_RETURN(StagedOutput staged, stageOutput(path));
+  auto fail = [&](Status s) {
+    discardStagedOutput(staged);
+    return s.withContext("building the BM25 index " + path.string());
+  };
+  {
+    Result<sql::Db> db = sql::Db::open(staged.temp, sql::OpenMode::Create);
+    if (!db) return fail(db.status());
+    Status s = db->exec("CREATE VIRTUAL TABLE passages USING fts5(title, text, tokenize = 'porter unicode61')");
+    if (!s) return fail(Status::internal("this SQLite has no FTS5 (" + s.message() + "); install Debian's libsqlite3-0"));
+    // One transaction: the passages (read straight from the attached corpus), the corpus's
+    // identity, then FTS5's merge of its segments into one b-tree for fast queries.
+    for (const std::string& sql :
+         {std::string("CREATE TABLE bm25_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)"),
+          "ATTACH DATABASE " + sqlQuoted(corpus.string()) + " AS corpus", std::string("BEGIN"),
+          std::string("INSERT INTO passages(rowid, title, text) SELECT id, title, text FROM corpus.passages"),
+          "INSERT INTO bm25_meta VALUES ('corpus', " + sqlQuoted(identity) + ")",
+          std::string("INSERT INTO passages(passages) VALUES ('optimize')"), std::string("COMMIT"),
+          std::string("DETACH DATABASE corpus")})
+      if (Status e = db->exec(sql); !e) return fail(e);
+    if (Status c = db->close(); !c) return fail(c);
+  }
+  if (Status c = commitStagedOutput(staged); !c) return fail(c);
+  return Status::ok();
+}
+
+}  // namespace
+
+fs::path defaultBm25Path(const fs::path& corpus) { return fs::path(corpus.string() + ".fts"); }
+
+struct Bm25Index::Impl {
+  sql::Db db;
+  sql::Stmt search;
+  int64_t size = 0;
+  bool rebuilt = false;
+};
+
+Bm25Index::Bm25Index(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+Bm25Index::Bm25Index(Bm25Index&&) noexcept = default;
+Bm25Index& Bm25Index::operator=(Bm25Index&&) noexcept = default;
+Bm25Index::~Bm25Index() = default;
+
+Result<Bm25Index> Bm25Index::openOrBuild(const fs::path& corpus, const fs::path& pathIn,
+                                         const std::function<void(const std::string&)>& progress) {
+  const fs::path path = pathIn.empty() ? defaultBm25Path(corpus) : pathIn;
+  std::string identity;
+  {
+    RAG_ASSIGN_OR_RETURN(sql::Db c, corpus::openCorpus(corpus));
+    RAG_ASSIGN_OR_RETURN(identity, corpusIdentity(c));
+  }
+  auto impl = std::make_unique<Impl>();
+  std::error_code ec;
+  std::string stored;
+  if (fs::exists(path, ec)) {
+    Result<std::string> s = storedIdentity(path);
+    stored = s ? *s : std::string();  // unreadable: rebuilt like a stale one
+  }
+  if (stored != identity) {
+    if (progress)
+      progress(stored.empty() && !fs::exists(path, ec)
+                   ? "building the BM25 index " + path.string() + " (once, a few seconds)"
+                   : "the BM25 index " + path.string() + " was built from another corpus; rebuilding it");
+    RAG_RETURN_IF_ERROR(build(corpus, path, identity));
+    impl->rebuilt = true;
+  }
+  RAG_ASSIGN_OR_RETURN(impl->db, sql::Db::open(path, sql::OpenMode::ReadOnly));
+  RAG_ASSIGN_OR_RETURN(impl->size, impl->db.queryInt64("SELECT COUNT(*) FROM passages"));
+  RAG_ASSIGN_OR_RETURN(impl->search,
+                       impl->db.prepare("SELECT rowid FROM passages WHERE passages MATCH ?1 ORDER BY rank LIMIT ?2"));
+  return Bm25Index(std::move(impl));
+}
+
+std::string Bm25Index::matchExpression(std::string_view query) {
+  std::string out, word;
+  auto flush = [&] {
+    if (!word.empty() && !isStopword(word)) out += (out.empty() ? "\"" : " OR \"") + word + "\"";
+    word.clear();
+  };
+  for (char ch : query) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c) || c >= 0x80) word += static_cast<char>(std::tolower(c));
+    else flush();
+  }
+  flush();
+  return out;
+}
+
+Result<std::vector<int64_t>> Bm25Index::search(std::string_view query, int32_t k) {
+  std::vector<int64_t> out;
+  if (k < 1) return Status::invalidArgument("a BM25 search needs k >= 1");
+  const std::string match = matchExpression(query);
+  if (match.empty()) return out;
+  sql::Stmt& st = m_impl->search;
+  st.reset();
+  st.bind(1, match).bind(2, static_cast<int64_t>(k));
+  for (;;) {
+    RAG_ASSIGN_OR_RETURN(bool row, st.step());
+    if (!row) break;
+    out.push_back(st.columnInt64(0));
+  }
+  st.reset();
+  return out;
+}
+
+int64_t Bm25Index::size() const { return m_impl->size; }
+bool Bm25Index::rebuilt() const { return m_impl->rebuilt; }
+
+std::vector<int64_t> reciprocalRankFusion(std::span<const std::vector<int64_t>> rankings, int32_t k, double c) {
+  struct Score {
+    double score = 0;
+    size_t firstSeen = 0;  // order of first appearance, rankings in turn
+  };
+  std::unordered_map<int64_t, Score> scores;
+  size_t seen = 0;
+  for (const std::vector<int64_t>& r : rankings)
+    for (size_t rank = 0; rank < r.size(); ++rank) {
+      if (r[rank] < 0) continue;
+      auto [it, fresh] = scores.try_emplace(r[rank], Score{0, seen});
+      if (fresh) ++seen;
+      it->second.score += 1.0 / (c + static_cast<double>(rank + 1));
+    }
+  std::vector<std::pair<int64_t, Score>> all(scores.begin(), scores.end());
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+    if (a.second.score != b.second.score) return a.second.score > b.second.score;
+    if (a.second.firstSeen != b.second.firstSeen) return a.second.firstSeen < b.second.firstSeen;
+    return a.first < b.first;
+  });
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < all.size() && static_cast<int32_t>(out.size()) < k; ++i) out.push_back(all[i].first);
+  return out;
+}
+
+}  // namespace rag::retrieval

@@ -1,0 +1,62 @@
+// BM25 over the corpus's passages through SQLite FTS5 (the corpus is SQLite already: no new
+// dependency). The index is a file of its own beside the corpus (<corpus>.fts), built once from
+// the passages' titles and texts, and tagged with the corpus it was built from: an index of
+// another corpus (or of an older build of this one) is rebuilt, and says so.
+//
+//   RAG_ASSIGN_OR_RETURN(Bm25Index bm25, Bm25Index::openOrBuild(corpusPath));
+//   RAG_ASSIGN_OR_RETURN(std::vector<int64_t> ids, bm25.search("What is a dog a kind of?", 5));
+//   // fused with dense results: reciprocalRankFusion({dense, ids}, 5)
+//
+// Queries are free text: each word but English function words becomes a quoted FTS5 term, the
+// terms OR-ed, ranked by FTS5's bm25() (k1 = 1.2, b = 0.75), so no query can be an FTS5 syntax
+// error. Not thread-safe: one
+// thread searches an instance.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rag/status.h"
+
+namespace rag::retrieval {
+
+std::filesystem::path defaultBm25Path(const std::filesystem::path& corpus);  // <corpus>.fts
+
+class Bm25Index {
+public:
+  // Opens `path` (default: <corpus>.fts), building it first when it is missing or was built from
+  // another corpus; `progress` hears about a build. Errors: the corpus's (missing, not a corpus),
+  // an SQLite without FTS5, an unwritable directory. Nothing half-built is left behind.
+  static Result<Bm25Index> openOrBuild(const std::filesystem::path& corpus, const std::filesystem::path& path = {},
+                                       const std::function<void(const std::string&)>& progress = {});
+  Bm25Index(Bm25Index&&) noexcept;
+  Bm25Index& operator=(Bm25Index&&) noexcept;
+  ~Bm25Index();
+
+  // The top-k passage ids for `query`, best first; empty when no word of it occurs anywhere.
+  Result<std::vector<int64_t>> search(std::string_view query, int32_t k);
+  int64_t size() const;   // passages indexed
+  bool rebuilt() const;   // openOrBuild built it (it was missing or stale)
+
+  // The FTS5 query for free text: its words (letters and digits, lower-cased) but function words,
+  // quoted and OR-ed; empty when nothing is left.
+  static std::string matchExpression(std::string_view query);
+
+private:
+  struct Impl;
+  explicit Bm25Index(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> m_impl;
+};
+
+// Reciprocal-rank fusion (Cormack, Clarke and Büttcher, 2009): each id scores Σ 1 / (c + rank)
+// over the rankings it appears in (rank from 1); the top k by score, ties broken by the first
+// ranking's order, then by id. Ids < 0 (empty slots) are ignored.
+std::vector<int64_t> reciprocalRankFusion(std::span<const std::vector<int64_t>> rankings, int32_t k, double c = 60.0);
+
+}  // namespace rag::retrieval

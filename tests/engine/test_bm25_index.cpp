@@ -1,0 +1,86 @@
+// BM25 retrieval through SQLite FTS5 (retrieval/bm25_index.h): built from the corpus on first
+// use and rebuilt when the corpus changes, ranks the passage that holds a query's rare words
+// first, survives queries full of FTS5 syntax, and fuses rankings by reciprocal rank.
+#include <QtTest>
+#include <QTemporaryDir>
+
+#include <filesystem>
+
+#include "../fixtures/workload/tiny_corpus.h"
+#include "retrieval/bm25_index.h"
+#include "storage/sqlite.h"
+
+using namespace rag;
+using namespace rag::retrieval;
+namespace fs = std::filesystem;
+
+class TestBm25Index : public QObject {
+  Q_OBJECT
+  QTemporaryDir m_dir;
+  fs::path path(const char* name) const { return fs::path(m_dir.path().toStdString()) / name; }
+
+private Q_SLOTS:
+  void initTestCase() {
+    QVERIFY(m_dir.isValid());
+    QVERIFY(testing::makeTinyCorpus(path("corpus.db"), {.entities = 40, .passages = true}).isOk());
+  }
+
+  void buildsOnceAndFindsThePassage() {
+    std::vector<std::string> said;
+    auto idx = Bm25Index::openOrBuild(path("corpus.db"), {}, [&](const std::string& m) { said.push_back(m); });
+    QVERIFY2(idx.isOk(), idx.status().toString().c_str());
+    QVERIFY(idx->rebuilt());
+    QCOMPARE(said.size(), size_t{1});
+    QVERIFY(fs::exists(path("corpus.db.fts")));
+    QCOMPARE(idx->size(), int64_t{40});
+    // "sub 17a" and "answer 17" occur only in entity 17's passage.
+    auto hits = idx->search("What is the answer 17 or sub 17a?", 5);
+    QVERIFY2(hits.isOk(), hits.status().toString().c_str());
+    QVERIFY(!hits->empty());
+    QCOMPARE(hits->front(), int64_t{17});
+    QVERIFY(hits->size() <= 5);
+    // Opened again: no rebuild.
+    auto again = Bm25Index::openOrBuild(path("corpus.db"));
+    QVERIFY(again.isOk());
+    QVERIFY(!again->rebuilt());
+  }
+
+  void oddQueriesAreNotSyntaxErrors() {
+    auto idx = Bm25Index::openOrBuild(path("corpus.db"));
+    QVERIFY(idx.isOk());
+    for (const char* q : {"\"unbalanced", "a AND OR NOT (", "NEAR(x y)", "col:thing*", "-- ; DROP TABLE passages", "caf\xC3\xA9"})
+      QVERIFY2(idx->search(q, 3).isOk(), q);
+    auto none = idx->search("what is the", 3);  // only function words: nothing to look for
+    QVERIFY(none.isOk());
+    QVERIFY(none->empty());
+    QCOMPARE(Bm25Index::matchExpression("What is Entity-7?"), std::string("\"entity\" OR \"7\""));
+    QCOMPARE(idx->search("entity", 0).status().code(), StatusCode::InvalidArgument);
+  }
+
+  void anotherCorpusIsRebuilt() {
+    QVERIFY(Bm25Index::openOrBuild(path("corpus.db")).isOk());
+    // Same file name, a corpus of another build: the index is rebuilt, not used stale.
+    fs::remove(path("corpus.db"));
+    QVERIFY(testing::makeTinyCorpus(path("corpus.db"), {.entities = 12, .passages = true}).isOk());
+    auto idx = Bm25Index::openOrBuild(path("corpus.db"));
+    QVERIFY(idx.isOk());
+    QVERIFY(idx->rebuilt());
+    QCOMPARE(idx->size(), int64_t{12});
+    // A missing corpus is named.
+    auto missing = Bm25Index::openOrBuild(path("nope.db"));
+    QVERIFY(!missing.isOk());
+    QVERIFY(missing.status().message().find("nope.db") != std::string::npos);
+    QVERIFY(!fs::exists(path("nope.db.fts")));
+  }
+
+  void reciprocalRankFusionOrdersByFusedRank() {
+    const std::vector<std::vector<int64_t>> r = {{1, 2, 3, -1}, {3, 4, 1}};
+    // 1: 1/61 + 1/63; 3: 1/63 + 1/61 (tie: 1 was seen first); 2: 1/62; 4: 1/62 (2 seen first).
+    QCOMPARE(reciprocalRankFusion(r, 10), (std::vector<int64_t>{1, 3, 2, 4}));
+    QCOMPARE(reciprocalRankFusion(r, 2), (std::vector<int64_t>{1, 3}));
+    QVERIFY(reciprocalRankFusion({}, 3).empty());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestBm25Index)
+#include "test_bm25_index.moc"
