@@ -37,6 +37,7 @@ int cmdEvalWorkflow(Args& args) {
   auto limit = args.getInt("limit", 400);
   auto nprobe = args.getInt("nprobe", 128);
   const bool json = args.flag("json");
+  const std::optional<std::string> method = args.get("method");
   auto serving = readServingParams(args, "hedra");
   if (!serving) return fail(serving.status());
   if (!limit) return fail(limit.status());
@@ -49,6 +50,11 @@ int cmdEvalWorkflow(Args& args) {
 
   Result<WorkflowGraph> graph = loadWorkflowChoice(builtin, file.value_or(""));
   if (!graph) return fail(graph.status());
+  if (method) {  // every retrieval node through this retriever
+    const std::optional<RetrievalMethod> m = retrievalMethodFromName(*method);
+    if (!m) return fail(Status::invalidArgument("--method " + *method + ": use dense, bm25 or hybrid"));
+    graph->setRetrievalMethod(*m);
+  }
   if (Status v = graph->validate(); !v) return fail(v);
   const std::string name = builtin ? *builtin : std::filesystem::path(*file).stem().string();
 
@@ -105,6 +111,7 @@ int cmdEvalWorkflow(Args& args) {
     JsonWriter w(out, true);
     w.beginObject();
     w.key("workflow").value(name).key("split").value(split).key("mode").value(servePolicyName(serving->policy));
+    w.key("method").value(method.value_or("as the workflow says"));
     w.key("questions").value(all.questions).key("failed").value(all.failed);
     w.key("accuracy").value(all.accuracy());
     w.key("by_type").beginObject();

@@ -97,7 +97,7 @@ const std::vector<Command>& commands() {
        "[--index BASE] [--corpus PATH]",
        {"quick", "deterministic", "find-max"}, cmdBenchServe},
       {"eval", "workflow",
-       "--builtin oneshot|hyde|multistep|irg|recomp | --file FILE [--split test] [--limit 400] [--mode hedra] "
+       "--builtin oneshot|hyde|multistep|irg|recomp | --file FILE [--split test] [--limit 400] [--method dense|bm25|hybrid] [--mode hedra] "
        "[--nprobe 128] [--deterministic] [--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] "
        "[--corpus PATH] [--json]",
        {"json", "deterministic"}, cmdEvalWorkflow},

@@ -54,6 +54,7 @@ Result<std::unique_ptr<RetrievalExecutor>> RetrievalExecutor::create(const Servi
                             .partialAtShare = subStages && policy.speculation
                                                   ? std::optional<double>(params.specMinSearchedShare)
                                                   : std::nullopt,
+                            .corpus = assets.corpus,
                             .turns = turns,
                             .ring = ring,
                             .load = &ex->m_load,
@@ -80,6 +81,7 @@ Status RetrievalExecutor::start(const StageJob& job) {
   }
   r.k = static_cast<int32_t>(node.topk);
   r.nprobe = node.retrieval.nprobe > 0 ? node.retrieval.nprobe : m_params.nprobe;
+  r.method = node.retrieval.method;
   r.speculative = job.speculative;
   if (m_params.policy.reorder && m_params.policy.retrieval == RetrievalPacing::SubStages) {
     auto cache = m_localCache.find(job.requestId);

@@ -112,7 +112,32 @@ std::vector<retrieval::SearchHit> RetrievalWorker::answerFromCache(const retriev
 }
 
 // Embeds the new jobs and makes their search tasks (cluster order and local-cache answer).
+Result<std::vector<retrieval::SearchHit>> RetrievalWorker::lexicalHits(const std::string& query, int32_t k) {
+  if (!m_bm25) {
+    if (m_params.corpus.empty())
+      return Status::invalidArgument("BM25 retrieval needs the corpus its index is built from; this engine was given none");
+    RAG_ASSIGN_OR_RETURN(retrieval::Bm25Index idx, retrieval::Bm25Index::openOrBuild(m_params.corpus, m_params.bm25Path));
+    m_bm25.emplace(std::move(idx));
+  }
+  RAG_ASSIGN_OR_RETURN(std::vector<int64_t> ids, m_bm25->search(query, k));
+  std::vector<retrieval::SearchHit> hits;
+  for (size_t r = 0; r < ids.size(); ++r)  // passage ids are index rows + 1; the score is 1 / rank
+    hits.push_back({ids[r] - 1, 1.0f / static_cast<float>(r + 1)});
+  return hits;
+}
+
 void RetrievalWorker::admit(std::vector<RetrievalJob>& jobs, std::vector<RetrievalUpdate>& out) {
+  // BM25 jobs need no embedding and no IVF: answered here, in full.
+  std::erase_if(jobs, [&](const RetrievalJob& job) {
+    if (job.method != RetrievalMethod::Bm25) return false;
+    RAG_TRACE_ZONE(zone, m_params.ring, m_lane, TraceStage::RetrievalStep, job.requestId);
+    Result<std::vector<retrieval::SearchHit>> hits = lexicalHits(job.query, job.k);
+    RetrievalUpdate u{.key = job.key, .final = true};
+    if (hits) u.top = std::move(*hits);
+    else u.error = hits.status();
+    out.push_back(std::move(u));
+    return true;
+  });
   if (jobs.empty()) return;
   std::vector<std::string> texts;
   for (const RetrievalJob& j : jobs) texts.push_back(j.query.empty() ? std::string(" ") : j.query);
@@ -167,10 +192,28 @@ void RetrievalWorker::admit(std::vector<RetrievalJob>& jobs, std::vector<Retriev
   jobs.clear();
 }
 
-RetrievalUpdate RetrievalWorker::finalUpdate(Live& l) const {
+RetrievalUpdate RetrievalWorker::finalUpdate(Live& l) {
   RetrievalUpdate u{.key = l.job.key, .final = true};
   std::vector<retrieval::SearchHit> all = l.task.topK();
   u.cache = retrieval::LocalCache::remember(l.task, m_clusterOfIds, m_params.localCacheKeep);
+  if (l.job.method == RetrievalMethod::Hybrid) {
+    // The dense top (a top-20 when the local cache is kept) fused with BM25's by reciprocal rank.
+    const int32_t depth = std::max<int32_t>(l.job.k, static_cast<int32_t>(all.size()));
+    Result<std::vector<retrieval::SearchHit>> lexical = lexicalHits(l.job.query, depth);
+    if (!lexical) {
+      u.error = lexical.status();
+      return u;
+    }
+    std::vector<int64_t> rankings[2];
+    for (const retrieval::SearchHit& h : all) rankings[0].push_back(h.id);
+    for (const retrieval::SearchHit& h : *lexical) rankings[1].push_back(h.id);
+    std::vector<retrieval::SearchHit> fused;
+    for (int64_t row : retrieval::reciprocalRankFusion(rankings, l.job.k)) {
+      auto dense = std::find_if(all.begin(), all.end(), [&](const retrieval::SearchHit& h) { return h.id == row; });
+      fused.push_back({row, dense != all.end() ? dense->similarity : 0.0f});
+    }
+    all = std::move(fused);
+  }
   u.top = firstK(std::move(all), l.job.k);
   u.clustersSearched = static_cast<int64_t>(l.task.cursor());
   u.clustersTotal = static_cast<int64_t>(l.task.clusters().size());

@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "rag/engine.h"
+#include "retrieval/bm25_index.h"
 #include "retrieval/cluster_cache.h"
 #include "retrieval/ivf_index.h"
 #include "retrieval/locality.h"
@@ -52,6 +54,7 @@ struct RetrievalJob {
   std::string query;
   int32_t k = 5;
   int64_t nprobe = 128;
+  RetrievalMethod method = RetrievalMethod::Dense;
   std::optional<retrieval::LocalCache> hint;  // the request's previous retrieval (reorder)
   bool speculative = false;                   // a speculative retrieval (§4.3)
 };
@@ -87,6 +90,10 @@ struct RetrievalWorkerParams {
   // With speculation: post one partial top-k per job, at the first sub-stage that has
   // searched this share of its clusters (0: the local-cache answer); none: no partials at all.
   std::optional<double> partialAtShare;
+  // BM25 and hybrid jobs: the corpus and its FTS5 index (retrieval/bm25_index.h; empty path:
+  // <corpus>.fts), opened at the first such job.
+  std::filesystem::path corpus;
+  std::filesystem::path bm25Path;
   TurnLock* turns = nullptr;
   TraceRing* ring = nullptr;
   LoadGauge* load = nullptr;  // told the time of each turn (embedding and search)
@@ -129,7 +136,9 @@ private:
   void loop();
   void admit(std::vector<RetrievalJob>& jobs, std::vector<RetrievalUpdate>& out);
   void searchTurn(std::vector<RetrievalUpdate>& out);
-  RetrievalUpdate finalUpdate(Live& l) const;
+  RetrievalUpdate finalUpdate(Live& l);
+  // BM25's top `k` for `query`, best first, as index rows (what SearchHit ids are).
+  Result<std::vector<retrieval::SearchHit>> lexicalHits(const std::string& query, int32_t k);
   void traceGpuWork(const retrieval::HybridStepStats& h, uint64_t beginNs);
   std::vector<retrieval::SearchHit> answerFromCache(const retrieval::LocalCache& cache,
                                                     std::span<const float> query, int32_t k) const;
@@ -139,6 +148,7 @@ private:
   RetrievalWorkerParams m_params;
   std::vector<int32_t> m_clusterOfIds;
   std::optional<retrieval::ClusterCache> m_cache;
+  std::optional<retrieval::Bm25Index> m_bm25;
   std::atomic<double> m_cacheHitRate{0};
   mutable std::mutex m_residencyMutex;
   std::vector<uint8_t> m_residency;

@@ -26,6 +26,26 @@ std::string_view nodeKindName(NodeKind k) {
   return k == NodeKind::Generation ? "generation" : "retrieval";
 }
 
+std::string_view retrievalMethodName(RetrievalMethod m) {
+  switch (m) {
+    case RetrievalMethod::Dense: return "dense";
+    case RetrievalMethod::Bm25: return "bm25";
+    case RetrievalMethod::Hybrid: return "hybrid";
+  }
+  return "dense";
+}
+
+std::optional<RetrievalMethod> retrievalMethodFromName(std::string_view name) {
+  for (RetrievalMethod m : {RetrievalMethod::Dense, RetrievalMethod::Bm25, RetrievalMethod::Hybrid})
+    if (retrievalMethodName(m) == name) return m;
+  return std::nullopt;
+}
+
+void WorkflowGraph::setRetrievalMethod(RetrievalMethod m) {
+  for (WorkflowNode& n : m_nodes)
+    if (n.kind == NodeKind::Retrieval) n.retrieval.method = m;
+}
+
 std::string_view conditionKindName(ConditionKind k) {
   switch (k) {
     case ConditionKind::Always: return "always";

@@ -224,10 +224,15 @@ Result<WorkflowNode> readNode(const JsonValue& v, const std::string& path) {
   } else if (kind == nodeKindName(NodeKind::Retrieval)) {
     n.kind = NodeKind::Retrieval;
     RAG_RETURN_IF_ERROR(
-        r.checkKeys({"id", "kind", "query", "output", "topk", "nprobe"}, "a retrieval node"));
+        r.checkKeys({"id", "kind", "query", "output", "topk", "method", "nprobe"}, "a retrieval node"));
     RAG_ASSIGN_OR_RETURN(n.queryVar, r.string("query", "\"question\""));
     RAG_ASSIGN_OR_RETURN(n.outputVar, r.string("output", "\"docs\""));
     RAG_ASSIGN_OR_RETURN(n.topk, r.integer("topk", "5"));
+    RAG_ASSIGN_OR_RETURN(const std::string method,
+                         r.stringOr("method", std::string(retrievalMethodName(RetrievalOptions{}.method)), "\"hybrid\""));
+    const std::optional<RetrievalMethod> m = retrievalMethodFromName(method);
+    if (!m) return errorAt(r.pathOf("method"), "\"" + method + "\" is not a retrieval method; use \"dense\", \"bm25\" or \"hybrid\"");
+    n.retrieval.method = *m;
     RAG_ASSIGN_OR_RETURN(n.retrieval.nprobe,
                          r.integerOr("nprobe", RetrievalOptions{}.nprobe, "128"));
   } else {
@@ -336,6 +341,7 @@ std::string WorkflowGraph::toJson() const {
       w.key("query").value(n.queryVar);
       w.key("output").value(n.outputVar);
       w.key("topk").value(n.topk);
+      w.key("method").value(retrievalMethodName(n.retrieval.method));
       w.key("nprobe").value(n.retrieval.nprobe);
     }
     w.endObject();

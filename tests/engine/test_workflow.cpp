@@ -68,7 +68,7 @@ WorkflowGraph everything() {
   g.setMaxNodeRuns(7);
   g.addGeneration("draft", "Draft {{literal}} for {question}", "draft",
                   {.maxTokens = 12, .temperature = 0.1234567890123, .stop = {"\n", "END\"", "\\"}});
-  g.addRetrieval("search", 4, "draft", "docs", {.nprobe = 256});
+  g.addRetrieval("search", 4, "draft", "docs", {.method = RetrievalMethod::Hybrid, .nprobe = 256});
   g.addGeneration("final", "{draft}\nQ: {question}\nA:", "final",
                   {.maxTokens = 1, .temperature = 0.7, .stop = {}});
   g.addEdge(std::string(kStart), "draft");
@@ -216,6 +216,7 @@ private Q_SLOTS:
     QCOMPARE(g->maxNodeRuns(), WorkflowGraph().maxNodeRuns());
     QCOMPARE(g->findNode("a")->generation, GenerationOptions{});
     QCOMPARE(g->findNode("r")->retrieval.nprobe, int64_t{0});
+    QCOMPARE(g->findNode("r")->retrieval.method, RetrievalMethod::Dense);
     QCOMPARE(g->edges()[1].when, EdgeCondition::always());
     QVERIFY(g->validate().isOk());
   }
@@ -249,6 +250,9 @@ private Q_SLOTS:
         {head +
              R"("nodes": [{"id": "r", "kind": "retrieval", "query": "q", "output": "d", "topk": 2.5}], "edges": []})",
          {"$.nodes[0].topk", "expected an integer", "2.5"}},
+        {head +
+             R"("nodes": [{"id": "r", "kind": "retrieval", "query": "q", "output": "d", "topk": 2, "method": "sparse"}], "edges": []})",
+         {"$.nodes[0].method", "\"sparse\"", "dense", "bm25", "hybrid"}},
         {head + nodes.substr(0, nodes.size() - 3) +
              R"(, {"id": "g", "kind": "generation", "prompt": "p", "output": "o", "topK": 1}], "edges": []})",
          {"$.nodes[1].topK", "unknown key", "generation node", "max_tokens"}},

@@ -97,8 +97,18 @@ struct GenerationOptions {
   bool operator==(const GenerationOptions&) const = default;
 };
 
+// How a retrieval node finds passages.
+enum class RetrievalMethod : uint8_t {
+  Dense,   // the embedder's query vector, step-wise IVF search (HedraRAG's sub-stages)
+  Bm25,    // BM25 over the passages' words (SQLite FTS5, retrieval/bm25_index.h)
+  Hybrid,  // both, fused by reciprocal rank (the dense search still runs in sub-stages)
+};
+std::string_view retrievalMethodName(RetrievalMethod m);  // "dense" | "bm25" | "hybrid"
+std::optional<RetrievalMethod> retrievalMethodFromName(std::string_view name);
+
 struct RetrievalOptions {
-  int64_t nprobe = 0;  // IVF clusters to search; 0: the engine's setting
+  RetrievalMethod method = RetrievalMethod::Dense;
+  int64_t nprobe = 0;  // IVF clusters to search (Dense, Hybrid); 0: the engine's setting
   bool operator==(const RetrievalOptions&) const = default;
 };
 
@@ -205,6 +215,8 @@ public:
   void setMaxNodeRuns(int64_t n) { m_maxNodeRuns = n; }
 
   const std::vector<WorkflowNode>& nodes() const { return m_nodes; }
+  // Sets every retrieval node's method (one workflow evaluated with each retriever, say).
+  void setRetrievalMethod(RetrievalMethod m);
   const std::vector<WorkflowEdge>& edges() const { return m_edges; }
   // The first node with this id, or nullptr.
   const WorkflowNode* findNode(std::string_view id) const;
