@@ -243,6 +243,21 @@ private Q_SLOTS:
     QVERIFY(std::abs(weighted / 12 - acc) < 1e-9);    // and the types add up to the whole
     QCOMPARE(doc->find("retrievals_per_request")->asDouble(), 1.0);  // One-shot retrieves once
     QVERIFY(doc->find("generated_tokens_per_request")->asDouble() > 0);
+    // The other retrievers, through the same engine: BM25 builds its FTS5 index beside the corpus.
+    for (const char* method : {"bm25", "hybrid"}) {
+      r = runRagraph(QStringList{"eval", "workflow", "--builtin", "oneshot", "--limit", "12", "--method", method, "--json"} +
+                     common);
+      QVERIFY2(r.code == 0, qPrintable(r.err));
+      auto m = parseJson(r.out.toStdString());
+      QVERIFY2(m.isOk(), qPrintable(r.out));
+      QCOMPARE(m->find("method")->asString(), std::string(method));
+      QCOMPARE(m->find("failed")->asInt64().value_or(-1), int64_t{0});
+      QCOMPARE(m->find("retrievals_per_request")->asDouble(), 1.0);
+    }
+    QVERIFY(QFile::exists(corpus() + ".fts"));
+    r = runRagraph(QStringList{"eval", "workflow", "--builtin", "oneshot", "--method", "sparse"} + common);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("bm25"), qPrintable(r.err));
     // Bad input names the fix before any work starts.
     r = runRagraph(QStringList{"eval", "workflow", "--builtin", "nope"} + common);
     QCOMPARE(r.code, 2);
