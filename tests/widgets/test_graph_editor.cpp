@@ -110,6 +110,9 @@ private Q_SLOTS:
     QCOMPARE(panel->topkBox()->value(), 2);
     QCOMPARE(panel->queryEdit()->text(), QString("subquestion"));
     QCOMPARE(panel->nprobeBox()->text(), QString("engine default"));
+    QCOMPARE(panel->methodBox()->currentText(), QString("dense"));
+    panel->methodBox()->setCurrentText("hybrid");  // the panel edits the model
+    QCOMPARE(editor.model()->node("retrieve")->retrieval.method, rag::RetrievalMethod::Hybrid);
 
     editor.scene()->selectNode("subanswer");
     const rag::WorkflowNode* n = editor.model()->node("subanswer");

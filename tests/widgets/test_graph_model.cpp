@@ -167,18 +167,23 @@ private Q_SLOTS:
     QCOMPARE(m.node("answer")->generation.stop, (std::vector<std::string>{"\n", "Question:"}));
     QCOMPARE(m.node("retrieve")->retrieval.nprobe, int64_t(8));
 
+    QVERIFY(m.setNodeProperty("retrieve", Prop::Method, "bm25").isOk());
+    QCOMPARE(m.node("retrieve")->retrieval.method, rag::RetrievalMethod::Bm25);
+    QVERIFY(!m.setNodeProperty("retrieve", Prop::Method, "sparse").isOk());  // not a method
+    QVERIFY(!m.setNodeProperty("answer", Prop::Method, "bm25").isOk());      // wrong kind
+    QVERIFY(m.undoStack()->canUndo());
+    m.undoStack()->undo();  // the method edit is one undo step
+    QCOMPARE(m.node("retrieve")->retrieval.method, rag::RetrievalMethod::Dense);
+    m.undoStack()->redo();
     QVERIFY(!m.setNodeProperty("retrieve", Prop::Prompt, "x").isOk());  // wrong kind
     QVERIFY(!m.setNodeProperty("answer", Prop::TopK, 2).isOk());
     QVERIFY(!m.setNodeProperty("retrieve", Prop::TopK, 0).isOk());  // out of range
     QVERIFY(!m.setNodeProperty("answer", Prop::Temperature, -1.0).isOk());
-    QCOMPARE(m.undoStack()->count(), 5);
+    QCOMPARE(m.undoStack()->count(), 6);
     // Setting what is already there is no edit.
     QVERIFY(m.setNodeProperty("answer", Prop::MaxTokens, 16).isOk());
-    QCOMPARE(m.undoStack()->count(), 5);
-    m.undoStack()->undo();
-    m.undoStack()->undo();
-    m.undoStack()->undo();
-    m.undoStack()->undo();
+    QCOMPARE(m.undoStack()->count(), 6);
+    for (int i = 0; i < 5; ++i) m.undoStack()->undo();  // method, stop, temperature, max tokens, nprobe
     QCOMPARE(m.node("retrieve")->topk, int64_t(4));
     m.undoStack()->undo();
     QCOMPARE(m.node("retrieve")->topk, int64_t(5));

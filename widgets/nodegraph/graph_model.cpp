@@ -272,7 +272,7 @@ rag::Status GraphModel::setNodeProperty(const QString& id, NodeProperty property
                              property == NodeProperty::MaxTokens ||
                              property == NodeProperty::Temperature || property == NodeProperty::Stop;
   const bool forRetrieval = property == NodeProperty::QueryVar || property == NodeProperty::TopK ||
-                            property == NodeProperty::NProbe;
+                            property == NodeProperty::NProbe || property == NodeProperty::Method;
   if ((forGeneration && !generation) || (forRetrieval && generation))
     return rag::Status::invalidArgument(
         "\"" + id.toStdString() + "\" is a " + std::string(rag::nodeKindName(current->kind)) +
@@ -293,6 +293,14 @@ rag::Status GraphModel::setNodeProperty(const QString& id, NodeProperty property
     }
     case NodeProperty::NProbe: {
       RAG_ASSIGN_OR_RETURN(n.retrieval.nprobe, integerValue(value, 0, "nprobe"));
+      break;
+    }
+    case NodeProperty::Method: {
+      const std::optional<rag::RetrievalMethod> m = rag::retrievalMethodFromName(value.toString().toStdString());
+      if (!m)
+        return rag::Status::invalidArgument("\"" + value.toString().toStdString() +
+                                            "\" is not a retrieval method; use dense, bm25 or hybrid");
+      n.retrieval.method = *m;
       break;
     }
     case NodeProperty::Temperature: {

@@ -55,6 +55,7 @@ public:
     QueryVar,     // QString, retrieval
     TopK,         // integer, retrieval
     NProbe,       // integer, retrieval
+    Method,       // QString "dense" | "bm25" | "hybrid", retrieval
   };
 
   explicit GraphModel(QObject* parent = nullptr);

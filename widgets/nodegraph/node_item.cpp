@@ -34,8 +34,10 @@ void NodeItem::setNode(const rag::WorkflowNode& node) {
     m_detail = QStringLiteral("generation · max %1 tokens").arg(node.generation.maxTokens);
     m_summary = QStringLiteral("Generation node. Prompt:\n%1").arg(toQString(node.promptTemplate));
   } else {
-    m_detail = QStringLiteral("retrieval · top-%1").arg(node.topk);
-    m_summary = QStringLiteral("Retrieval node: the top %1 passages for {%2}%3")
+    const QString method = toQString(rag::retrievalMethodName(node.retrieval.method));
+    m_detail = QStringLiteral("%1 · top-%2").arg(method).arg(node.topk);
+    m_summary = QStringLiteral("Retrieval node (%1): the top %2 passages for {%3}%4")
+                    .arg(method)
                     .arg(node.topk)
                     .arg(toQString(node.queryVar),
                          node.retrieval.nprobe > 0

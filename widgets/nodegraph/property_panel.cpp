@@ -137,6 +137,11 @@ void PropertyPanel::buildNodePage(QWidget* page) {
   m_topk = spinBox(1, 1000);
   m_nprobe = spinBox(0, 1 << 20);
   m_nprobe->setSpecialValueText(tr("engine default"));
+  m_method = new QComboBox;
+  for (rag::RetrievalMethod m : {rag::RetrievalMethod::Dense, rag::RetrievalMethod::Bm25, rag::RetrievalMethod::Hybrid})
+    m_method->addItem(toQString(rag::retrievalMethodName(m)));
+  m_method->setToolTip(tr("dense: the embedder and step-wise IVF search (HedraRAG's sub-stages); bm25: the "
+                          "passages' words (SQLite FTS5); hybrid: both, fused by reciprocal rank"));
 
   addRow(m_nodeColumn, tr("Id"), m_id);
   addRow(m_nodeColumn, tr("Kind"), m_kind);
@@ -147,6 +152,7 @@ void PropertyPanel::buildNodePage(QWidget* page) {
   addRow(m_nodeColumn, tr("Stop strings"), m_stop);
   addRow(m_nodeColumn, tr("Query variable"), m_query);
   addRow(m_nodeColumn, tr("Top-k"), m_topk);
+  addRow(m_nodeColumn, tr("Method"), m_method);
   addRow(m_nodeColumn, tr("nprobe"), m_nprobe);
 
   connect(m_id, &QLineEdit::editingFinished, this, &PropertyPanel::commitRename);
@@ -164,6 +170,8 @@ void PropertyPanel::buildNodePage(QWidget* page) {
   connect(m_topk, &QSpinBox::valueChanged, this, [this](int v) { setNodeProperty(Prop::TopK, v); });
   connect(m_nprobe, &QSpinBox::valueChanged, this,
           [this](int v) { setNodeProperty(Prop::NProbe, v); });
+  connect(m_method, &QComboBox::currentTextChanged, this,
+          [this](const QString& m) { setNodeProperty(Prop::Method, m); });
 }
 
 void PropertyPanel::buildEdgePage(QWidget* page) {
@@ -276,7 +284,7 @@ void PropertyPanel::refreshNode(const rag::WorkflowNode& n) {
                      static_cast<QWidget*>(m_temperature), static_cast<QWidget*>(m_stop)})
     setRowVisible(w, gen);
   for (QWidget* w : {static_cast<QWidget*>(m_query), static_cast<QWidget*>(m_topk),
-                     static_cast<QWidget*>(m_nprobe)})
+                     static_cast<QWidget*>(m_method), static_cast<QWidget*>(m_nprobe)})
     setRowVisible(w, !gen);
   if (gen) {
     // Only a different text is set, so the cursor stays where the user is typing.
@@ -291,6 +299,7 @@ void PropertyPanel::refreshNode(const rag::WorkflowNode& n) {
     setText(m_query, toQString(n.queryVar));
     m_topk->setValue(int(n.topk));
     m_nprobe->setValue(int(n.retrieval.nprobe));
+    m_method->setCurrentText(toQString(rag::retrievalMethodName(n.retrieval.method)));
   }
 }
 

@@ -49,6 +49,7 @@ public:
   QLineEdit* queryEdit() const { return m_query; }
   QSpinBox* topkBox() const { return m_topk; }
   QSpinBox* nprobeBox() const { return m_nprobe; }
+  QComboBox* methodBox() const { return m_method; }
   QSpinBox* orderBox() const { return m_order; }
   QComboBox* conditionBox() const { return m_condition; }
   QLineEdit* conditionVarEdit() const { return m_condVar; }
@@ -111,6 +112,7 @@ private:
   QLineEdit* m_query;
   QSpinBox* m_topk;
   QSpinBox* m_nprobe;
+  QComboBox* m_method;
   QLabel* m_ends;
   QSpinBox* m_order;
   QComboBox* m_condition;
