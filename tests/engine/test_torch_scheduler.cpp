@@ -139,6 +139,42 @@ private Q_SLOTS:
     QVERIFY2(generatedText > 0, "the model generated nothing: the comparison would prove little");
   }
 
+  // The prefix cache (on above, by default) changes no token: every policy with the cache off
+  // answers as with it on, and a second pass of the same questions, prefilled mostly from the
+  // cache, answers as the first.
+  void prefixCacheChangesNoAnswer_data() { everyPolicyGivesTheSameAnswers_data(); }
+  void prefixCacheChangesNoAnswer() {
+    QFETCH(QString, workflow);
+    auto graph = builtinWorkflow(*workflowFromName(workflow.toStdString()));
+    QVERIFY(graph.isOk());
+    for (const char* policy : {"sequential", "flashrag", "hedra"}) {
+      EngineParams on = params(policy);
+      auto cached = engine(on);
+      QVERIFY(cached);
+      const std::vector<RequestResult> first = runAll(*cached, *graph);
+      const std::vector<RequestResult> again = runAll(*cached, *graph);
+      const ServingStats s = cached->servingStats();
+      QVERIFY(s.prefixCacheOn);
+      QVERIFY2(s.prefixHitTokens > 0, policy);  // the second pass did reuse KV
+      QVERIFY(drained(*cached));
+      EngineParams off = on;
+      off.serving.prefixCache = false;
+      auto plain = engine(off);
+      QVERIFY(plain);
+      const std::vector<RequestResult> uncached = runAll(*plain, *graph);
+      QVERIFY(!plain->servingStats().prefixCacheOn);
+      QCOMPARE(first.size(), m_questions.size());
+      QCOMPARE(again.size(), m_questions.size());
+      QCOMPARE(uncached.size(), m_questions.size());
+      for (size_t i = 0; i < m_questions.size(); ++i) {
+        QCOMPARE(first[i].answer, uncached[i].answer);
+        QCOMPARE(again[i].answer, uncached[i].answer);
+        QVERIFY2(first[i].variables == uncached[i].variables, policy);
+        QVERIFY2(again[i].variables == uncached[i].variables, policy);
+      }
+    }
+  }
+
   void loopsEndAndRunawayLoopsFailAlone() {
     auto e = engine(params("hedra"));
     QVERIFY(e);
