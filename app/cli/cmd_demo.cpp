@@ -1,9 +1,9 @@
 // `ragraph demo`: the short headless tour run.sh gives on a machine without a display. It opens
 // the default corpus through the engine facade, looks up test questions of every type on the
 // worker pool, prints each with its gold passages and answers; when the shipped model, embedder
-// and passage index are there, serves those questions through the One-shot and IRG workflows
-// (hedra policy; Multistep's sub-question prompts are outside what the model was trained on)
-// and prints each request's stages; and exports the engine's trace as Chrome-trace JSON (open it
+// and passage index are there, serves those questions through every built-in workflow (hedra
+// policy) and prints each request's stages and each workflow's accuracy (HyDE's, Multistep's and
+// RECOMP's prompts are outside what the shipped model was trained on: issue 21); and exports the engine's trace as Chrome-trace JSON (open it
 // in Perfetto).
 #include <cstdio>
 #include <filesystem>
@@ -88,9 +88,10 @@ int cmdDemo(Args& args) {
   const double secs = wall.elapsedSeconds();
 
   if (e.serving()) {
-    std::printf("Serving the same questions through One-shot and IRG (hedra: sub-stage retrieval, "
+    std::printf("Serving the same questions through every built-in workflow (hedra: sub-stage retrieval, "
                 "speculation, cluster reordering):\n\n");
-    for (Workflow w : {Workflow::OneShot, Workflow::Irg}) {
+    std::vector<std::pair<Workflow, int>> scores;
+    for (Workflow w : kAllWorkflows) {
       Result<WorkflowGraph> graph = builtinWorkflow(w);
       if (!graph) return fail(graph.status());
       // Through the one workload driver, every question arriving at once (a closed batch).
@@ -121,7 +122,12 @@ int cmdDemo(Args& args) {
                     stages.c_str(), r->latencySeconds * 1e3);
       }
       std::printf("%s: %d of %zu correct\n\n", std::string(workflowName(w)).c_str(), correct, handles.size());
+      scores.emplace_back(w, correct);
     }
+    std::printf("Accuracy on these %zu questions:", items.size());
+    for (const auto& [w, correct] : scores)
+      std::printf("  %s %d/%zu", std::string(workflowName(w)).c_str(), correct, items.size());
+    std::printf("\n(`ragraph eval workflow --builtin NAME` measures it on the whole test split.)\n\n");
   } else {
     std::printf("(Serving needs datasets/models/rag-llama, datasets/models/rag-embedder and the passage index: "
                 "`ragraph index build`.)\n\n");

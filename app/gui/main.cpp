@@ -9,6 +9,8 @@
 #include <QJsonDocument>
 #include <QTimer>
 #include <cstdio>
+#include <iterator>
+#include <memory>
 
 #include "bridge/gui_stall_meter.h"
 #include "main_window.h"
@@ -64,22 +66,34 @@ int main(int argc, char** argv) {
     });
   };
   if (parser.isSet(demoOpt)) {
-    window.editor()->loadTemplate(rag::Workflow::Irg);
-    window.runPanel()->configure("irg", "hedra", 6.0, 16);
-    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, &window, [&window] {
+    // Every built-in in turn (16 questions each through hedra), IRG last so the views end on it;
+    // each run's accuracy is printed as it finishes.
+    static const rag::Workflow kOrder[] = {rag::Workflow::OneShot, rag::Workflow::Hyde, rag::Workflow::Multistep,
+                                           rag::Workflow::Recomp, rag::Workflow::Irg};
+    auto next = std::make_shared<size_t>(0);
+    auto startNext = [&window, next] {
+      const rag::Workflow w = kOrder[*next];
+      window.editor()->loadTemplate(w);
+      window.runPanel()->configure(QString::fromUtf8(std::string(rag::workflowName(w)).c_str()), "hedra", 6.0, 16);
+      window.runPanel()->setEditorGraph(window.editor()->model()->graph());
+      window.runPanel()->start();
+    };
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, &window, [startNext] {
       static bool started = false;
       if (started) return;
       started = true;
-      window.runPanel()->setEditorGraph(window.editor()->model()->graph());
-      window.runPanel()->start();
+      startNext();
     });
     QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window,
-                     [&window, shoot](qint64 id, const rag::RunMetrics& m) {
-                       std::printf("demo run %lld: %lld/%lld answered, mean latency %.3f s, longest GUI stall %.1f ms\n",
-                                   static_cast<long long>(id), static_cast<long long>(m.completed),
-                                   static_cast<long long>(m.requests), m.meanLatency, window.stallMeter()->maxStallMs());
+                     [&window, shoot, next, startNext](qint64 id, const rag::RunMetrics& m) {
+                       std::printf("demo run %lld (%s): %lld/%lld answered, accuracy %.2f, mean latency %.3f s, "
+                                   "longest GUI stall %.1f ms\n",
+                                   static_cast<long long>(id), std::string(rag::workflowName(kOrder[*next])).c_str(),
+                                   static_cast<long long>(m.completed), static_cast<long long>(m.requests), m.accuracy,
+                                   m.meanLatency, window.stallMeter()->maxStallMs());
                        std::fflush(stdout);
-                       shoot();
+                       if (++*next < std::size(kOrder)) QTimer::singleShot(0, &window, startNext);
+                       else shoot();
                      });
     QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, &window, [shoot](const QString& why) {
       std::fprintf(stderr, "demo: the engine is not available: %s\n", qPrintable(why));
