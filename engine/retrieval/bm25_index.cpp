@@ -1,6 +1,7 @@
 #include "retrieval/bm25_index.h"
 
 #include <algorithm>
+#include <climits>
 #include <cctype>
 #include <map>
 #include <unordered_map>
@@ -89,6 +90,8 @@ fs::path defaultBm25Path(const fs::path& corpus) { return fs::path(corpus.string
 struct Bm25Index::Impl {
   sql::Db db;
   sql::Stmt search;
+  sql::Stmt count;
+  std::unordered_map<std::string, int64_t> df;  // passages per query word, as looked up
   int64_t size = 0;
   bool rebuilt = false;
 };
@@ -125,13 +128,15 @@ Result<Bm25Index> Bm25Index::openOrBuild(const fs::path& corpus, const fs::path&
   RAG_ASSIGN_OR_RETURN(impl->size, impl->db.queryInt64("SELECT COUNT(*) FROM passages"));
   RAG_ASSIGN_OR_RETURN(impl->search,
                        impl->db.prepare("SELECT rowid FROM passages WHERE passages MATCH ?1 ORDER BY rank LIMIT ?2"));
+  RAG_ASSIGN_OR_RETURN(impl->count, impl->db.prepare("SELECT count(*) FROM passages WHERE passages MATCH ?1"));
   return Bm25Index(std::move(impl));
 }
 
-std::string Bm25Index::matchExpression(std::string_view query) {
-  std::string out, word;
+std::vector<std::string> Bm25Index::queryWords(std::string_view query) {
+  std::vector<std::string> words;
+  std::string word;
   auto flush = [&] {
-    if (!word.empty() && !isStopword(word)) out += (out.empty() ? "\"" : " OR \"") + word + "\"";
+    if (!word.empty() && !isStopword(word)) words.push_back(word);
     word.clear();
   };
   for (char ch : query) {
@@ -140,17 +145,49 @@ std::string Bm25Index::matchExpression(std::string_view query) {
     else flush();
   }
   flush();
+  return words;
+}
+
+std::string Bm25Index::matchExpression(std::span<const std::string> words) {
+  std::string out;
+  for (const std::string& w : words) out += (out.empty() ? "\"" : " OR \"") + w + "\"";
   return out;
+}
+
+Result<int64_t> Bm25Index::passagesWith(const std::string& word) {
+  auto it = m_impl->df.find(word);
+  if (it != m_impl->df.end()) return it->second;
+  sql::Stmt& st = m_impl->count;
+  st.reset();
+  st.bind(1, matchExpression(std::span<const std::string>(&word, 1)));
+  RAG_ASSIGN_OR_RETURN(bool row, st.step());
+  const int64_t n = row ? st.columnInt64(0) : 0;
+  st.reset();
+  if (m_impl->df.size() > 100000) m_impl->df.clear();  // bounded
+  m_impl->df.emplace(word, n);
+  return n;
 }
 
 Result<std::vector<int64_t>> Bm25Index::search(std::string_view query, int32_t k) {
   std::vector<int64_t> out;
   if (k < 1) return Status::invalidArgument("a BM25 search needs k >= 1");
-  const std::string match = matchExpression(query);
-  if (match.empty()) return out;
+  // The query's distinct words, without those too common to tell passages apart (the rarest
+  // of them is kept when all are).
+  std::vector<std::string> words;
+  std::string rarest;
+  int64_t rarestCount = INT64_MAX;
+  for (std::string& w : queryWords(query)) {
+    if (std::find(words.begin(), words.end(), w) != words.end() || w == rarest) continue;
+    RAG_ASSIGN_OR_RETURN(int64_t n, passagesWith(w));
+    if (n == 0) continue;
+    if (n < rarestCount) rarestCount = n, rarest = w;
+    if (static_cast<double>(n) <= kMaxTermShare * static_cast<double>(m_impl->size)) words.push_back(std::move(w));
+  }
+  if (words.empty() && !rarest.empty()) words.push_back(rarest);
+  if (words.empty()) return out;
   sql::Stmt& st = m_impl->search;
   st.reset();
-  st.bind(1, match).bind(2, static_cast<int64_t>(k));
+  st.bind(1, matchExpression(words)).bind(2, static_cast<int64_t>(k));
   for (;;) {
     RAG_ASSIGN_OR_RETURN(bool row, st.step());
     if (!row) break;

@@ -9,7 +9,11 @@
 //
 // Queries are free text: each word but English function words becomes a quoted FTS5 term, the
 // terms OR-ed, ranked by FTS5's bm25() (k1 = 1.2, b = 0.75), so no query can be an FTS5 syntax
-// error. Not thread-safe: one
+// error. A word found in more than kMaxTermShare of the passages is left out too (its IDF is
+// near 0, and FTS5 would score every passage holding it: "kind" is in most WordNet passages);
+// each word's passage count is looked up once and remembered. Measured on 2,000 test questions:
+// 20 % keeps recall@5 at 0.968 (as with every word) at 13 ms a query instead of 64; 5 % costs
+// 0.015 of recall for 5 ms. Not thread-safe: one
 // thread searches an instance.
 #pragma once
 
@@ -44,9 +48,14 @@ public:
   int64_t size() const;   // passages indexed
   bool rebuilt() const;   // openOrBuild built it (it was missing or stale)
 
-  // The FTS5 query for free text: its words (letters and digits, lower-cased) but function words,
-  // quoted and OR-ed; empty when nothing is left.
-  static std::string matchExpression(std::string_view query);
+  static constexpr double kMaxTermShare = 0.2;
+
+  // The words of free text (letters and digits, lower-cased) but function words, in order.
+  static std::vector<std::string> queryWords(std::string_view query);
+  // Words quoted and OR-ed into an FTS5 query; empty for none.
+  static std::string matchExpression(std::span<const std::string> words);
+  // How many passages hold `word` (remembered).
+  Result<int64_t> passagesWith(const std::string& word);
 
 private:
   struct Impl;

@@ -39,6 +39,12 @@ private Q_SLOTS:
     QVERIFY(!hits->empty());
     QCOMPARE(hits->front(), int64_t{17});
     QVERIFY(hits->size() <= 5);
+    // Words in most passages are left out, unless nothing else is left.
+    QCOMPARE(*idx->passagesWith("entity"), int64_t{40});
+    QCOMPARE(*idx->passagesWith("17a"), int64_t{1});
+    auto common = idx->search("entity thing", 3);
+    QVERIFY(common.isOk());
+    QCOMPARE(common->size(), size_t{3});
     // Opened again: no rebuild.
     auto again = Bm25Index::openOrBuild(path("corpus.db"));
     QVERIFY(again.isOk());
@@ -53,7 +59,9 @@ private Q_SLOTS:
     auto none = idx->search("what is the", 3);  // only function words: nothing to look for
     QVERIFY(none.isOk());
     QVERIFY(none->empty());
-    QCOMPARE(Bm25Index::matchExpression("What is Entity-7?"), std::string("\"entity\" OR \"7\""));
+    const std::vector<std::string> words = Bm25Index::queryWords("What is Entity-7?");
+    QCOMPARE(words, (std::vector<std::string>{"entity", "7"}));
+    QCOMPARE(Bm25Index::matchExpression(words), std::string("\"entity\" OR \"7\""));
     QCOMPARE(idx->search("entity", 0).status().code(), StatusCode::InvalidArgument);
   }
 
