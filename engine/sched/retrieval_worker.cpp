@@ -168,8 +168,10 @@ void RetrievalWorker::admit(std::vector<RetrievalJob>& jobs, std::vector<Retriev
     std::span<const float> q(vectors->data() + static_cast<int64_t>(i) * dim, static_cast<size_t>(dim));
     // The larger top-k is kept for the next retrieval's local cache; the first k of a top-20
     // are the top-k.
-    const int32_t searchK =
-        m_params.keepLocalCache ? std::max<int32_t>(job.k, static_cast<int32_t>(m_params.localCacheKeep)) : job.k;
+    // Hybrid fuses the dense top-20 whatever the policy, so its results never depend on it.
+    const int32_t searchK = m_params.keepLocalCache || job.method == RetrievalMethod::Hybrid
+                                ? std::max<int32_t>(job.k, static_cast<int32_t>(m_params.localCacheKeep))
+                                : job.k;
     Result<retrieval::SearchTask> task = m_index.ivf().makeTask(q, searchK, job.nprobe);
     if (task && subStages && job.hint) {
       std::vector<int64_t> order = retrieval::reorderClusters(task->clusters(), *job.hint);
@@ -197,8 +199,8 @@ RetrievalUpdate RetrievalWorker::finalUpdate(Live& l) {
   std::vector<retrieval::SearchHit> all = l.task.topK();
   u.cache = retrieval::LocalCache::remember(l.task, m_clusterOfIds, m_params.localCacheKeep);
   if (l.job.method == RetrievalMethod::Hybrid) {
-    // The dense top (a top-20 when the local cache is kept) fused with BM25's by reciprocal rank.
-    const int32_t depth = std::max<int32_t>(l.job.k, static_cast<int32_t>(all.size()));
+    // The dense top-20 (see admit) fused with BM25's top-20 by reciprocal rank.
+    const int32_t depth = std::max<int32_t>(l.job.k, static_cast<int32_t>(m_params.localCacheKeep));
     Result<std::vector<retrieval::SearchHit>> lexical = lexicalHits(l.job.query, depth);
     if (!lexical) {
       u.error = lexical.status();

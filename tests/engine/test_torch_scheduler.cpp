@@ -139,6 +139,31 @@ private Q_SLOTS:
     QVERIFY2(generatedText > 0, "the model generated nothing: the comparison would prove little");
   }
 
+  // BM25 and hybrid retrieval give every policy the same passages and answers too (hybrid fuses
+  // the dense top-20 whatever the policy keeps), and BM25 finds passages in this corpus.
+  void lexicalMethodsGiveEveryPolicyTheSameAnswers() {
+    for (RetrievalMethod method : {RetrievalMethod::Bm25, RetrievalMethod::Hybrid}) {
+      auto graph = builtinWorkflow(Workflow::OneShot);
+      QVERIFY(graph.isOk());
+      graph->setRetrievalMethod(method);
+      std::map<std::string, std::vector<RequestResult>> byPolicy;
+      for (const char* policy : {"sequential", "flashrag", "hedra"}) {
+        auto e = engine(params(policy));
+        QVERIFY(e);
+        byPolicy[policy] = runAll(*e, *graph);
+        QCOMPARE(byPolicy[policy].size(), m_questions.size());
+        QVERIFY(drained(*e));
+      }
+      for (size_t i = 0; i < m_questions.size(); ++i) {
+        QVERIFY(!byPolicy["sequential"][i].lastPassages.empty());
+        for (const char* policy : {"flashrag", "hedra"}) {
+          QCOMPARE(byPolicy[policy][i].lastPassages, byPolicy["sequential"][i].lastPassages);
+          QCOMPARE(byPolicy[policy][i].answer, byPolicy["sequential"][i].answer);
+        }
+      }
+    }
+  }
+
   // The prefix cache (on above, by default) changes no token: every policy with the cache off
   // answers as with it on, and a second pass of the same questions, prefilled mostly from the
   // cache, answers as the first.
