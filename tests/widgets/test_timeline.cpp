@@ -248,6 +248,27 @@ private Q_SLOTS:
              3L);
   }
 
+  // A folded run keeps the stage that takes most of its time (drawn in that stage's colour).
+  void foldedRunsKeepTheirDominantStage() {
+    LaneModel m;
+    std::vector<TraceEvent> ev;
+    for (int i = 0; i < 300; ++i) {  // embeds 900 ns each, every third a 100 ns decode: embed wins
+      const uint64_t b = uint64_t(i) * 1000;
+      ev.push_back(span(0, b, b + (i % 3 == 0 ? 100 : 900), 0, i % 3 == 0 ? TraceStage::Decode : TraceStage::Embed));
+    }
+    for (int i = 0; i < 300; ++i) {  // then decode only, after a gap
+      const uint64_t b = 1'000'000 + uint64_t(i) * 1000;
+      ev.push_back(span(0, b, b + 900, 0, TraceStage::Decode));
+    }
+    m.append(ev);
+    DrawList list;
+    m.fold(0, 0, 2'000'000, 1000.0, list);  // 1 µs per px: every span is under 3 px
+    QCOMPARE(list.items.size(), size_t(2));
+    QCOMPARE(int(list.items[0].kind), int(DrawItem::Folded));
+    QCOMPARE(list.items[0].dominant, TraceStage::Embed);
+    QCOMPARE(list.items[1].dominant, TraceStage::Decode);
+  }
+
   void signalsAndClear() {
     LaneModel m;
     QSignalSpy appended(&m, &LaneModel::spansAppended);

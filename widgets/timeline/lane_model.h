@@ -51,6 +51,8 @@ struct PlacedSpan {
 
 // One rectangle of a frame. x is in pixels from the frame's t0 (may be negative or past the
 // width for spans that stick out; painters clip).
+inline constexpr size_t kFoldSamples = 32;
+
 struct DrawItem {
   enum Kind : uint8_t {
     Span,       // one span at least minPx wide, or an isolated narrow one
@@ -63,6 +65,9 @@ struct DrawItem {
   uint16_t row = 0;
   Kind kind = Span;
   uint32_t count = 1;     // spans represented
+  // Folded: the stage that takes the most of the run's time (estimated from at most
+  // kFoldSamples of its spans, so folding stays O(log n) per item), drawn in its colour.
+  rag::TraceStage dominant = rag::TraceStage::Unknown;
   rag::TraceEvent event;  // Span/Highlight: the span. Folded: the first span, with endNs set to
                           // the end of the run's last span.
 };
@@ -148,6 +153,7 @@ private:
   uint16_t place(Lane& lane, const rag::TraceEvent& ev);
   static bool fits(const Row& row, const rag::TraceEvent& ev);
   static void insert(Row& row, const rag::TraceEvent& ev);
+  static rag::TraceStage dominantStage(const Row& row, size_t i, size_t j);
   static void foldRow(const Row& row, uint16_t lane, uint16_t rowIndex, uint64_t t0, uint64_t t1,
                       double nsPerPixel, double minPx, DrawList& out);
   // [first, last) indices of `row` whose spans may overlap [t0, t1).

@@ -520,7 +520,13 @@ void TimelineView::paintItems(QPainter& p) const {
     if (r.right() < area.left() || r.left() > area.right()) continue;
     r = r.intersected(QRectF(area.left() - 2, r.top(), area.width() + 4, r.height()));
     if (it.kind == DrawItem::Folded) {
-      p.fillRect(r, kFolded);
+      // The colour of the stage that dominates the run, paled, so the whole-run view still shows
+      // where the time goes (Tracy draws folded zones in their own colour).
+      rag::TraceEvent dominant = it.event;
+      dominant.stage = it.dominant;
+      dominant.requestId = 0;
+      p.fillRect(r, spanColor(dominant).lighter(125));
+      p.fillRect(r, QBrush(QColor(255, 255, 255, 70), Qt::Dense6Pattern));
       if (r.height() >= labelRowHeight && r.width() > 60) {
         p.setPen(kText);
         p.drawText(r.adjusted(3, 0, -2, 0), Qt::AlignVCenter | Qt::AlignLeft,
@@ -640,7 +646,11 @@ void TimelineView::paintLegend(QPainter& p) const {
     p.fillRect(r, neutral);
     drawCross(p, r);
   });
-  swatch(QStringLiteral("folded (< 3 px)"), [&](const QRectF& r) { p.fillRect(r, kFolded); });
+  // Folded runs take their main stage's colour, paled and dotted: the swatch shows the dots.
+  swatch(QStringLiteral("folded (< 3 px)"), [&](const QRectF& r) {
+    p.fillRect(r, kFolded);
+    p.fillRect(r, QBrush(QColor(255, 255, 255, 70), Qt::Dense6Pattern));
+  });
   swatch(m_selected ? QStringLiteral("request %1").arg(m_selected) : QStringLiteral("selected request"),
          [&](const QRectF& r) {
            p.setPen(QPen(kHighlight, 2));
