@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
       const rag::Workflow w = kOrder[*next];
       window.editor()->loadTemplate(w);
       window.runPanel()->configure(QString::fromUtf8(std::string(rag::workflowName(w)).c_str()), "hedra", 6.0, 16);
-      window.runPanel()->setEditorGraph(window.editor()->model()->graph());
+      window.runPanel()->setEditorGraph(window.editor()->model()->graph(), /*select=*/true);
       window.runPanel()->start();
     };
     QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, &window, [startNext] {

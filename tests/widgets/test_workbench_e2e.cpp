@@ -4,6 +4,8 @@
 // lands in the SQLite history; and a window closed mid-run keeps every finished request.
 #include <QtTest>
 
+#include <QComboBox>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <filesystem>
 #include <memory>
@@ -66,7 +68,7 @@ private Q_SLOTS:
     QSignalSpy done(&bridge, &EngineBridge::runFinished);
     QSignalSpy runSpy(&editor, &GraphEditor::runRequested);
     connect(&editor, &GraphEditor::runRequested, &panel, [&panel](const rag::WorkflowGraph& g) {
-      panel.setEditorGraph(g);
+      panel.setEditorGraph(g, /*select=*/true);  // as the main window does: Run runs the editor's graph
       panel.start();
     });
     panel.configure("oneshot", "hedra", 0.0, 20);  // then the editor's graph is chosen by Run
@@ -91,6 +93,33 @@ private Q_SLOTS:
       // Its spans reached the timeline: at least the request and its two node runs.
       QTRY_VERIFY_WITH_TIMEOUT(lanes.requestSpans(r.requestId).size() >= 3, 2000);
     }
+  }
+
+  // The run panel follows the editor's graph (a new template included) until the user picks a
+  // built-in there, and its Start button names what it would run.
+  void runPanelFollowsTheEditorUnlessTold() {
+    EngineBridge bridge;
+    RunPanel panel(&bridge);
+    auto* box = panel.findChild<QComboBox*>("workflow");
+    QVERIFY(box);
+    panel.setEditorGraph(*rag::builtinWorkflow(rag::Workflow::Multistep));
+    QCOMPARE(panel.chosenWorkflowLabel(), QString("editor: multistep"));
+    auto* start = panel.findChild<QPushButton*>("start");
+    QVERIFY(start->toolTip().contains("multistep"));
+    panel.setEditorGraph(*rag::builtinWorkflow(rag::Workflow::Irg));  // another template loaded
+    QCOMPARE(panel.chosenWorkflowLabel(), QString("editor: irg"));
+    // The user picks a built-in: editor changes no longer take over.
+    const int hyde = box->findText("hyde");
+    box->setCurrentIndex(hyde);
+    Q_EMIT box->activated(hyde);
+    panel.setEditorGraph(*rag::builtinWorkflow(rag::Workflow::Recomp));
+    QCOMPARE(panel.chosenWorkflowLabel(), QString("hyde"));
+    QVERIFY(start->toolTip().contains("hyde"));
+    // Picking the editor entry again resumes following.
+    box->setCurrentIndex(0);
+    Q_EMIT box->activated(0);
+    panel.setEditorGraph(*rag::builtinWorkflow(rag::Workflow::OneShot));
+    QCOMPARE(panel.chosenWorkflowLabel(), QString("editor: oneshot"));
   }
 
   void closingMidRunKeepsFinishedRequests() {

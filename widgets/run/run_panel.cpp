@@ -30,6 +30,7 @@ double nowSeconds() {
 
 RunPanel::RunPanel(EngineBridge* bridge, QWidget* parent) : QWidget(parent), m_bridge(bridge) {
   m_workflow = new QComboBox;
+  m_workflow->setObjectName("workflow");
   for (rag::Workflow w : rag::kAllWorkflows) m_workflow->addItem(QString::fromUtf8(rag::workflowName(w).data()));
   m_mode = new QComboBox;
   for (const std::string& n : rag::servePolicyNames()) m_mode->addItem(QString::fromStdString(n));
@@ -63,6 +64,7 @@ RunPanel::RunPanel(EngineBridge* bridge, QWidget* parent) : QWidget(parent), m_b
   form->addRow(tr("S&LO"), m_slo);
 
   m_start = new QPushButton(tr("&Start"));
+  m_start->setObjectName("start");
   m_start->setToolTip(tr("Send the requests to the engine (Poisson arrivals at the rate)"));
   m_stop = new QPushButton(tr("S&top"));
   m_stop->setEnabled(false);
@@ -124,6 +126,13 @@ RunPanel::RunPanel(EngineBridge* bridge, QWidget* parent) : QWidget(parent), m_b
   layout->addWidget(right, 1);
 
   connect(m_start, &QPushButton::clicked, this, &RunPanel::start);
+  // A choice the user makes here sticks: a built-in stops the panel following the editor.
+  connect(m_workflow, &QComboBox::activated, this, [this](int index) {
+    const bool editorEntry = m_editorGraph && m_workflow->count() > static_cast<int>(rag::kAllWorkflows.size()) && index == 0;
+    m_userPickedBuiltin = !editorEntry;
+  });
+  connect(m_workflow, &QComboBox::currentIndexChanged, this, [this] { updateStartTooltip(); });
+  updateStartTooltip();
   connect(m_stop, &QPushButton::clicked, this, &RunPanel::stop);
   connect(exportPlot, &QPushButton::clicked, this, [this] {
     QString error;
@@ -177,16 +186,32 @@ RunPanel::RunPanel(EngineBridge* bridge, QWidget* parent) : QWidget(parent), m_b
   });
 }
 
-void RunPanel::setEditorGraph(const rag::WorkflowGraph& graph) {
+void RunPanel::setEditorGraph(const rag::WorkflowGraph& graph, bool select) {
   m_editorGraph = graph;
+  if (select) m_userPickedBuiltin = false;
   const QString label = tr("editor: %1").arg(QString::fromStdString(graph.name().empty() ? "untitled" : graph.name()));
-  if (m_workflow->count() > static_cast<int>(rag::kAllWorkflows.size())) m_workflow->setItemText(0, label);
-  else m_workflow->insertItem(0, label);
-  m_workflow->setCurrentIndex(0);
+  const bool hadEntry = m_workflow->count() > static_cast<int>(rag::kAllWorkflows.size());
+  if (hadEntry) {
+    m_workflow->setItemText(0, label);
+  } else {
+    const int current = m_workflow->currentIndex();
+    m_workflow->insertItem(0, label);
+    m_workflow->setCurrentIndex(current + 1);  // inserting shifted the user's choice
+  }
+  if (!m_userPickedBuiltin) m_workflow->setCurrentIndex(0);
+  updateStartTooltip();
+}
+
+QString RunPanel::chosenWorkflowLabel() const { return m_workflow->currentText(); }
+
+void RunPanel::updateStartTooltip() {
+  // The Workflow box shows the choice; the button's tooltip repeats it (its text stays short).
+  m_start->setToolTip(tr("Send the requests of %1 to the engine (Poisson arrivals at the rate)").arg(chosenWorkflowLabel()));
 }
 
 void RunPanel::configure(const QString& workflow, const QString& mode, double rps, int requests) {
   m_workflow->setCurrentText(workflow);
+  m_userPickedBuiltin = m_workflow->currentIndex() > 0 || m_workflow->count() == static_cast<int>(rag::kAllWorkflows.size());
   m_mode->setCurrentText(mode);
   m_rps->setValue(rps);
   m_requests->setValue(requests);

@@ -29,8 +29,13 @@ class RunPanel : public QWidget {
 public:
   explicit RunPanel(EngineBridge* bridge, QWidget* parent = nullptr);
 
-  // The editor's graph, offered as the first workflow choice ("Editor: <name>").
-  void setEditorGraph(const rag::WorkflowGraph& graph);
+  // The editor's graph, offered as the first workflow choice ("editor: <name>") and selected,
+  // unless the user picked a built-in in this panel since (the panel follows the editor until
+  // then; picking the editor entry again resumes following). `select`: select it anyway and
+  // follow the editor again (the editor's own Run).
+  void setEditorGraph(const rag::WorkflowGraph& graph, bool select = false);
+  // What Start would run now, as the Workflow box and Start's tooltip say it ("editor: multistep").
+  QString chosenWorkflowLabel() const;
   // Selects a built-in workflow, mode, rate and count (the demo and tests use this).
   void configure(const QString& workflow, const QString& mode, double rps, int requests);
   RequestTableModel* requests() const { return m_model; }
@@ -51,6 +56,8 @@ private:
 
   EngineBridge* m_bridge;
   std::optional<rag::WorkflowGraph> m_editorGraph;
+  bool m_userPickedBuiltin = false;  // the user chose a built-in in the Workflow box
+  void updateStartTooltip();
   QComboBox *m_workflow, *m_mode, *m_split;
   QSpinBox *m_requests, *m_nprobe;
   QDoubleSpinBox *m_rps, *m_slo;
