@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "core/clock.h"
+#include "memory/eviction_policy.h"
 #include "corpus/qa_prompt.h"
 #include "model_choice.h"
 #include "retriever.h"
@@ -38,6 +39,8 @@ Result<ServingParams> readServingParams(Args& args, const std::string& defaultMo
     return Status::invalidArgument("--prefix-cache takes on or off, not '" + cache + "'");
   p.prefixCache = cache == "on";
   p.evictionPolicy = args.getOr("eviction", p.evictionPolicy);
+  if (Result<std::unique_ptr<memory::EvictionPolicy>> e = memory::makeEvictionPolicy(p.evictionPolicy); !e)
+    return e.status().withContext("--eviction");  // before anything loads
   RAG_ASSIGN_OR_RETURN(int64_t hostMb, args.getInt("host-kv-mb", 0));
   if (hostMb < 0) return Status::invalidArgument("--host-kv-mb must be 0 (no host tier) or more");
   p.hostKvBytes = hostMb << 20;
