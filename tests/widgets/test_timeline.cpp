@@ -269,6 +269,35 @@ private Q_SLOTS:
     QCOMPARE(list.items[1].dominant, TraceStage::Decode);
   }
 
+  // Lanes taller than the view scroll vertically (Shift+wheel); spans move with their lanes.
+  void manyLanesScrollVertically() {
+    LaneModel m;
+    std::vector<TraceEvent> ev;
+    for (uint16_t lane = 0; lane < 40; ++lane) ev.push_back(span(lane, 0, 50'000'000, lane + 1));
+    m.append(ev);
+    TimelineView view(&m);
+    view.resize(800, 240);
+    view.setFollowLive(false);
+    view.setVisibleRange({0, 100'000'000});
+    QVERIFY(view.maxVerticalScroll() > 0);
+    QCOMPARE(view.verticalScroll(), 0);
+    const DrawItem* first = findSpan(view.drawList(), 1, TraceStage::Decode);
+    QVERIFY(first);
+    const double top = view.itemRect(*first).top();
+    view.setVerticalScroll(60);
+    QCOMPARE(view.verticalScroll(), 60);
+    QCOMPARE(view.itemRect(*first).top(), top - 60);
+    view.setVerticalScroll(1 << 20);  // clamped
+    QCOMPARE(view.verticalScroll(), view.maxVerticalScroll());
+    QWheelEvent wheel(QPointF(400, 120), view.mapToGlobal(QPointF(400, 120)), QPoint(), QPoint(0, 120),
+                      Qt::NoButton, Qt::ShiftModifier, Qt::NoScrollPhase, false);
+    QApplication::sendEvent(&view, &wheel);  // one notch up
+    QCOMPARE(view.verticalScroll(), view.maxVerticalScroll() - 40);
+    view.resize(800, 4000);  // room for every lane: nothing to scroll
+    QCOMPARE(view.maxVerticalScroll(), 0);
+    QCOMPARE(view.verticalScroll(), 0);
+  }
+
   void signalsAndClear() {
     LaneModel m;
     QSignalSpy appended(&m, &LaneModel::spansAppended);

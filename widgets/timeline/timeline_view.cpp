@@ -248,7 +248,8 @@ void TimelineView::onSpansAppended(qsizetype, quint64) {
 }
 
 const std::vector<TimelineView::LaneGeometry>& TimelineView::layout() const {
-  if (m_layoutValid) return m_layout;
+  if (m_layoutValid && m_layoutSize == size()) return m_layout;
+  m_layoutSize = size();
   const QRect area = timeArea();
   const int lanes = m_model->laneCount();
   // Worker lanes (a few rows) keep readable rows; lanes of many concurrent spans (requests)
@@ -275,8 +276,25 @@ const std::vector<TimelineView::LaneGeometry>& TimelineView::layout() const {
     g.height = g.rows * g.rowHeight;
     y += g.height + kLaneGap;
   }
+  m_contentHeight = y - area.top();
+  // Scrolled: every lane moves up by the (clamped) offset; painting clips to the time area.
+  const int scroll = std::clamp(m_scrollY, 0, std::max(0, m_contentHeight - area.height()));
+  for (LaneGeometry& g : m_layout) g.top -= scroll;
   m_layoutValid = true;
   return m_layout;
+}
+
+int TimelineView::maxVerticalScroll() const {
+  layout();
+  return std::max(0, m_contentHeight - timeArea().height());
+}
+
+void TimelineView::setVerticalScroll(int y) {
+  const int clamped = std::clamp(y, 0, maxVerticalScroll());
+  if (clamped == m_scrollY) return;
+  m_scrollY = clamped;
+  m_layoutValid = false;
+  update();
 }
 
 const DrawList& TimelineView::drawList() const {
@@ -378,13 +396,18 @@ bool TimelineView::event(QEvent* e) {
 void TimelineView::resizeEvent(QResizeEvent* e) {
   QWidget::resizeEvent(e);
   m_layoutValid = false;
+  m_scrollY = std::clamp(m_scrollY, 0, maxVerticalScroll());
+  m_layoutValid = false;
   if (m_followLive) trackNewest();
   invalidate();
 }
 
 void TimelineView::wheelEvent(QWheelEvent* e) {
   const QPoint d = e->angleDelta();
-  if (std::abs(d.x()) > std::abs(d.y())) {
+  const bool overNames = e->position().x() < timeArea().left();
+  if (d.y() != 0 && ((e->modifiers() & Qt::ShiftModifier) || overNames) && maxVerticalScroll() > 0) {
+    setVerticalScroll(m_scrollY - d.y() / 3);  // one notch: 40 px
+  } else if (std::abs(d.x()) > std::abs(d.y())) {
     panByPixels(d.x() / 2.0);
   } else if (d.y() != 0) {
     zoomAt(e->position().x(), std::pow(2.0, -d.y() / 240.0));  // one notch: x0.71
@@ -446,18 +469,34 @@ void TimelineView::paintEvent(QPaintEvent*) {
   paintLanes(p);
   paintAxis(p);
   paintItems(p);
-  paintHeader(p);
+  {
+    p.save();  // lane names scroll with their lanes, under the axis
+    p.setClipRect(QRect(0, kAxisHeight, kHeaderWidth, timeArea().height()));
+    paintHeader(p);
+    p.restore();
+  }
   paintLegend(p);
+  if (const int maxScroll = maxVerticalScroll(); maxScroll > 0) {
+    // Where the view is in the lanes: a thin thumb at the right edge (Shift+wheel scrolls).
+    const QRect area = timeArea();
+    const double shown = double(area.height()) / double(area.height() + maxScroll);
+    const double h = std::max(12.0, shown * area.height());
+    const double y = area.top() + (area.height() - h) * double(m_scrollY) / double(maxScroll);
+    p.fillRect(QRectF(area.right() - 4, y, 4, h), QColor(0, 0, 0, 90));
+  }
 }
 
 void TimelineView::paintLanes(QPainter& p) const {
   const QRect area = timeArea();
+  p.save();
+  p.setClipRect(QRect(0, area.top(), width(), area.height()));
   const auto& lanes = layout();
   for (size_t l = 0; l < lanes.size(); ++l) {
     if (l % 2 == 1) continue;
     const LaneGeometry& g = lanes[l];
     p.fillRect(QRect(0, g.top - kLaneGap / 2, width(), g.height + kLaneGap), kLaneShade);
   }
+  p.restore();
   // Vertical grid at the axis ticks is drawn by paintAxis; lanes end at the area bottom.
   p.setPen(kGridLine);
   p.drawLine(area.left(), area.bottom() + 1, area.right(), area.bottom() + 1);

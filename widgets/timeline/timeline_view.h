@@ -18,6 +18,7 @@
 #pragma once
 
 #include <QWidget>
+#include <algorithm>
 #include <vector>
 
 #include "timeline/lane_model.h"
@@ -58,6 +59,12 @@ public:
   // The tooltip text for `pos`: stage, request, duration in ms, tokens or clusters, flags;
   // empty where there is no span.
   QString textAt(QPoint pos) const;
+
+  // Vertical scrolling, when the lanes are taller than the view (many lanes, or a requests lane
+  // of many rows): Shift+wheel, or the wheel over the lane names. 0: the first lane at the top.
+  int verticalScroll() const { return std::min(m_scrollY, maxVerticalScroll()); }
+  int maxVerticalScroll() const;
+  void setVerticalScroll(int y);  // clamped to [0, maxVerticalScroll()]
 
   QSize sizeHint() const override { return {1200, 420}; }
   QSize minimumSizeHint() const override { return {400, 160}; }
@@ -120,6 +127,9 @@ private:
   mutable bool m_frameValid = false;
   mutable DrawList m_drawList;
   mutable bool m_layoutValid = false;
+  int m_scrollY = 0;                  // pixels the lanes are scrolled up
+  mutable int m_contentHeight = 0;    // every lane's height and gaps (layout())
+  mutable QSize m_layoutSize;         // the widget size the layout was made for
   mutable std::vector<LaneGeometry> m_layout;
 };
 
