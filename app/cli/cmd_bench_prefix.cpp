@@ -19,6 +19,7 @@
 #include <map>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "commands.h"
 #include "core/clock.h"
@@ -54,10 +55,10 @@ public:
   // The prompt tokens of every request of `trace`, in order (retrieval batched over new items).
   Result<std::vector<const std::vector<int32_t>*>> of(std::span<const workload::TraceRequest> trace) {
     if (!m_retrieval || !m_generation) return Status::internal("the one-shot workflow lost a node");
-    std::vector<const workload::TraceRequest*> fresh;
+    std::vector<const workload::TraceRequest*> fresh;  // QA items not seen yet, once each
+    std::unordered_set<int64_t> seen;
     for (const workload::TraceRequest& r : trace)
-      if (!m_prompts.count(r.qaId) && std::none_of(fresh.begin(), fresh.end(), [&](auto* f) { return f->qaId == r.qaId; }))
-        fresh.push_back(&r);
+      if (!m_prompts.count(r.qaId) && seen.insert(r.qaId).second) fresh.push_back(&r);
     constexpr size_t kBatch = 64;
     for (size_t b = 0; b < fresh.size(); b += kBatch) {
       std::vector<std::string> questions;
@@ -241,15 +242,7 @@ int cmdBenchPrefix(Args& args) {
     runs.push_back(std::move(*f));
   }
   // PGDSF's cost: the prefill speed the cache-on run measured.
-  memory::RecomputeCost cost;
-  {
-    const ServingStats& s = runs.back().stats;
-    // Two synthetic samples pin the fit to the measured coefficients.
-    for (int i = 0; i < 64; ++i) {
-      cost.add(100, 0, 100 * s.prefillSecondsPerToken);
-      cost.add(100, 20000, 100 * s.prefillSecondsPerToken + 20000 * s.prefillSecondsPerPair);
-    }
-  }
+  const memory::RecomputeCost cost(runs.back().stats.prefillSecondsPerToken, runs.back().stats.prefillSecondsPerPair);
 
   // ---- hit rates by policy, cache size and popularity ----
   auto reader = corpus::QaPromptReader::open(corpusPath);

@@ -14,6 +14,9 @@ namespace rag::memory {
 
 class RecomputeCost {
 public:
+  RecomputeCost() = default;
+  // A model with known coefficients (e.g. what a serving run measured), refined by add() as usual.
+  RecomputeCost(double perRow, double perPair) : m_a(perRow), m_b(perPair) {}
   // `pairs`: the (query, key) pairs the pass attended, sum over its rows of the row's context.
   void add(double rows, double pairs, double seconds);
   // Prefilling `tokens` tokens after `prefix` computed ones: a·n + b·(n·prefix + n(n+1)/2).

@@ -122,8 +122,7 @@ bool GenerationExecutor::reads(const WorkflowNode& node, std::string_view var) c
 }
 
 bool GenerationExecutor::roomToSpeculate() const {
-  return m_running < m_params.specGenerationLimit &&
-         (m_params.specLoadThreshold > 1.0 || m_load.last() < m_params.specLoadThreshold);
+  return m_running < m_params.specGenerationLimit && loadAllowsSpeculation(m_load.last(), m_params.specLoadThreshold);
 }
 
 Adoption GenerationExecutor::adopt(const StageJob& real) {

@@ -142,6 +142,18 @@ void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
   const double prev = m_stepSeconds.load(std::memory_order_relaxed);
   m_stepSeconds.store(prev == 0 ? secs : prev + 0.1 * (secs - prev), std::memory_order_relaxed);
   m_running.store(static_cast<int32_t>(m_live.size()), std::memory_order_relaxed);
+  const memory::KvPool& pool = m_runner->kvPool();
+  m_kvUsed.store(pool.capacity() - pool.freeBlocks(), std::memory_order_relaxed);
+  // The full snapshot walks the pool's and the prefix tree's tables: every 20 ms and whenever the
+  // runner falls idle, not at every step.
+  const uint64_t now = nowNs();
+  if (now - m_memoryAtNs >= 20'000'000 || !m_runner->hasWork()) {
+    refreshMemoryStats();
+    m_memoryAtNs = now;
+  }
+}
+
+void GenerationWorker::refreshMemoryStats() {
   MemoryStats mem;
   mem.pool = m_runner->kvStats();
   if (const memory::PrefixCache* cache = m_runner->prefixCache()) {
@@ -150,7 +162,6 @@ void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
   }
   mem.prefillPerRow = m_runner->recomputeCost().perRow();
   mem.prefillPerPair = m_runner->recomputeCost().perPair();
-  m_kvUsed.store(mem.pool.used, std::memory_order_relaxed);
   std::lock_guard lock(m_memoryMutex);
   m_memory = mem;
 }

@@ -116,6 +116,8 @@ private:
   int32_t m_kvTotal = 0;
   mutable std::mutex m_memoryMutex;
   MemoryStats m_memory;
+  uint64_t m_memoryAtNs = 0;  // when m_memory was taken (worker thread only)
+  void refreshMemoryStats();
   uint16_t m_lane = 0;
   struct Live {
     JobKey key;

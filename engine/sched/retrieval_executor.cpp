@@ -141,7 +141,7 @@ void RetrievalExecutor::collect(std::vector<StageUpdate>& out) {
 
 bool RetrievalExecutor::roomToSpeculate() const {
   return m_worker->liveTasks() < m_params.specRetrievalLimit &&
-         (m_params.specLoadThreshold > 1.0 || m_load.last() < m_params.specLoadThreshold);
+         loadAllowsSpeculation(m_load.last(), m_params.specLoadThreshold);
 }
 
 }  // namespace rag::sched

@@ -108,6 +108,9 @@ inline std::string trimmedText(std::string_view s) {
   const auto e = s.find_last_not_of(" \t\r\n");
   return std::string(s.substr(b, e - b + 1));
 }
+// Speculative work goes to a worker only while it idles enough: its busy share below `threshold`
+// (above 1: whatever the load).
+inline bool loadAllowsSpeculation(double busyShare, double threshold) { return threshold > 1.0 || busyShare < threshold; }
 inline double usableCores(int32_t threads) {
   return std::min<double>(threads, std::max(1u, std::thread::hardware_concurrency()));
 }

@@ -395,9 +395,7 @@ bool TimelineView::event(QEvent* e) {
 
 void TimelineView::resizeEvent(QResizeEvent* e) {
   QWidget::resizeEvent(e);
-  m_layoutValid = false;
-  m_scrollY = std::clamp(m_scrollY, 0, maxVerticalScroll());
-  m_layoutValid = false;
+  m_scrollY = std::clamp(m_scrollY, 0, maxVerticalScroll());  // the layout follows the size
   if (m_followLive) trackNewest();
   invalidate();
 }
