@@ -77,14 +77,14 @@ struct HitRow {
 
 // One trace through a RadixCache of `blocks` blocks, batches of 4 from a window of 16.
 Result<HitRow> simulate(const std::vector<const GraphPrompt*>& trace, int32_t blocks, const Scheduling& s,
-                        const memory::RecomputeCost& cost) {
+                        const memory::RecomputeCost& cost, size_t kWindow) {
   RAG_ASSIGN_OR_RETURN(auto pool, memory::KvPool::create({.layers = 1, .kvHeads = 1, .headDim = 1,
                                                           .blockSize = kBlock, .computeBlocks = blocks}));
   RAG_ASSIGN_OR_RETURN(auto policy, memory::makeEvictionPolicy(s.policy));
   memory::RadixCache cache(*pool, std::move(policy));
   cache.setRecomputeCost([&cost](int64_t prefix, int64_t n) { return cost.seconds(prefix, n); });
   pool->setReclaimer([&cache](int32_t n) { return cache.evict(n); });
-  constexpr size_t kWindow = 16, kBatch = 4;
+  constexpr size_t kBatch = 4;
   std::deque<const GraphPrompt*> queue(trace.begin(), trace.end());
   cache.setPendingQueue([&] {
     std::vector<memory::PendingPrompt> out;
@@ -113,8 +113,10 @@ Result<HitRow> simulate(const std::vector<const GraphPrompt*>& trace, int32_t bl
     for (size_t i : pick) batch.push_back(queue[i]);
     std::sort(pick.begin(), pick.end(), std::greater<>());
     for (size_t i : pick) queue.erase(queue.begin() + static_cast<std::ptrdiff_t>(i));
-    // Serve the batch: match every segment, then compute and insert the missing blocks.
-    std::vector<std::vector<int32_t>> held;  // the batch's blocks, live until it ends
+    // Serve the batch: match every segment, then compute and insert the missing blocks. What the
+    // batch uses stays locked (and its blocks held) until the batch ends, as a running batch's.
+    std::vector<std::vector<int32_t>> held;
+    std::vector<memory::PrefixNodeId> locked;
     for (const GraphPrompt* p : batch) {
       int64_t total = 0, hit = 0;
       for (const std::vector<int32_t>& k : p->keys) {
@@ -127,16 +129,19 @@ Result<HitRow> simulate(const std::vector<const GraphPrompt*>& trace, int32_t bl
         if (fresh) {
           std::vector<int32_t> table = m.blocks;
           table.insert(table.end(), fresh->begin(), fresh->end());
-          cache.insert(k, table, {.ns = sched::kDepCacheNamespace});
+          const memory::PrefixNodeId node = cache.insert(k, table, {.ns = sched::kDepCacheNamespace});
+          if (node != memory::kNoPrefixNode) {
+            cache.lock(node);
+            locked.push_back(node);
+          }
           held.push_back(std::move(*fresh));
         }
-        for (int32_t b : m.blocks) pool->retain(b);
-        held.push_back(m.blocks);
-        cache.unlock(m.node);
+        if (m.node != memory::kNoPrefixNode) locked.push_back(m.node);  // match() locked it
       }
       hitSum += total > 0 ? static_cast<double>(hit) / static_cast<double>(total) : 0.0;
       ++served;
     }
+    for (memory::PrefixNodeId n : locked) cache.unlock(n);
     for (const std::vector<int32_t>& h : held) pool->release(h);
   }
   return HitRow{served > 0 ? hitSum / static_cast<double>(served) : 0.0, cache.stats().evictedBlocks};
@@ -286,16 +291,20 @@ int cmdBenchDepcache(Args& args) {
   auto rate = args.getDouble("rps", 8.0);
   auto seed = args.getInt("seed", 1);
   auto paths = args.getInt("paths", 30);
+  auto window = args.getInt("window", 16);
   const std::string jsonPath = args.getOr("json", "");
+  const std::string tables = args.getOr("tables", "ttft,hit");
+  const bool doTtft = tables.find("ttft") != std::string::npos, doHit = tables.find("hit") != std::string::npos;
   auto serving = readServingParams(args, "hedra");
   if (!serving) return fail(serving.status());
-  for (auto* r : {&questions, &simRequests, &serveRequests, &seed, &paths})
+  for (auto* r : {&questions, &simRequests, &serveRequests, &seed, &paths, &window})
     if (!*r) return fail(r->status());
   if (!rate) return fail(rate.status());
   if (Status st = args.finish(); !st) return fail(st);
   if (*questions < 4 || *simRequests < 1 || *serveRequests < 1)
     return fail(Status::invalidArgument("--questions must be at least 4, --requests and --serve-requests at least 1"));
   if (!(*rate > 0)) return fail(Status::invalidArgument("--rps must be a positive request rate"));
+  if (*window < 4) return fail(Status::invalidArgument("--window (the pending requests a scheduler sees) must be at least the batch of 4"));
   const Stopwatch wall;
 
   auto all = workload::loadQaItems(corpusPath, "test");
@@ -394,6 +403,7 @@ int cmdBenchDepcache(Args& args) {
   const std::vector<std::string> modes = {"none", "radix", "depattn", "depcache"};
   std::map<std::string, TtftRow> ttft;
   for (const std::string& m : modes) {
+    if (!doTtft) break;
     auto row = serveRow(a, served, arrivals, m, serving->kvBudgetBytes);
     if (!row) return fail(row.status().withContext("row " + m));
     std::fprintf(stderr, "[ttft] %-8s mean %.1f ms p50 %.1f ms p99 %.1f ms  %.2f req/s  %lld tokens/request  hit %.3f\n",
@@ -418,6 +428,7 @@ int cmdBenchDepcache(Args& args) {
   };
   std::vector<PopRow> hit;
   for (const char* pop : {"uniform", "zipf:1.1", "temporal"}) {
+    if (!doHit) break;
     auto t = traceOf(pop, *simRequests, 1.0);
     if (!t) return fail(t.status());
     const std::vector<const GraphPrompt*> trace = promptsOf(*t);
@@ -425,7 +436,7 @@ int cmdBenchDepcache(Args& args) {
     for (double size : sizes) {
       const auto blocks = static_cast<int32_t>(std::max<double>(64.0, std::ceil(size * static_cast<double>(pr.distinctBlocks))));
       for (const Scheduling& s : rows) {
-        auto r = simulate(trace, blocks, s, cost);
+        auto r = simulate(trace, blocks, s, cost, static_cast<size_t>(*window));
         if (!r) return fail(r.status());
         pr.bySize[size][s.name] = *r;
       }
@@ -441,6 +452,7 @@ int cmdBenchDepcache(Args& args) {
   w.beginObject();
   w.key("bench").value("depcache");
   w.key("questions").value(static_cast<int64_t>(prompts.size()));
+  w.key("window").value(*window);
   w.key("questions_too_long").value(tooLong);
   w.key("linked_share").value(static_cast<double>(linked) / static_cast<double>(items.size()));
   w.key("topic_entity_in_subgraphs").value(static_cast<double>(topicLinked) / static_cast<double>(items.size()));
@@ -449,6 +461,7 @@ int cmdBenchDepcache(Args& args) {
   w.key("prompt_tokens").beginObject().key("flat").value(flatMean).key("dependency").value(depMean).endObject();
   w.key("ttft_ms").beginObject();
   for (const std::string& m : modes) {
+    if (!doTtft) break;
     const TtftRow& r = ttft[m];
     w.key(m).value(1e3 * std::accumulate(r.ttft.begin(), r.ttft.end(), 0.0) / static_cast<double>(std::max<size_t>(1, r.ttft.size())));
   }
@@ -456,6 +469,7 @@ int cmdBenchDepcache(Args& args) {
   w.key("serve").beginObject();
   w.key("rps").value(*rate).key("requests").value(*serveRequests).key("popularity").value("zipf:1.1");
   for (const std::string& m : modes) {
+    if (!doTtft) break;
     const TtftRow& r = ttft[m];
     w.key(m).beginObject();
     w.key("ttft_p50_ms").value(1e3 * percentile(r.ttft, 0.5)).key("ttft_p99_ms").value(1e3 * percentile(r.ttft, 0.99));
@@ -475,7 +489,7 @@ int cmdBenchDepcache(Args& args) {
   w.key("hit_rate").beginObject();
   for (const PopRow& pr : hit) {
     w.key(pr.name == "zipf:1.1" ? "zipf" : pr.name).beginObject();
-    for (const Scheduling& s : rows) w.key(s.name).value(pr.bySize.at(0.10).at(s.name).hitRate);
+    for (const Scheduling& s : rows) w.key(s.name).value(pr.bySize.at(0.10).at(s.name).hitRate);  // at 10 %
     w.endObject();
   }
   w.endObject();

@@ -28,6 +28,7 @@
 #include "model/model_config.h"
 #include "model/tokenizer.h"
 #include "model/trainer.h"
+#include "knowledge/graph_examples.h"
 #include "model/training_data.h"
 
 namespace fs = std::filesystem;
@@ -108,6 +109,8 @@ struct LmOptions {
   std::optional<Tokenizer> tokenizer;
   bool json = false;
   int64_t showExamples = 0;  // print this many training examples and stop
+  int32_t graphSubgraphs = 5;  // graph data: subgraphs per prompt and paths per subgraph
+  int32_t graphPaths = 30;
 };
 
 // The model shape flags, read before the tokenizer is (its size is the vocabulary).
@@ -252,6 +255,10 @@ Result<LmOptions> readLmOptions(Args& args) {
   RAG_ASSIGN_OR_RETURN(int64_t recallPairs, atLeast(args, "recall-pairs", 0, 0));
   o.data.recallNameTokens = static_cast<size_t>(nameTokens);
   o.data.recallPairs = static_cast<size_t>(recallPairs);
+  RAG_ASSIGN_OR_RETURN(int64_t graphSubgraphs, atLeast(args, "subgraphs", 5, 1));
+  RAG_ASSIGN_OR_RETURN(int64_t graphPaths, atLeast(args, "paths", 30, 1));
+  o.graphSubgraphs = static_cast<int32_t>(graphSubgraphs);
+  o.graphPaths = static_cast<int32_t>(graphPaths);
   RAG_ASSIGN_OR_RETURN(double promptLoss, args.getDouble("prompt-loss", 0.1));
   if (!(promptLoss >= 0 && promptLoss <= 1))
     return Status::invalidArgument("--prompt-loss must be between 0 and 1");
@@ -377,6 +384,29 @@ int cmdTrainLm(Args& args) {
   LmOptions& o = *opts;
   const Tokenizer& tokenizer = *o.tokenizer;
 
+  if (o.data.data == TrainData::Graph) {
+    knowledge::GraphExampleOptions g{.mask = o.data.mask, .subgraphs = o.graphSubgraphs, .paths = o.graphPaths,
+                                     .promptLossWeight = o.data.promptLossWeight};
+    auto source = knowledge::GraphExampleSource::open(o.corpus, tokenizer, g);
+    if (!source) return fail(source.status());
+    std::unique_ptr<knowledge::GraphExampleSource> dev;
+    if (o.setup.params.evalEvery > 0) {
+      g.split = "dev";
+      auto d = knowledge::GraphExampleSource::open(o.corpus, tokenizer, g);
+      if (!d) return fail(d.status().withContext("held-out evaluation (--eval-every)"));
+      dev = std::move(*d);
+    }
+    if (o.showExamples > 0) return showExamples(**source, tokenizer, o);
+    restartWithPassiveOpenMp();
+    const std::string what = std::string("graph data (") + std::to_string(g.subgraphs) + " subgraphs of up to " +
+                             std::to_string(g.paths) + " paths, " +
+                             (g.mask == MaskKind::Ancestor ? "ancestor mask over dependency trees" : "causal mask over flat paths") +
+                             ") from " + o.corpus.string();
+    return runTraining(o.setup, o.json, what, [&](const TrainCallbacks& cb) {
+      return trainLanguageModel(o.setup, **source, dev.get(), cb);
+    });
+  }
+  if (o.data.mask == MaskKind::Ancestor) return fail(Status::invalidArgument("--mask ancestor needs --data graph"));
   Result<std::unique_ptr<CorpusExampleSource>> train = CorpusExampleSource::open(o.corpus, tokenizer, o.data);
   if (!train) return fail(train.status());
   std::unique_ptr<CorpusExampleSource> heldOut;

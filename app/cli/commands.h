@@ -28,6 +28,7 @@ int cmdWorkflowRun(Args& args);       // cmd_serve.cpp
 int cmdBenchServe(Args& args);        // cmd_serve.cpp
 int cmdBenchPrefix(Args& args);       // cmd_bench_prefix.cpp
 int cmdBenchDepcache(Args& args);     // cmd_bench_depcache.cpp
+int cmdKgRetrieve(Args& args);        // cmd_kg.cpp
 int cmdEvalWorkflow(Args& args);      // cmd_eval_workflow.cpp
 
 }  // namespace rag::cli

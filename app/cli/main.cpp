@@ -35,9 +35,9 @@ const std::vector<Command>& commands() {
        cmdTrainTokenizer},
       {"train", "lm",
        "--out DIR [--corpus PATH] [--tokenizer DIR] [--init DIR | --layers 4 --hidden 256 "
-       "--heads 4 --kv-heads 4 --ffn 704] [--data qa|passages|mixed|recall] [--context gold|none] "
+       "--heads 4 --kv-heads 4 --ffn 704] [--data qa|passages|mixed|recall|graph] [--subgraphs 5] [--paths 30] [--context gold|none] "
        "[--passages 5] [--min-passages N] [--questions 1] [--recall-name-tokens N] "
-       "[--recall-pairs N] [--show-examples N] [--mask causal|block] [--prompt-loss 0.1] "
+       "[--recall-pairs N] [--show-examples N] [--mask causal|block|ancestor] [--prompt-loss 0.1] "
        "[--steps 1000] [--batch 16] "
        "[--seq-len 256] [--lr 1e-3] [--min-lr LR/10] [--warmup 100] [--weight-decay 0.1] "
        "[--clip-norm 1] [--seed 1] [--dtype f32|bf16] [--threads N] [--checkpoint-every 200] "
@@ -107,8 +107,12 @@ const std::vector<Command>& commands() {
        "[--eviction lru] [--host-kv-mb 0] [--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] "
        "[--corpus PATH]",
        {"quick", "deterministic"}, cmdBenchPrefix},
+      {"kg", "retrieve",
+       "\"question\" [--subgraphs 5] [--hops 2] [--fanout 8] [--paths 30] [--show-pruned 3] [--embedder DIR] "
+       "[--tokenizer FILE] [--corpus PATH] [--json]",
+       {"json"}, cmdKgRetrieve},
       {"bench", "depcache",
-       "[--quick] [--questions 500] [--requests 2000] [--serve-requests 300] [--rps 8] [--paths 30] [--seed 1] "
+       "[--quick] [--tables ttft,hit] [--window 16] [--questions 500] [--requests 2000] [--serve-requests 300] [--rps 8] [--paths 30] [--seed 1] "
        "[--json FILE] [--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] [--corpus PATH]",
        {"quick"}, cmdBenchDepcache},
       {"bench", "ivf",

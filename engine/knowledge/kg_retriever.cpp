@@ -19,10 +19,18 @@ constexpr std::string_view kNoLink[] = {
     "belong",    "more",     "general",   "action",    "entail",   "cause",     "adjective", "similar",
     "attribute", "value",    "pertain",   "verb",      "participle", "derived", "term",     "means"};
 
-bool linkable(const std::string& gram, int32_t words) {
-  if (words > 1) return true;
+// An n-gram links unless every word of it is one of kNoLink ("kind of" is a WordNet lemma too).
+bool linkable(const std::string& gram) {
   if (gram.size() < 2) return false;
-  return std::find(std::begin(kNoLink), std::end(kNoLink), gram) == std::end(kNoLink);
+  size_t b = 0;
+  while (b < gram.size()) {
+    size_t e = gram.find(' ', b);
+    if (e == std::string::npos) e = gram.size();
+    if (std::find(std::begin(kNoLink), std::end(kNoLink), std::string_view(gram).substr(b, e - b)) == std::end(kNoLink))
+      return true;
+    b = e + 1;
+  }
+  return false;
 }
 
 float dot(std::span<const float> a, std::span<const float> b) {
@@ -56,6 +64,18 @@ std::vector<std::string> pathElements(const KnowledgeGraph& kg, const KgPath& pa
   for (size_t i = 0; i < path.relations.size(); ++i)
     out.push_back(" " + relationWords(kg.relationName(path.relations[i])) + " " + std::string(kg.name(path.entities[i + 1])));
   return out;
+}
+
+bool canonicalLess(const KgPath& a, const KgPath& b) {
+  auto key = [](const KgPath& p) {
+    std::vector<int64_t> k;
+    for (size_t i = 0; i < p.relations.size(); ++i) {
+      k.push_back(p.relations[i]);
+      k.push_back(p.entities[i + 1]);
+    }
+    return k;
+  };
+  return key(a) < key(b);
 }
 
 std::string pathText(const KnowledgeGraph& kg, const KgPath& path) {
@@ -151,7 +171,7 @@ Result<std::vector<LinkedEntity>> KgRetriever::link(std::string_view question, s
         continue;
       std::string gram;
       for (size_t k = i; k < i + n; ++k) gram += (k > i ? " " : "") + words[k];
-      if (!linkable(gram, static_cast<int32_t>(n))) continue;
+      if (!linkable(gram)) continue;
       std::span<const EntityId> named = m_kg->byName(gram);
       if (named.empty()) continue;
       Match m{gram, {}};
@@ -200,28 +220,14 @@ Result<KgResult> KgRetriever::retrieve(std::string_view question, const KgParams
   RAG_ASSIGN_OR_RETURN(std::vector<float> qv, embedCached(std::span<const std::string>(&q, 1), &res.embeddedTexts));
   RAG_ASSIGN_OR_RETURN(res.nameCandidates, link(question, qv));
 
-  // Candidates: for each matched n-gram its best-scoring sense, then the passages' entities.
-  std::vector<LinkedEntity> chosen;
-  auto seen = [&](EntityId e) {
-    return std::any_of(chosen.begin(), chosen.end(), [&](const LinkedEntity& l) { return l.entity == e; });
-  };
-  {
-    std::vector<LinkedEntity> best;
-    for (const LinkedEntity& c : res.nameCandidates) {
-      auto it = std::find_if(best.begin(), best.end(), [&](const LinkedEntity& b) { return b.matched == c.matched; });
-      if (it == best.end()) best.push_back(c);
-      else if (c.score > it->score) *it = c;
-    }
-    for (const LinkedEntity& b : best)
-      if (!seen(b.entity)) chosen.push_back(b);
-  }
+  // Related entities: those of the passages the search finds, scored by the embedder.
+  std::vector<LinkedEntity> fromPassages;
   if (params.candidatePassages > 0 && m_search) {
     RAG_ASSIGN_OR_RETURN(std::vector<int64_t> pids, m_search(question, params.candidatePassages));
     std::vector<std::string> texts;
-    std::vector<LinkedEntity> fromPassages;
     for (int64_t pid : pids) {
       const EntityId e = m_kg->passageEntity(pid);
-      if (e == 0 || seen(e) ||
+      if (e == 0 ||
           std::any_of(fromPassages.begin(), fromPassages.end(), [&](const LinkedEntity& l) { return l.entity == e; }))
         continue;
       Result<std::string> t = m_passageText(pid);
@@ -234,11 +240,60 @@ Result<KgResult> KgRetriever::retrieve(std::string_view question, const KgParams
       for (size_t k = 0; k < fromPassages.size(); ++k)
         fromPassages[k].score = dot(qv, std::span<const float>(v).subspan(k * qv.size(), qv.size()));
     }
-    chosen.insert(chosen.end(), fromPassages.begin(), fromPassages.end());
   }
-  // The embedder ranks all candidates; the top `subgraphs` get a subgraph.
-  std::stable_sort(chosen.begin(), chosen.end(), [](const LinkedEntity& a, const LinkedEntity& b) { return a.score > b.score; });
-  if (chosen.size() > static_cast<size_t>(params.subgraphs)) chosen.resize(static_cast<size_t>(params.subgraphs));
+  // A sense of a named n-gram is supported when it lies within two hops of a passage's entity
+  // (the passages the question finds are about the sense it means: "dog" near "guide dog" is the
+  // animal, not the andiron); the support decides first, the embedder's score second.
+  std::unordered_map<EntityId, int> near;
+  {
+    std::vector<EntityId> frontier;
+    for (const LinkedEntity& l : fromPassages) {
+      near[l.entity] = 1;
+      frontier.push_back(l.entity);
+    }
+    for (int hop = 0; hop < 2; ++hop) {
+      std::vector<EntityId> next;
+      for (EntityId e : frontier) {
+        int scanned = 0;
+        for (const KgEdge& edge : m_kg->outEdges(e)) {
+          if (++scanned > 64) break;  // a bound on hubs
+          if (near.emplace(edge.dst, 1).second) next.push_back(edge.dst);
+        }
+      }
+      frontier = std::move(next);
+    }
+  }
+  auto better = [&](const LinkedEntity& a, const LinkedEntity& b) {
+    const bool sa = near.count(a.entity) > 0, sb = near.count(b.entity) > 0;
+    if (sa != sb) return sa;
+    return a.score > b.score;
+  };
+  // The question's own entities first: for each matched n-gram (longest first) its best sense,
+  // at most subgraphs - 2 of them so that the passage search always adds some (a definition
+  // question names its topic by words the topic's name does not share). Then the passages'
+  // entities and the other senses, by score.
+  std::vector<LinkedEntity> chosen, others;
+  auto seen = [&](EntityId e) {
+    return std::any_of(chosen.begin(), chosen.end(), [&](const LinkedEntity& l) { return l.entity == e; });
+  };
+  {
+    std::vector<LinkedEntity> best;
+    for (const LinkedEntity& c : res.nameCandidates) {
+      auto it = std::find_if(best.begin(), best.end(), [&](const LinkedEntity& b) { return b.matched == c.matched; });
+      if (it == best.end()) best.push_back(c);
+      else if (better(c, *it)) *it = c;
+    }
+    const size_t named = static_cast<size_t>(std::max(1, params.subgraphs - 2));
+    for (const LinkedEntity& b : best)
+      if (!seen(b.entity) && chosen.size() < named) chosen.push_back(b);
+    for (const LinkedEntity& c : res.nameCandidates)
+      if (!seen(c.entity)) others.push_back(c);
+  }
+  for (const LinkedEntity& l : fromPassages)
+    if (!seen(l.entity)) others.push_back(l);
+  std::stable_sort(others.begin(), others.end(), [](const LinkedEntity& a, const LinkedEntity& b) { return a.score > b.score; });
+  for (const LinkedEntity& o : others)
+    if (chosen.size() < static_cast<size_t>(params.subgraphs) && !seen(o.entity)) chosen.push_back(o);
   if (chosen.empty()) {
     res.note = "no entity of the knowledge graph is named in the question or found by the passage search";
     return res;
@@ -259,19 +314,10 @@ Result<KgResult> KgRetriever::retrieve(std::string_view question, const KgParams
       for (size_t k = 0; k < order.size(); ++k) order[k] = k;
       std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return g.paths[a].score > g.paths[b].score; });
       for (size_t k = 0; k < order.size() && k < static_cast<size_t>(params.topK); ++k) g.paths[order[k]].kept = true;
-      // Kept paths in canonical order (relation and entity ids along the path: a path right
-      // before its extensions, siblings together), then the pruned ones best first.
-      auto key = [](const KgPath& p) {
-        std::vector<int64_t> k;
-        for (size_t i = 0; i < p.relations.size(); ++i) {
-          k.push_back(p.relations[i]);
-          k.push_back(p.entities[i + 1]);
-        }
-        return k;
-      };
+      // Kept paths in canonical order, then the pruned ones best first.
       std::stable_sort(g.paths.begin(), g.paths.end(), [&](const KgPath& a, const KgPath& b) {
         if (a.kept != b.kept) return a.kept;
-        if (a.kept) return key(a) < key(b);
+        if (a.kept) return canonicalLess(a, b);
         return a.score > b.score;
       });
     }

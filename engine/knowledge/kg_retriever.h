@@ -79,6 +79,10 @@ struct KgResult {
 // (relation names with '_' read as spaces).
 std::vector<std::string> pathElements(const KnowledgeGraph& kg, const KgPath& path);
 std::string pathText(const KnowledgeGraph& kg, const KgPath& path);
+// The order kept paths take in a prompt: by the relation and entity ids along the path, so a
+// path comes right before its extensions and siblings stay together (the same kept set always
+// gives the same prefix tree).
+bool canonicalLess(const KgPath& a, const KgPath& b);
 // The kept paths of each subgraph as a prompt's graph variable holds them.
 std::vector<model::SubgraphText> subgraphTexts(const KnowledgeGraph& kg, std::span<const Subgraph> subgraphs);
 

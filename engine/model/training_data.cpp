@@ -36,30 +36,35 @@ std::string_view trainDataName(TrainData d) {
     case TrainData::Passages: return "passages";
     case TrainData::Mixed: return "mixed";
     case TrainData::Recall: return "recall";
+    case TrainData::Graph: return "graph";
   }
   return "qa";
 }
 
 Result<TrainData> parseTrainData(std::string_view name) {
-  for (TrainData d : {TrainData::Qa, TrainData::Passages, TrainData::Mixed, TrainData::Recall})
+  for (TrainData d : {TrainData::Qa, TrainData::Passages, TrainData::Mixed, TrainData::Recall, TrainData::Graph})
     if (name == trainDataName(d)) return d;
   return Status::invalidArgument("unknown training data '" + std::string(name) +
-                                 "'; use qa (QA prompts), passages (plain text), mixed (both) or "
-                                 "recall (synthetic key: value recall)");
+                                 "'; use qa (QA prompts), passages (plain text), mixed (both), "
+                                 "recall (synthetic key: value recall) or graph (GraphRAG prompts over the knowledge graph)");
 }
 
 Result<MaskKind> parseTrainMask(std::string_view name) {
   if (name == "causal") return MaskKind::Causal;
   if (name == "block") return MaskKind::Block;
+  if (name == "ancestor") return MaskKind::Ancestor;
   return Status::invalidArgument("unknown mask '" + std::string(name) +
-                                 "'; use causal or block (one block per passage)");
+                                 "'; use causal, block (one block per passage) or ancestor (graph data: dependency trees)");
 }
 
 Result<std::unique_ptr<CorpusExampleSource>> CorpusExampleSource::open(
     const std::filesystem::path& corpus, const Tokenizer& tokenizer,
     const CorpusExampleOptions& options) {
+  if (options.data == TrainData::Graph)
+    return Status::invalidArgument("graph data comes from knowledge::GraphExampleSource, not the corpus example source");
   if (options.mask != MaskKind::Causal && options.mask != MaskKind::Block)
-    return Status::invalidArgument("training masks are causal or block");
+    return Status::invalidArgument("the ancestor mask is for graph data (--data graph); QA and passage data train "
+                                   "under causal or block");
   RAG_ASSIGN_OR_RETURN(corpus::QaPromptReader reader, corpus::QaPromptReader::open(corpus));
   std::vector<int64_t> ids;
   if (options.data == TrainData::Qa || options.data == TrainData::Mixed) {
@@ -82,6 +87,7 @@ Result<TrainingExample> CorpusExampleSource::example(uint64_t seed, int64_t step
     case TrainData::Qa: return qaExample(key, maxTokens);
     case TrainData::Passages: return passageExample(key, maxTokens);
     case TrainData::Recall: return recallExample(key, maxTokens);
+    case TrainData::Graph: return Status::internal("graph data has its own example source");
     case TrainData::Mixed: {
       Rng rng(deriveSeed(key, 0));
       const bool qa = rng.uniform01() < m_options.qaFraction;

@@ -25,10 +25,12 @@ namespace rag::model {
 // Qa: QA prompts. Passages: plain passage text. Mixed: both, by qaFraction. Recall: synthetic
 // associative recall over corpus names ("key: value." lines, then "Question: key?\nAnswer:
 // value" for each), a dense copying signal that makes induction heads form before QA training.
-enum class TrainData { Qa, Passages, Mixed, Recall };
-std::string_view trainDataName(TrainData d);  // "qa" | "passages" | "mixed" | "recall"
+// Graph: GraphRAG prompts over the knowledge graph (knowledge/graph_examples.h, DepCache's
+// dependency fine-tuning), built by their own source.
+enum class TrainData { Qa, Passages, Mixed, Recall, Graph };
+std::string_view trainDataName(TrainData d);  // "qa" | "passages" | "mixed" | "recall" | "graph"
 Result<TrainData> parseTrainData(std::string_view name);
-Result<MaskKind> parseTrainMask(std::string_view name);  // "causal" | "block"
+Result<MaskKind> parseTrainMask(std::string_view name);  // "causal" | "block" | "ancestor"
 
 struct CorpusExampleOptions {
   TrainData data = TrainData::Qa;

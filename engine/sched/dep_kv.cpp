@@ -35,7 +35,7 @@ Result<DepKvBuilder::Ticket> DepKvBuilder::begin(model::DepPrompt prompt) {
       hit.tokens.assign(tree.tokens.begin(), tree.tokens.begin() + m.tokens);
       hit.positions = m.positions;
     }
-    m_cache.unlock(m.node);  // our block references keep the hit alive from here
+    part.node = m.node;  // stays locked while the ticket uses it (unlocked in release)
     if (m.tokens == n) {
       part.kv = std::move(hit);
       e.parts.push_back(std::move(part));
@@ -90,7 +90,13 @@ void DepKvBuilder::absorb(std::vector<model::SeqEvent>& events) {
       Result<model::KvHandle> kv = m_runner.retainKv(ev.id, n);
       if (kv) {
         part.kv = std::move(*kv);
-        m_cache.insert(part.keys, part.kv.blocks, {.ns = kDepCacheNamespace, .firstPosition = 0});
+        const memory::PrefixNodeId node =
+            m_cache.insert(part.keys, part.kv.blocks, {.ns = kDepCacheNamespace, .firstPosition = 0});
+        if (node != memory::kNoPrefixNode) {  // the lock moves to the node ending the whole segment
+          m_cache.lock(node);
+          m_cache.unlock(part.node);
+          part.node = node;
+        }
       } else if (e.error.isOk()) {
         e.error = kv.status();
       }
@@ -140,6 +146,8 @@ void DepKvBuilder::release(Entry& e) {
       p.computing = -1;
     }
     if (!p.kv.blocks.empty()) m_runner.releaseKv(p.kv);
+    m_cache.unlock(p.node);
+    p.node = memory::kNoPrefixNode;
   }
 }
 

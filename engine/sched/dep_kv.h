@@ -80,6 +80,7 @@ private:
     model::KvHandle kv;            // the segment's whole KV at positions 0..n-1, retained (once ready)
     model::SeqId computing = -1;   // the phase-1 sequence, while it runs
     std::vector<int32_t> keys;     // structural keys
+    memory::PrefixNodeId node = memory::kNoPrefixNode;  // locked while the ticket lives
   };
   struct Entry {
     model::DepPrompt prompt;

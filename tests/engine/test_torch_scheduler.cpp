@@ -200,6 +200,45 @@ private Q_SLOTS:
     }
   }
 
+  // GraphRAG (DepCache): the knowledge node leaves the question's subgraphs as paths, the
+  // generation node reads them as dependency trees; a second pass finds every segment's whole
+  // blocks in the prefix cache (GKVR) and answers exactly as the first, which computed them; the
+  // causal flat-path rendering serves too; nothing leaks.
+  void graphRagServesWithDependencyAttentionAndItsCache() {
+    auto graph = builtinWorkflow(Workflow::GraphRag);
+    QVERIFY(graph.isOk());
+    EngineParams p = params("hedra");
+    auto e = engine(p);
+    QVERIFY(e);
+    const std::vector<RequestResult> first = runAll(*e, *graph);
+    const ServingStats afterFirst = e->servingStats();
+    const std::vector<RequestResult> again = runAll(*e, *graph);
+    const ServingStats afterAgain = e->servingStats();
+    QCOMPARE(first.size(), m_questions.size());
+    QCOMPARE(again.size(), m_questions.size());
+    int withPaths = 0;
+    for (size_t i = 0; i < first.size(); ++i) {
+      QCOMPARE(first[i].stages.size(), size_t{2});
+      QCOMPARE(first[i].stages[0].kind, NodeKind::Knowledge);
+      const std::string& paths = first[i].variables.at("graph");
+      if (!paths.empty() && paths.front() != '(') ++withPaths;
+      QCOMPARE(again[i].answer, first[i].answer);
+      QCOMPARE(again[i].variables.at("graph"), paths);
+      QVERIFY(again[i].stages[1].cachedPromptTokens >= first[i].stages[1].cachedPromptTokens);
+    }
+    QVERIFY2(withPaths > 0, "no question of the tiny corpus linked an entity with edges");
+    QVERIFY(afterAgain.prefixHitTokens > afterFirst.prefixHitTokens);
+    QVERIFY(drained(*e));
+    EngineParams flat = p;
+    flat.serving.dependencyAttention = false;
+    auto f = engine(flat);
+    QVERIFY(f);
+    const std::vector<RequestResult> causal = runAll(*f, *graph);
+    QCOMPARE(causal.size(), m_questions.size());
+    for (size_t i = 0; i < causal.size(); ++i) QCOMPARE(causal[i].variables.at("graph"), first[i].variables.at("graph"));
+    QVERIFY(drained(*f));
+  }
+
   void loopsEndAndRunawayLoopsFailAlone() {
     auto e = engine(params("hedra"));
     QVERIFY(e);

@@ -341,10 +341,12 @@ private Q_SLOTS:
     ragwb::PaletteModel palette;
     QAbstractItemModelTester paletteTester(&palette,
                                            QAbstractItemModelTester::FailureReportingMode::QtTest);
-    QCOMPARE(palette.rowCount(), 7);
+    QCOMPARE(palette.rowCount(), 8);  // three node kinds, five conditions
     std::unique_ptr<QMimeData> mime(palette.mimeData({palette.index(1)}));
     QCOMPARE(mime->data(ragwb::kNodeKindMime), QByteArray("retrieval"));
-    std::unique_ptr<QMimeData> cond(palette.mimeData({palette.index(6)}));
+    std::unique_ptr<QMimeData> knowledge(palette.mimeData({palette.index(2)}));
+    QCOMPARE(knowledge->data(ragwb::kNodeKindMime), QByteArray("knowledge"));
+    std::unique_ptr<QMimeData> cond(palette.mimeData({palette.index(7)}));
     QCOMPARE(cond->data(ragwb::kConditionMime), QByteArray("runs_below"));
     QCOMPARE(ragwb::conditionKindFromName("runs_below"), rag::ConditionKind::RunsBelow);
     QVERIFY(!ragwb::nodeKindFromName("planner"));
