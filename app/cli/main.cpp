@@ -86,20 +86,21 @@ const std::vector<Command>& commands() {
        {"json", "synthetic"}, cmdBenchLlm},
       {"workflow", "run",
        "FILE|--builtin NAME \"question\" [--mode hedra] [--nprobe 128] [--model DIR] [--embedder DIR] "
-       "[--index BASE] [--corpus PATH] [--deterministic] [--json]",
+       "[--index BASE] [--corpus PATH] [--deterministic] [--prefix-cache on|off] [--graph-attention dependency|causal] "
+       "[--gkvr on|off] [--json]",
        {"json", "deterministic"}, cmdWorkflowRun},
       {"bench", "serve",
        "[--workflows oneshot,hyde,multistep,irg,recomp,graphrag] [--modes sequential,flashrag,hedra] [--rps 2,4,8,16,32] "
        "[--requests 40] [--min-seconds 10xSLO] [--nprobe 128] [--slo 1] [--json FILE] [--trace FILE] [--quick] "
        "[--split test] [--find-max [--search-steps 4]] [--generation-threads 1] [--retrieval-threads 1] "
        "[--substage-ms MS] [--spec-load 0.5] [--deterministic] [--trace-in FILE] [--prefix-cache on|off] "
-       "[--eviction lru|lfu|pgdsf|lacr] [--host-kv-mb 0] [--graph-attention dependency|causal] [--model DIR] [--dtype f32|bf16] [--embedder DIR] "
+       "[--eviction lru|lfu|pgdsf|lacr] [--host-kv-mb 0] [--graph-attention dependency|causal] [--gkvr on|off] [--model DIR] [--dtype f32|bf16] [--embedder DIR] "
        "[--index BASE] [--corpus PATH]",
        {"quick", "deterministic", "find-max"}, cmdBenchServe},
       {"eval", "workflow",
        "--builtin oneshot|hyde|multistep|irg|recomp|graphrag | --file FILE [--split test] [--limit 400] [--method dense|bm25|hybrid] [--mode hedra] "
        "[--nprobe 128] [--deterministic] [--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] "
-       "[--corpus PATH] [--json]",
+       "[--corpus PATH] [--prefix-cache on|off] [--graph-attention dependency|causal] [--gkvr on|off] [--json]",
        {"json", "deterministic"}, cmdEvalWorkflow},
       {"bench", "prefix",
        "[--quick] [--requests 800] [--rps 16] [--popularity zipf:1.1] [--sim-requests 2000] "

@@ -49,6 +49,10 @@ Result<ServingParams> readServingParams(Args& args, const std::string& defaultMo
     return Status::invalidArgument("--graph-attention takes dependency (DepCache's prefix trees under the ancestor mask) "
                                    "or causal (flat paths), not '" + attention + "'");
   p.dependencyAttention = attention == "dependency";
+  const std::string gkvr = args.getOr("gkvr", "on");
+  if (gkvr != "on" && gkvr != "off")
+    return Status::invalidArgument("--gkvr takes on (cached subgraph KV re-encoded to its offset) or off (the ablation), not '" + gkvr + "'");
+  p.graphReencode = gkvr == "on";
   return p;
 }
 

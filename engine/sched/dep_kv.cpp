@@ -5,8 +5,11 @@
 
 namespace rag::sched {
 
-DepKvBuilder::DepKvBuilder(model::ModelRunner& runner)
-    : m_runner(runner), m_cache(*runner.prefixCache()), m_vocab(static_cast<int32_t>(model::modelFacts(runner.model()).config.vocabSize)) {}
+DepKvBuilder::DepKvBuilder(model::ModelRunner& runner, bool reencode)
+    : m_runner(runner),
+      m_cache(*runner.prefixCache()),
+      m_vocab(static_cast<int32_t>(model::modelFacts(runner.model()).config.vocabSize)),
+      m_reencode(reencode) {}
 
 DepKvBuilder::~DepKvBuilder() {
   while (!m_tickets.empty()) cancel(m_tickets.begin()->first);
@@ -132,7 +135,7 @@ Result<model::SequenceRequest> DepKvBuilder::request(Ticket t) const {
   if (e.running > 0) return Status::unavailable("the ticket's segments are still being computed");
   model::SequenceRequest q;
   const std::vector<int64_t> offsets = e.prompt.segmentOffsets();
-  for (size_t i = 0; i < e.parts.size(); ++i) q.cached.push_back({e.parts[i].kv, offsets[i]});
+  for (size_t i = 0; i < e.parts.size(); ++i) q.cached.push_back({e.parts[i].kv, m_reencode ? offsets[i] : -1});
   q.prompt = e.prompt.tail;
   q.mask = e.prompt.mask();
   return q;

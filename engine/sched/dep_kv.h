@@ -47,8 +47,10 @@ struct DepKvStats {
 class DepKvBuilder {
 public:
   using Ticket = uint64_t;
-  // `runner` must have a prefix cache (RunnerParams::prefixCache).
-  explicit DepKvBuilder(model::ModelRunner& runner);
+  // `runner` must have a prefix cache (RunnerParams::prefixCache). reencode = false is the
+  // paper's "without GKVR" ablation: segments keep the positions they were computed at (0..n-1),
+  // so every subgraph sits at the start of the RoPE range; the answers show what re-encoding buys.
+  explicit DepKvBuilder(model::ModelRunner& runner, bool reencode = true);
   ~DepKvBuilder();  // cancels what is still building
   DepKvBuilder(const DepKvBuilder&) = delete;
   DepKvBuilder& operator=(const DepKvBuilder&) = delete;
@@ -96,6 +98,7 @@ private:
   std::map<Ticket, Entry> m_tickets;
   std::map<model::SeqId, std::pair<Ticket, size_t>> m_bySeq;
   int32_t m_vocab;
+  bool m_reencode;
   Ticket m_next = 1;
   DepKvStats m_stats;
 };

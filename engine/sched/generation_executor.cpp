@@ -40,7 +40,8 @@ Result<std::unique_ptr<GenerationExecutor>> GenerationExecutor::create(const Ser
                                                 .post = [self](std::vector<GenerationUpdate> us) {
                                                   for (GenerationUpdate& u : us) self->m_updates.push(std::move(u));
                                                   self->m_wake();
-                                                }});
+                                                },
+                                                .graphReencode = params.graphReencode});
   return ex;
 }
 

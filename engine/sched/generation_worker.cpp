@@ -15,7 +15,7 @@ GenerationWorker::GenerationWorker(std::unique_ptr<model::ModelRunner> runner, G
   m_memory.pool = m_runner->kvStats();
   m_memory.cacheOn = m_runner->prefixCache() != nullptr;
   if (memory::PrefixCache* cache = m_runner->prefixCache()) {
-    m_dep = std::make_unique<DepKvBuilder>(*m_runner);
+    m_dep = std::make_unique<DepKvBuilder>(*m_runner, m_params.graphReencode);
     cache->setPendingQueue([this] { return pendingPrompts(); });  // LACR's look-ahead (worker thread)
   }
   if (m_params.ring) m_lane = m_params.ring->registerLane("generation", LaneKind::Generation);

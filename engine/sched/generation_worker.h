@@ -70,6 +70,7 @@ struct GenerationWorkerParams {
   TraceRing* ring = nullptr;
   LoadGauge* load = nullptr;  // told each step's time
   std::function<void(std::vector<GenerationUpdate>)> post;  // called on the worker thread
+  bool graphReencode = true;  // DepKvBuilder's GKVR switch
 };
 
 class GenerationWorker {

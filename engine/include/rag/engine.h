@@ -109,6 +109,9 @@ struct ServingParams {
   // subgraph's KV is also reused across requests at its new offset (GKVR). Causal: as flat
   // paths under causal attention (what vLLM and SGLang serve).
   bool dependencyAttention = true;
+  // GKVR: cached subgraph KV is re-encoded to its offset in the prompt. false: the paper's
+  // ablation (KV reused at the positions it was computed at).
+  bool graphReencode = true;
   // Speculation triggers (§4.3): speculate while fewer than this many requests are in the
   // stage that would do the speculative work (T_curr < τ·T_max).
   int32_t specGenerationLimit = 16;
