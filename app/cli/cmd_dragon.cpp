@@ -1,0 +1,615 @@
+// `ragraph dragon cloud|device` and `ragraph bench dragon`: DRAGON's two processes (device and
+// cloud, each with its own model runner and its own documents) and the benchmark that runs every
+// method side by side over the link at several added latencies.
+//
+// Demo split of the corpus: the cloud retrieves WordNet passages (the public corpus), the device
+// FOLDOC passages (its private documents), both by BM25 over the corpus's FTS5 index (scores
+// comparable across the two sides because the index is one). Passages never cross the link
+// except in the drcg_text baseline, whose point is to send them.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "commands.h"
+#include "core/clock.h"
+#include "core/fs.h"
+#include "core/json_writer.h"
+#include "corpus/corpus_db.h"
+#include "corpus/qa_reader.h"
+#include "dragon/session.h"
+#include "dragon/transport.h"
+#include "model/prompt.h"
+#include "model_choice.h"
+#include "retrieval/bm25_index.h"
+#include "retrieval/embedding_service.h"
+
+extern char** environ;
+
+namespace rag::cli {
+
+namespace {
+
+using namespace rag::dragon;
+
+// One side's loaded model, runner and retrieval.
+struct SideAssets {
+  LoadedModel model;
+  std::unique_ptr<model::ModelRunner> runner;
+  std::optional<retrieval::Bm25Index> bm25;
+  sql::Db corpus;
+  std::string source;  // "foldoc" (device) | "wordnet" (cloud)
+  SideResources res;
+};
+
+struct SideOptions {
+  ModelChoice model;
+  std::string corpusPath;
+  bool deterministic = false;
+  bool kernels = true;
+  double scoreTemperature = 1;
+  int core = -1;
+};
+
+Result<SideOptions> readSideOptions(Args& args) {
+  SideOptions o;
+  RAG_ASSIGN_OR_RETURN(o.model, readModelChoice(args, false));
+  o.corpusPath = args.getOr("corpus", defaultCorpusPath().string());
+  o.deterministic = args.flag("deterministic");
+  const std::string kernels = args.getOr("kernels", "on");
+  if (kernels != "on" && kernels != "off")
+    return Status::invalidArgument("--kernels takes on or off (off: libtorch ops, a slower device)");
+  o.kernels = kernels == "on";
+  RAG_ASSIGN_OR_RETURN(o.scoreTemperature, args.getDouble("score-temperature", 1.0));
+  if (!(o.scoreTemperature > 0)) return Status::invalidArgument("--score-temperature must be > 0");
+  RAG_ASSIGN_OR_RETURN(int64_t core, args.getInt("core", -1));
+  o.core = static_cast<int>(core);
+  return o;
+}
+
+uint64_t modelFingerprint(const LoadedModel& m, const ModelChoice& choice) {
+  const model::ModelFacts f = model::modelFacts(*m.model);
+  const int64_t shape[] = {f.config.hiddenSize, f.config.intermediateSize, f.config.numHiddenLayers,
+                           f.config.numAttentionHeads, f.config.numKeyValueHeads, f.config.vocabSize,
+                           f.parameters, f.weightBytes};
+  uint64_t h = fingerprintBytes(0, shape, sizeof shape);
+  // A sample of the weights file: two models of one shape but other training differ here.
+  std::ifstream in(choice.dir / "model.safetensors", std::ios::binary);
+  if (in) {
+    std::vector<char> buf(1 << 20);
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    h = fingerprintBytes(h, buf.data(), static_cast<size_t>(in.gcount()));
+  }
+  return h;
+}
+
+Result<std::unique_ptr<SideAssets>> loadSide(Side side, const SideOptions& o) {
+  auto a = std::make_unique<SideAssets>();
+  a->source = side == Side::Device ? "foldoc" : "wordnet";
+  if (o.core >= 0) {
+    const int cores[] = {o.core};
+    RAG_RETURN_IF_ERROR(retrieval::pinCurrentThread(cores));
+  }
+  model::setComputeThreads(1);
+  RAG_ASSIGN_OR_RETURN(a->corpus, corpus::openCorpus(o.corpusPath));
+  RAG_ASSIGN_OR_RETURN(retrieval::Bm25Index bm25, retrieval::Bm25Index::openOrBuild(o.corpusPath));
+  a->bm25.emplace(std::move(bm25));
+  RAG_ASSIGN_OR_RETURN(a->model, loadChosenModel(o.model));
+  if (!a->model.tokenizer)
+    return Status::notFound("the model in " + o.model.dir.string() + " has no tokenizer.json next to it");
+  model::RunnerParams rp;
+  rp.deterministic = o.deterministic;
+  rp.kernels = o.kernels;
+  RAG_ASSIGN_OR_RETURN(a->runner, model::ModelRunner::create(a->model.model, rp, a->model.tokenizer));
+  SideResources& r = a->res;
+  r.side = side;
+  r.runner = a->runner.get();
+  r.scoreTemperature = o.scoreTemperature;
+  if (auto eos = a->model.tokenizer->eosId()) r.eos = static_cast<uint32_t>(*eos);
+  r.fingerprint = modelFingerprint(a->model, o.model);
+  SideAssets* raw = a.get();
+  r.retrieve = [raw](const std::string& question, uint32_t k) -> Result<std::vector<RetrievedPassage>> {
+    std::vector<RetrievedPassage> out;
+    if (k == 0) return out;
+    // One index over both sources: search deep enough that this side's own passages show up.
+    RAG_ASSIGN_OR_RETURN(auto hits, raw->bm25->searchScored(question, 400));
+    for (const auto& hit : hits) {
+      RAG_ASSIGN_OR_RETURN(Passage p, corpus::readPassage(raw->corpus, hit.id));
+      if (p.source != raw->source) continue;
+      out.push_back({model::passageText(p).text, hit.score});
+      if (out.size() == k) break;
+    }
+    return out;
+  };
+  std::shared_ptr<const model::Tokenizer> tok = a->model.tokenizer;
+  r.prompt = [tok](const std::vector<std::string>& passages, const std::string& question) {
+    std::vector<model::PromptPiece> pieces;
+    for (const std::string& p : passages) pieces.push_back({p, model::SegmentOrigin::Passage, -1});
+    pieces.push_back({"Question: " + question + "\nAnswer:", model::SegmentOrigin::Text, -1});
+    return model::tokenizePieces(*tok, pieces).tokens;
+  };
+  RAG_ASSIGN_OR_RETURN(r.offlineFit, profileDecodeTime(*a->runner, 2, static_cast<int32_t>(tok->vocabSize()), 7));
+  return a;
+}
+
+std::string textOf(const SideAssets& a, const std::vector<uint32_t>& tokens) {
+  std::vector<int32_t> ids(tokens.begin(), tokens.end());
+  Result<std::string> t = a.model.tokenizer->decode(ids, {.skipSpecial = true});
+  if (!t) return "";
+  std::string s = *t;
+  const auto b = s.find_first_not_of(" \t\n");
+  const auto e = s.find_last_not_of(" \t\n");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+Result<Hello> readRunSettings(Args& args) {
+  Hello h;
+  RAG_ASSIGN_OR_RETURN(h.method, parseMethod(args.getOr("method", "dragon")));
+  RAG_ASSIGN_OR_RETURN(h.policy, parsePolicy(args.getOr("policy", "greedy")));
+  RAG_ASSIGN_OR_RETURN(int64_t maxTokens, args.getInt("max-tokens", 20));
+  RAG_ASSIGN_OR_RETURN(int64_t docs, args.getInt("docs", 2));
+  RAG_ASSIGN_OR_RETURN(int64_t ahead, args.getInt("max-ahead", 3));
+  RAG_ASSIGN_OR_RETURN(double temperature, args.getDouble("temperature", 0));
+  RAG_ASSIGN_OR_RETURN(double topP, args.getDouble("top-p", 0.8));
+  RAG_ASSIGN_OR_RETURN(int64_t seed, args.getInt("seed", 1));
+  RAG_ASSIGN_OR_RETURN(h.latencyMs, args.getDouble("latency", 0));
+  RAG_ASSIGN_OR_RETURN(h.jitterMs, args.getDouble("jitter", -1));
+  RAG_ASSIGN_OR_RETURN(h.bandwidthMbps, args.getDouble("bandwidth", 0));
+  if (maxTokens < 1 || maxTokens > 1024) return Status::invalidArgument("--max-tokens must be in [1, 1024]");
+  if (docs < 0 || docs > 16) return Status::invalidArgument("--docs must be in [0, 16]");
+  if (ahead < 1 || ahead > 64) return Status::invalidArgument("--max-ahead must be in [1, 64]");
+  if (!(temperature >= 0)) return Status::invalidArgument("--temperature must be >= 0 (0: greedy)");
+  if (!(topP > 0 && topP <= 1)) return Status::invalidArgument("--top-p must be in (0, 1]");
+  if (!(h.latencyMs >= 0 && h.latencyMs <= 10000)) return Status::invalidArgument("--latency must be in [0, 10000] ms");
+  if (!(h.bandwidthMbps >= 0)) return Status::invalidArgument("--bandwidth must be >= 0 Mbit/s (0: unlimited)");
+  h.maxTokens = static_cast<uint32_t>(maxTokens);
+  h.docsPerSide = static_cast<uint32_t>(docs);
+  h.maxAhead = static_cast<uint32_t>(ahead);
+  h.temperature = static_cast<float>(temperature);
+  h.topP = static_cast<float>(topP);
+  h.seed = static_cast<uint64_t>(seed);
+  return h;
+}
+
+// Round trips of `n` pings (the link as the delay line makes it); the peer's loop answers them.
+Result<std::vector<double>> pingRtt(Transport& t, int n, int timeoutMs) {
+  std::vector<double> out;
+  for (int i = 0; i < n; ++i) {
+    Stopwatch sw;
+    RAG_RETURN_IF_ERROR(t.send(MsgType::Ping, {}));
+    for (;;) {
+      const int left = timeoutMs - static_cast<int>(sw.elapsedMs());
+      if (left <= 0) return Status::unavailable("no pong from " + t.peer() + " within " + std::to_string(timeoutMs) + " ms");
+      RAG_ASSIGN_OR_RETURN(std::optional<Frame> f, t.receive(left));
+      if (f && f->header.type == MsgType::Pong) break;
+    }
+    out.push_back(sw.elapsedMs());
+  }
+  return out;
+}
+
+void writeReport(JsonWriter& w, const RunReport& r, const std::string& text) {
+  w.beginObject();
+  w.key("method").value(methodName(r.method));
+  w.key("answer").value(text);
+  w.key("tokens").value(static_cast<int64_t>(r.tokens.size()));
+  w.key("total_ms").value(r.totalMs);
+  w.key("ttft_ms").value(r.ttftMs);
+  w.key("latency_ms_per_token").value(r.perTokenMs());
+  w.key("documents").beginObject().key("device").value(static_cast<int64_t>(r.documents[0]));
+  w.key("cloud").value(static_cast<int64_t>(r.documents[1])).endObject();
+  w.key("accepted").beginObject().key("device").value(r.accepted[0]).key("cloud").value(r.accepted[1]).endObject();
+  w.key("rejected").beginObject().key("device").value(r.rejected[0]).key("cloud").value(r.rejected[1]).endObject();
+  w.key("aggregated_on").beginObject().key("device").value(r.aggregatedOn[0]).key("cloud").value(r.aggregatedOn[1]).endObject();
+  w.key("handovers").value(r.handovers);
+  w.key("stale_drafts").value(r.staleDrafts);
+  w.key("rollbacks").value(r.rollbacks);
+  w.key("rtt_ms").beginObject().key("instant").value(r.rtt.instantMs).key("historical").value(r.rtt.historicalMs);
+  w.key("samples").value(r.rtt.samples).endObject();
+  w.key("bytes_sent_by_type").beginObject();
+  for (int i = 1; i < kMsgTypeCount; ++i)
+    if (r.link.sent[i].frames > 0) w.key(msgTypeName(static_cast<MsgType>(i))).value(r.link.sent[i].bytes);
+  w.endObject();
+  w.key("bytes_received_by_type").beginObject();
+  for (int i = 1; i < kMsgTypeCount; ++i)
+    if (r.link.received[i].frames > 0) w.key(msgTypeName(static_cast<MsgType>(i))).value(r.link.received[i].bytes);
+  w.endObject();
+  if (!r.note.empty()) w.key("note").value(r.note);
+  w.endObject();
+}
+
+}  // namespace
+
+int cmdDragonCloud(Args& args) {
+  const std::string listenAt = args.getOr("listen", "127.0.0.1:7410");
+  const bool once = args.flag("once");
+  auto timeout = args.getInt("timeout-ms", 30000);
+  auto opts = readSideOptions(args);
+  if (!opts) return fail(opts.status());
+  if (!timeout) return fail(timeout.status());
+  if (Status s = args.finish(); !s) return fail(s);
+  restartWithPassiveOpenMp();
+  auto listener = Listener::listen(listenAt);
+  if (!listener) return fail(listener.status());
+  auto side = loadSide(Side::Cloud, *opts);
+  if (!side) return fail(side.status());
+  std::fprintf(stderr, "dragon cloud: %s, WordNet passages, listening on %s\n", (*side)->model.description.c_str(),
+               listener->address().c_str());
+  std::printf("listening on %s\n", listener->address().c_str());
+  std::fflush(stdout);
+  SessionOptions so{.peerTimeoutMs = static_cast<int>(*timeout)};
+  for (;;) {
+    auto link = listener->accept(3600 * 1000, {});
+    if (!link) {
+      if (link.status().code() == StatusCode::Cancelled) continue;
+      return fail(link.status());
+    }
+    std::fprintf(stderr, "dragon cloud: device %s connected\n", (*link)->peer().c_str());
+    Status s = serveCloud(**link, (*side)->res, so, [&](const Hello& h, const RunReport& r) {
+      std::fprintf(stderr, "dragon cloud: %s run, %u passages, %.1f ms, drafts accepted %lld rejected %lld\n",
+                   std::string(methodName(h.method)).c_str(), r.documents[1], r.totalMs,
+                   static_cast<long long>(r.accepted[1]), static_cast<long long>(r.rejected[1]));
+    });
+    if (!s) std::fprintf(stderr, "ragraph: error: %s\n", s.message().c_str());
+    else std::fprintf(stderr, "dragon cloud: device %s left\n", (*link)->peer().c_str());
+    (*link)->close(100);
+    if (once) return s ? 0 : 1;
+  }
+}
+
+int cmdDragonDevice(Args& args) {
+  const std::string connectTo = args.getOr("connect", "127.0.0.1:7410");
+  const bool json = args.flag("json");
+  auto timeout = args.getInt("timeout-ms", 30000);
+  auto settings = readRunSettings(args);
+  auto opts = readSideOptions(args);
+  if (!settings) return fail(settings.status());
+  if (!opts) return fail(opts.status());
+  if (!timeout) return fail(timeout.status());
+  if (args.positionals().size() != 1)
+    return fail(Status::invalidArgument("give the question as one quoted argument: ragraph dragon device --connect "
+                                        "HOST:PORT \"What is a compiler?\""));
+  if (Status s = args.finish(); !s) return fail(s);
+  settings->question = args.positionals()[0];
+  restartWithPassiveOpenMp();
+  std::unique_ptr<Transport> link;
+  if (settings->method != Method::DeviceOnly) {
+    auto t = Transport::connect(connectTo, {}, static_cast<int>(std::min<int64_t>(*timeout, 10000)));
+    if (!t) return fail(t.status());
+    link = std::move(*t);
+  }
+  auto side = loadSide(Side::Device, *opts);
+  if (!side) return fail(side.status());
+  SessionOptions so{.peerTimeoutMs = static_cast<int>(*timeout)};
+  auto rep = runDevice(link.get(), (*side)->res, *settings, so);
+  if (!rep) return fail(rep.status());
+  std::vector<double> rtts;
+  if (link && !link->broken()) {
+    if (auto p = pingRtt(*link, 5, so.peerTimeoutMs + static_cast<int>(settings->latencyMs) * 2)) rtts = *p;
+  }
+  const std::string text = textOf(**side, rep->tokens);
+  if (link) link->close(500);
+  if (json) {
+    std::ostringstream os;
+    JsonWriter w(os, true);
+    writeReport(w, *rep, text);
+    os << "\n";
+    std::cout << os.str();
+  } else {
+    std::printf("%s\n", text.c_str());
+    std::fprintf(stderr,
+                 "%s: %zu tokens in %.1f ms (%.2f ms/token, first token %.1f ms); passages: device %u, cloud %u; "
+                 "drafts accepted device %lld cloud %lld, rejected device %lld cloud %lld; stale drafts %lld; "
+                 "aggregator handovers %lld\n",
+                 std::string(methodName(rep->method)).c_str(), rep->tokens.size(), rep->totalMs, rep->perTokenMs(),
+                 rep->ttftMs, rep->documents[0], rep->documents[1], static_cast<long long>(rep->accepted[0]),
+                 static_cast<long long>(rep->accepted[1]), static_cast<long long>(rep->rejected[0]),
+                 static_cast<long long>(rep->rejected[1]), static_cast<long long>(rep->staleDrafts),
+                 static_cast<long long>(rep->handovers));
+    if (!rtts.empty()) {
+      std::sort(rtts.begin(), rtts.end());
+      std::fprintf(stderr, "link: added latency %.0f ms, measured ping rtt median %.1f ms (min %.1f, max %.1f)\n",
+                   settings->latencyMs, rtts[rtts.size() / 2], rtts.front(), rtts.back());
+    }
+    if (!rep->note.empty()) std::fprintf(stderr, "note: %s\n", rep->note.c_str());
+  }
+  return 0;
+}
+
+// ---- bench -------------------------------------------------------------------------------------
+
+namespace {
+
+struct CloudChild {
+  pid_t pid = -1;
+  ~CloudChild() {
+    if (pid > 0) {
+      ::kill(pid, SIGTERM);
+      int st = 0;
+      ::waitpid(pid, &st, 0);
+    }
+  }
+};
+
+Result<uint16_t> freePort() {
+  RAG_ASSIGN_OR_RETURN(Listener l, Listener::listen("127.0.0.1:0"));
+  RAG_ASSIGN_OR_RETURN(auto hp, parseAddress(l.address()));
+  return hp.second;
+}
+
+double mean(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  double s = 0;
+  for (double x : v) s += x;
+  return s / static_cast<double>(v.size());
+}
+
+}  // namespace
+
+int cmdBenchDragon(Args& args) {
+  const bool quick = args.flag("quick");
+  const bool jsonFlag = args.flag("json");
+  const std::string out = args.getOr("out", "");
+  const std::string latList = args.getOr("latencies", "0,25,50,100,200,300");
+  const std::string methodList = args.getOr("methods", "dragon,drdg_tw,drdg_sw,device_only,cloud_only,drcg_text");
+  auto questions = args.getInt("questions", quick ? 3 : 8);
+  auto settings = readRunSettings(args);
+  auto opts = readSideOptions(args);
+  const std::string cloudKernels = args.getOr("cloud-kernels", "on");
+  if (!questions) return fail(questions.status());
+  if (!settings) return fail(settings.status());
+  if (!opts) return fail(opts.status());
+  if (Status s = args.finish(); !s) return fail(s);
+  std::vector<double> latencies;
+  {
+    std::stringstream ss(latList);
+    std::string item;
+    while (std::getline(ss, item, ','))
+      try {
+        latencies.push_back(std::stod(item));
+      } catch (...) {
+        return fail(Status::invalidArgument("--latencies takes comma-separated milliseconds, e.g. 0,100,300"));
+      }
+  }
+  std::vector<Method> methods;
+  {
+    std::stringstream ss(methodList);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      auto m = parseMethod(item);
+      if (!m) return fail(m.status());
+      methods.push_back(*m);
+    }
+  }
+  restartWithPassiveOpenMp();
+
+  // The questions: test-split items of both kinds (FOLDOC terms and WordNet), spread evenly.
+  std::vector<std::string> qs;
+  {
+    auto db = corpus::openCorpus(opts->corpusPath);
+    if (!db) return fail(db.status());
+    for (const char* type : {"foldoc", "definition"}) {
+      auto ids = corpus::listQaIds(*db, "test", type);
+      if (!ids) return fail(ids.status());
+      for (int64_t id : spreadEvenly(*ids, (*questions + 1) / 2)) {
+        auto item = corpus::readQaItem(*db, id);
+        if (!item) return fail(item.status());
+        qs.push_back(item->question);
+      }
+    }
+    if (qs.size() > static_cast<size_t>(*questions)) qs.resize(static_cast<size_t>(*questions));
+    if (qs.empty()) return fail(Status::notFound("the corpus has no test questions; rebuild it with `ragraph corpus build`"));
+  }
+
+  // The cloud: a second process of this binary on core 1 (the device stays on core 0).
+  auto port = freePort();
+  if (!port) return fail(port.status());
+  const std::string addr = "127.0.0.1:" + std::to_string(*port);
+  const unsigned ncores = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::string> cargv = {"ragraph", "dragon", "cloud", "--listen", addr, "--once",
+                                    "--corpus", opts->corpusPath, "--kernels", cloudKernels};
+  if (!opts->model.dir.empty()) cargv.insert(cargv.end(), {"--model", opts->model.dir.string()});
+  if (opts->deterministic) cargv.push_back("--deterministic");
+  if (ncores >= 2) cargv.insert(cargv.end(), {"--core", "1"});
+  std::vector<char*> cargs;
+  for (std::string& s : cargv) cargs.push_back(s.data());
+  cargs.push_back(nullptr);
+  CloudChild child;
+  if (int rc = ::posix_spawn(&child.pid, "/proc/self/exe", nullptr, nullptr, cargs.data(), environ); rc != 0) {
+    child.pid = -1;
+    return fail(Status::ioError(std::string("cannot start the cloud process: ") + std::strerror(rc)));
+  }
+  if (ncores >= 2) opts->core = 0;
+  auto side = loadSide(Side::Device, *opts);
+  if (!side) return fail(side.status());
+  std::unique_ptr<Transport> link;
+  for (Stopwatch sw; !link;) {
+    auto t = Transport::connect(addr, {}, 1000);
+    if (t) {
+      link = std::move(*t);
+      break;
+    }
+    int st = 0;
+    if (::waitpid(child.pid, &st, WNOHANG) == child.pid) {
+      child.pid = -1;
+      return fail(Status::unavailable("the cloud process exited before listening (its error is above)"));
+    }
+    if (sw.elapsedMs() > 120000) return fail(Status::unavailable("the cloud process did not listen within 120 s"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  std::fprintf(stderr, "bench dragon: cloud process %d on %s; %zu questions, %zu latencies, %zu methods\n",
+               static_cast<int>(child.pid), addr.c_str(), qs.size(), latencies.size(), methods.size());
+
+  struct Cell {
+    std::vector<double> perToken, ttft, bytes, tokens;
+    double accepted[2] = {0, 0}, rejected[2] = {0, 0};
+    double stale = 0, handovers = 0;
+    std::map<std::string, double> bytesByType;
+  };
+  std::map<std::string, std::map<double, Cell>> cells;  // method -> latency -> cell
+  std::map<double, std::vector<double>> pings;
+  std::map<double, RttEstimate> inband;
+  int64_t identical = 0, compared = 0;
+  SessionOptions so{.peerTimeoutMs = 30000};
+  Stopwatch total;
+  for (double lat : latencies) {
+    for (const std::string& q : qs) {
+      std::vector<uint32_t> dragonTokens, twTokens;
+      for (Method m : methods) {
+        Hello h = *settings;
+        h.method = m;
+        h.latencyMs = lat;
+        h.question = q;
+        auto rep = runDevice(link.get(), (*side)->res, h, so);
+        if (!rep) return fail(rep.status().withContext(std::string(methodName(m)) + " at " + std::to_string(lat) + " ms"));
+        if (!rep->note.empty()) return fail(Status::unavailable(rep->note));
+        Cell& c = cells[std::string(methodName(m))][lat];
+        c.perToken.push_back(rep->perTokenMs());
+        c.ttft.push_back(rep->ttftMs);
+        c.tokens.push_back(static_cast<double>(rep->tokens.size()));
+        const double bytes = static_cast<double>(rep->link.bytesSent() + rep->link.bytesReceived());
+        c.bytes.push_back(rep->tokens.empty() ? 0 : bytes / static_cast<double>(rep->tokens.size()));
+        for (int i = 1; i < kMsgTypeCount; ++i) {
+          const double b = static_cast<double>(rep->link.sent[i].bytes + rep->link.received[i].bytes);
+          if (b > 0) c.bytesByType[std::string(msgTypeName(static_cast<MsgType>(i)))] += b / static_cast<double>(qs.size());
+        }
+        for (int s = 0; s < 2; ++s) {
+          c.accepted[s] += static_cast<double>(rep->accepted[s]);
+          c.rejected[s] += static_cast<double>(rep->rejected[s]);
+        }
+        c.stale += static_cast<double>(rep->staleDrafts);
+        c.handovers += static_cast<double>(rep->handovers);
+        if (m == Method::Dragon) {
+          dragonTokens = rep->tokens;
+          inband[lat] = rep->rtt;
+        }
+        if (m == Method::DrdgTw) twTokens = rep->tokens;
+      }
+      if (!dragonTokens.empty() && !twTokens.empty()) {
+        ++compared;
+        identical += dragonTokens == twTokens;
+      }
+    }
+    auto p = pingRtt(*link, quick ? 5 : 10, so.peerTimeoutMs + static_cast<int>(lat) * 2);
+    if (!p) return fail(p.status());
+    pings[lat] = *p;
+    std::fprintf(stderr, "bench dragon: latency %.0f ms done (%.0f s so far)\n", lat, total.elapsedSeconds());
+  }
+  link->close(500);
+
+  std::ostringstream os;
+  {
+    JsonWriter w(os, true);
+    auto latKey = [](double l) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%g", l);
+      return std::string(b);
+    };
+    w.beginObject();
+    w.key("bench").value("dragon");
+    w.key("quick").value(quick);
+    w.key("questions").value(static_cast<int64_t>(qs.size()));
+    w.key("max_tokens").value(static_cast<int64_t>(settings->maxTokens));
+    w.key("docs_per_side").value(static_cast<int64_t>(settings->docsPerSide));
+    w.key("max_ahead").value(static_cast<int64_t>(settings->maxAhead));
+    w.key("policy").value(policyName(settings->policy));
+    w.key("device_kernels").value(opts->kernels);
+    w.key("cloud_kernels").value(cloudKernels == "on");
+    w.key("deterministic").value(opts->deterministic);
+    w.key("link").value("loopback TCP, TCP_NODELAY, delay line in the transport: latency/2 each way, jitter latency/5");
+    for (const char* what : {"latency_ms_per_token", "ttft_ms", "bytes_per_token", "tokens"}) {
+      w.key(what).beginObject();
+      for (auto& [method, byLat] : cells) {
+        w.key(method).beginObject();
+        for (auto& [lat, c] : byLat) {
+          const std::string k = what;
+          w.key(latKey(lat)).value(mean(k == "latency_ms_per_token" ? c.perToken
+                                        : k == "ttft_ms"            ? c.ttft
+                                        : k == "bytes_per_token"    ? c.bytes
+                                                                    : c.tokens));
+        }
+        w.endObject();
+      }
+      w.endObject();
+    }
+    w.key("bytes_by_type_per_request").beginObject();
+    for (auto& [method, byLat] : cells) {
+      w.key(method).beginObject();
+      for (auto& [type, b] : byLat.begin()->second.bytesByType) w.key(type).value(b);
+      w.endObject();
+    }
+    w.endObject();
+    w.key("dragon_acceptance").beginObject();
+    if (cells.count("dragon"))
+      for (auto& [lat, c] : cells["dragon"]) {
+        w.key(latKey(lat)).beginObject();
+        for (int s = 0; s < 2; ++s) {
+          const double n = c.accepted[s] + c.rejected[s];
+          w.key(sideName(static_cast<Side>(s))).value(n > 0 ? c.accepted[s] / n : 0.0);
+        }
+        w.key("stale_drafts").value(c.stale);
+        w.key("handovers").value(c.handovers);
+        w.endObject();
+      }
+    w.endObject();
+    w.key("measured_rtt_ms").beginObject();
+    for (auto& [lat, v] : pings) {
+      std::vector<double> s = v;
+      std::sort(s.begin(), s.end());
+      w.key(latKey(lat)).beginObject();
+      w.key("ping_median").value(s[s.size() / 2]);
+      w.key("ping_min").value(s.front());
+      w.key("ping_max").value(s.back());
+      w.key("inband_instant").value(inband[lat].instantMs);
+      w.key("inband_historical").value(inband[lat].historicalMs);
+      w.endObject();
+    }
+    w.endObject();
+    if (cells.count("dragon") && cells.count("drdg_tw")) {
+      w.key("dragon_vs_drdg_tw_reduction").beginObject();
+      for (auto& [lat, c] : cells["dragon"]) {
+        const double tw = mean(cells["drdg_tw"][lat].perToken);
+        w.key(latKey(lat)).value(tw > 0 ? 1.0 - mean(c.perToken) / tw : 0.0);
+      }
+      w.endObject();
+    }
+    if (cells.count("dragon") && cells.count("device_only")) {
+      w.key("dragon_vs_device_only_overhead").beginObject();
+      for (auto& [lat, c] : cells["dragon"]) {
+        const double d = mean(cells["device_only"][lat].perToken);
+        w.key(latKey(lat)).value(d > 0 ? mean(c.perToken) / d - 1.0 : 0.0);
+      }
+      w.endObject();
+    }
+    w.key("dragon_tokens_equal_drdg_tw").beginObject().key("equal").value(identical).key("compared").value(compared);
+    w.endObject();
+    w.key("seconds").value(total.elapsedSeconds());
+    w.endObject();
+    os << "\n";
+  }
+  if (!jsonFlag && out.empty()) {
+    // A table on stdout.
+    std::printf("%-12s", "ms/token");
+    for (double l : latencies) std::printf(" %9.0fms", l);
+    std::printf("\n");
+    for (auto& [method, byLat] : cells) {
+      std::printf("%-12s", method.c_str());
+      for (double l : latencies) std::printf(" %11.2f", mean(byLat[l].perToken));
+      std::printf("\n");
+    }
+    return 0;
+  }
+  return emitJson(os.str(), out);
+}
+
+}  // namespace rag::cli

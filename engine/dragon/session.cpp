@@ -1,0 +1,605 @@
+#include "dragon/session.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+
+#include "core/clock.h"
+#include "dragon/aggregation.h"
+#include "dragon/side_scheduler.h"
+
+namespace rag::dragon {
+
+namespace {
+
+template <typename M>
+Status sendMsg(Transport& t, MsgType type, const M& m) {
+  ByteWriter w;
+  encode(m, w);
+  return t.send(type, w.bytes());
+}
+
+Status sendError(Transport& t, const Status& s) {
+  Bye b{s.message()};
+  return sendMsg(t, MsgType::Error, b);
+}
+
+int waitBudgetMs(const Transport& t, const SessionOptions& o) {
+  const LinkParams l = t.link();
+  return o.peerTimeoutMs + static_cast<int>(l.latencyMs + l.jitterMs) + 1000;
+}
+
+// Waits for a frame of `type`, answering pings; a Bye or Error from the peer, a broken link or
+// the timeout is an error naming what was awaited.
+Result<Frame> expect(Transport& t, MsgType type, const SessionOptions& o) {
+  const int budget = waitBudgetMs(t, o);
+  Stopwatch sw;
+  for (;;) {
+    const int left = budget - static_cast<int>(sw.elapsedMs());
+    if (left <= 0)
+      return Status::unavailable("no " + std::string(msgTypeName(type)) + " message from " + t.peer() + " within " +
+                                 std::to_string(budget) + " ms");
+    RAG_ASSIGN_OR_RETURN(std::optional<Frame> f, t.receive(std::min(left, 200)));
+    if (!f) continue;
+    if (f->header.type == type) return std::move(*f);
+    if (f->header.type == MsgType::Ping) {
+      RAG_RETURN_IF_ERROR(t.send(MsgType::Pong, {}));
+      continue;
+    }
+    if (f->header.type == MsgType::Pong || f->header.type == MsgType::Ready) continue;
+    if (f->header.type == MsgType::Error || f->header.type == MsgType::Bye) {
+      Result<Bye> b = decodeBye(f->payload);
+      return Status::unavailable("the peer " + t.peer() + (f->header.type == MsgType::Error ? " failed: " : " left: ") +
+                                 (b ? b->reason : std::string("(unreadable reason)")));
+    }
+    if (f->header.type == MsgType::Draft || f->header.type == MsgType::Verdict) continue;  // a late frame of a run
+    return Status::corrupt("expected a " + std::string(msgTypeName(type)) + " message from " + t.peer() + ", got " +
+                           std::string(msgTypeName(f->header.type)));
+  }
+}
+
+// End of a run on a connection: both sides send Bye and read up to the peer's, so that frames
+// still in flight (drafts decoded past the end) never reach the next run.
+void finishRun(Transport& t, const SessionOptions& o) {
+  if (!sendMsg(t, MsgType::Bye, Bye{"end of run"}).isOk()) return;
+  const int budget = waitBudgetMs(t, o);
+  Stopwatch sw;
+  while (sw.elapsedMs() < budget) {
+    Result<std::optional<Frame>> f = t.receive(200);
+    if (!f) return;
+    if (*f && (*f)->header.type == MsgType::Bye) return;
+    if (*f && (*f)->header.type == MsgType::Ping) (void)t.send(MsgType::Pong, {});
+  }
+}
+
+std::vector<DocInput> perDocumentInputs(SideResources& side, const std::vector<RetrievedPassage>& passages,
+                                        const std::string& question) {
+  std::vector<DocInput> in;
+  for (const RetrievedPassage& p : passages) in.push_back({side.prompt({p.text}, question), p.score / side.scoreTemperature});
+  if (in.empty()) in.push_back({side.prompt({}, question), 0.0});
+  return in;
+}
+
+bool isEnd(const SideResources& side, uint32_t token) { return side.eos && token == *side.eos; }
+
+// A side alone on one prompt: draft, accept, until EOS or the budget. `onToken` sees each.
+Status decodeAlone(DocDecoder& dec, const SideResources& side, uint32_t maxTokens, RunReport& rep, Stopwatch& clock,
+                   const std::function<Status(uint32_t token, bool done)>& onToken) {
+  for (uint32_t i = 0; i < maxTokens; ++i) {
+    RAG_ASSIGN_OR_RETURN(Drafted d, dec.draft());
+    dec.accept();
+    rep.decodeMs[static_cast<size_t>(side.side)].push_back(d.decodeMs);
+    const bool end = isEnd(side, d.token);
+    const bool done = end || i + 1 == maxTokens;
+    if (!end) rep.tokens.push_back(d.token);
+    if (rep.tokens.size() == 1 && !end) rep.ttftMs = clock.elapsedMs();
+    if (onToken) RAG_RETURN_IF_ERROR(onToken(d.token, done));
+    if (done) break;
+  }
+  return Status::ok();
+}
+
+// ---- the speculative loop (dragon, drdg_tw) ----------------------------------------------------
+
+struct SpecState {
+  std::deque<Draft> queue[2];
+  uint32_t version[2] = {0, 0};
+  uint32_t pos = 0;  // next target position
+  Side aggregator = Side::Device;
+  bool done = false;
+  bool peerLost = false;
+};
+
+class SpeculativeRun {
+public:
+  SpeculativeRun(Transport* t, DocDecoder& dec, SideResources& side, const Hello& h, uint32_t maxAhead,
+                 AggregatorPolicy policy, RunReport& rep, const SessionOptions& o, Stopwatch& clock)
+      : m_t(t), m_dec(dec), m_side(side), m_h(h), m_maxAhead(maxAhead), m_sched(policy, h.seed ^ 0x5C4Eull),
+        m_rng(h.seed ^ 0xA66Eull), m_rep(rep), m_o(o), m_clock(clock), m_me(side.side) {
+    m_s.aggregator = policy == AggregatorPolicy::Cloud ? Side::Cloud : Side::Device;
+    m_prof.setOfflineFit(m_me, side.offlineFit);
+  }
+
+  Status run() {
+    uint64_t lastPeerNs = nowNs();
+    while (!m_s.done) {
+      if (m_s.peerLost) {
+        if (m_me == Side::Device) RAG_RETURN_IF_ERROR(finishAlone());
+        break;
+      }
+      // 1. Everything that has arrived.
+      bool progressed = false;
+      for (;;) {
+        Result<std::optional<Frame>> f = m_t->receive(0);
+        if (!f) {
+          lose(f.status().message());
+          break;
+        }
+        if (!*f) break;
+        lastPeerNs = nowNs();
+        RAG_RETURN_IF_ERROR(handle(**f));
+        progressed = true;
+        if (m_s.done || m_s.peerLost) break;
+      }
+      if (m_s.done || m_s.peerLost) continue;
+      // 2. Aggregate when this side holds the aggregator and both drafts of the position.
+      if (m_s.aggregator == m_me && front(Side::Device) && front(Side::Cloud)) {
+        RAG_RETURN_IF_ERROR(aggregateOne());
+        continue;
+      }
+      // 3. Draft ahead.
+      if (m_dec.pending() < m_maxAhead && m_s.pos + m_dec.pending() < m_h.maxTokens) {
+        RAG_RETURN_IF_ERROR(draftOne());
+        continue;
+      }
+      // 4. Nothing to do: wait for the peer.
+      if (!progressed) {
+        Result<std::optional<Frame>> f = m_t->receive(20);
+        if (!f) {
+          lose(f.status().message());
+          continue;
+        }
+        if (*f) {
+          lastPeerNs = nowNs();
+          RAG_RETURN_IF_ERROR(handle(**f));
+        } else if (static_cast<double>(nowNs() - lastPeerNs) * 1e-6 > waitBudgetMs(*m_t, m_o)) {
+          lose("no message for " + std::to_string(waitBudgetMs(*m_t, m_o)) + " ms");
+        }
+      }
+    }
+    m_rep.rollbacks = m_dec.rollbacks();
+    return Status::ok();
+  }
+
+private:
+  const Draft* front(Side s) const {
+    const auto& q = m_s.queue[static_cast<size_t>(s)];
+    return !q.empty() && q.front().pos == m_s.pos ? &q.front() : nullptr;
+  }
+
+  void lose(const std::string& why) {
+    if (m_s.peerLost) return;
+    m_s.peerLost = true;
+    m_rep.note = "the " + std::string(sideName(other(m_me))) + " peer was lost at token " + std::to_string(m_s.pos) +
+                 " (" + why + ")" +
+                 (m_me == Side::Device ? "; the device finished the answer on its own documents" : "");
+  }
+
+  Status handle(const Frame& f) {
+    switch (f.header.type) {
+      case MsgType::Draft: {
+        RAG_ASSIGN_OR_RETURN(Draft d, decodeDraft(f.payload));
+        if (d.side != other(m_me)) return Status::corrupt("malformed draft: it claims to come from this side");
+        const auto s = static_cast<size_t>(d.side);
+        m_prof.observeDecode(d.side, d.decodeMs, d.contextLen);
+        m_rep.decodeMs[s].push_back(d.decodeMs);
+        if (d.version != m_s.version[s] || d.pos != m_s.pos + m_s.queue[s].size()) {
+          ++m_rep.staleDrafts;  // drafted before its side learnt of a rollback
+          return Status::ok();
+        }
+        m_s.queue[s].push_back(std::move(d));
+        return Status::ok();
+      }
+      case MsgType::Verdict: {
+        RAG_ASSIGN_OR_RETURN(Verdict v, decodeVerdict(f.payload));
+        if (v.pos != m_s.pos)
+          return Status::corrupt("malformed verdict: position " + std::to_string(v.pos) + ", expected " +
+                                 std::to_string(m_s.pos));
+        return apply(v);
+      }
+      case MsgType::Ready: {
+        RAG_ASSIGN_OR_RETURN(Ready r, decodeReady(f.payload));
+        m_prof.setOfflineFit(other(m_me), {r.decodeSlopeMs, r.decodeInterceptMs});
+        m_rep.documents[static_cast<size_t>(other(m_me))] = r.documents;
+        return Status::ok();
+      }
+      case MsgType::Ping: return m_t->send(MsgType::Pong, {});
+      case MsgType::Pong: return Status::ok();
+      case MsgType::Bye:
+      case MsgType::Error: {
+        Result<Bye> b = decodeBye(f.payload);
+        lose(std::string(f.header.type == MsgType::Error ? "it failed: " : "it left: ") +
+             (b ? b->reason : std::string("?")));
+        return Status::ok();
+      }
+      default:
+        return Status::corrupt("unexpected " + std::string(msgTypeName(f.header.type)) + " message during a " +
+                               std::string(methodName(m_h.method)) + " run");
+    }
+  }
+
+  Status draftOne() {
+    RAG_ASSIGN_OR_RETURN(Drafted d, m_dec.draft());
+    Draft msg;
+    msg.side = m_me;
+    msg.pos = d.pos;
+    msg.version = m_s.version[static_cast<size_t>(m_me)];
+    msg.token = d.token;
+    msg.weight = d.local.weight;
+    msg.decodeMs = d.decodeMs;
+    msg.contextLen = d.contextLen;
+    msg.dist = std::move(d.local.dist);
+    m_prof.observeDecode(m_me, d.decodeMs, d.contextLen);
+    m_rep.decodeMs[static_cast<size_t>(m_me)].push_back(d.decodeMs);
+    if (m_t && !m_s.peerLost) {
+      Status s = sendMsg(*m_t, MsgType::Draft, msg);
+      if (!s) lose(s.message());
+    }
+    m_s.queue[static_cast<size_t>(m_me)].push_back(std::move(msg));
+    return Status::ok();
+  }
+
+  Status aggregateOne() {
+    const Draft& dd = *front(Side::Device);
+    const Draft& cd = *front(Side::Cloud);
+    AggregateResult r = aggregate(dd, cd, m_h.temperature <= 0, m_rng);
+    for (int s = 0; s < 2; ++s)
+      m_prof.observeAcceptance(static_cast<Side>(s),
+                               m_h.temperature <= 0 ? (r.accepted[s] ? 1.0 : 0.0) : r.acceptance[s]);
+    const RttEstimate rtt = m_t->rtt();
+    m_prof.observeRtt(rtt.instantMs, rtt.historicalMs);
+    Verdict v;
+    v.pos = m_s.pos;
+    v.token = r.token;
+    v.accepted[0] = r.accepted[0];
+    v.accepted[1] = r.accepted[1];
+    v.done = isEnd(m_side, r.token) || m_s.pos + 1 >= m_h.maxTokens;
+    v.nextAggregator = m_sched.choose(m_me, m_prof, std::max(dd.contextLen, cd.contextLen));
+    ++m_rep.aggregatedOn[static_cast<size_t>(m_me)];
+    if (!m_s.peerLost) {
+      Status s = sendMsg(*m_t, MsgType::Verdict, v);
+      if (!s) lose(s.message());
+    }
+    return apply(v);
+  }
+
+  Status apply(const Verdict& v) {
+    for (int s = 0; s < 2; ++s) {
+      auto& q = m_s.queue[s];
+      m_rep.acceptTrace[s].push_back(v.accepted[s] ? 1 : 0);
+      if (v.accepted[s]) {
+        ++m_rep.accepted[s];
+        if (!q.empty() && q.front().pos == v.pos) q.pop_front();
+      } else {
+        ++m_rep.rejected[s];
+        q.clear();
+        ++m_s.version[s];
+      }
+    }
+    if (v.accepted[static_cast<size_t>(m_me)]) m_dec.accept();
+    else RAG_RETURN_IF_ERROR(m_dec.reject(v.token));
+    if (!isEnd(m_side, v.token)) m_rep.tokens.push_back(v.token);
+    if (m_s.pos == 0) m_rep.ttftMs = m_clock.elapsedMs();
+    ++m_s.pos;
+    if (v.nextAggregator != m_s.aggregator) ++m_rep.handovers;
+    m_s.aggregator = v.nextAggregator;
+    m_s.done = v.done;
+    return Status::ok();
+  }
+
+  // The peer is gone: the device's own drafts become the answer (its documents only).
+  Status finishAlone() {
+    auto& mine = m_s.queue[static_cast<size_t>(m_me)];
+    while (m_s.pos < m_h.maxTokens) {
+      if (mine.empty() || mine.front().pos != m_s.pos) {
+        mine.clear();
+        if (m_dec.pending() > 0) return Status::internal("own drafts out of step after the peer was lost");
+        RAG_RETURN_IF_ERROR(draftOne());
+      }
+      const uint32_t token = mine.front().token;
+      mine.pop_front();
+      m_dec.accept();
+      if (m_s.pos == 0) m_rep.ttftMs = m_clock.elapsedMs();
+      ++m_s.pos;
+      if (isEnd(m_side, token)) break;
+      m_rep.tokens.push_back(token);
+    }
+    m_s.done = true;
+    return Status::ok();
+  }
+
+  Transport* m_t;
+  DocDecoder& m_dec;
+  SideResources& m_side;
+  const Hello& m_h;
+  uint32_t m_maxAhead;
+  SideScheduler m_sched;
+  Rng m_rng;
+  RunReport& m_rep;
+  const SessionOptions& m_o;
+  Stopwatch& m_clock;
+  Side m_me;
+  Profiler m_prof;
+  SpecState m_s;
+};
+
+// The shared part of a run on either side once the Hello is agreed.
+Status runSide(Transport* t, SideResources& side, const Hello& h, RunReport& rep, const SessionOptions& o,
+               Stopwatch& clock) {
+  const Side me = side.side;
+  const auto mi = static_cast<size_t>(me);
+  rep.method = h.method;
+  const LinkStats before = t ? t->stats() : LinkStats{};
+  DecoderParams dp{.topP = h.topP, .greedy = h.temperature <= 0, .seed = h.seed + static_cast<uint64_t>(me) * 7919};
+  switch (h.method) {
+    case Method::Dragon:
+    case Method::DrdgTw: {
+      RAG_ASSIGN_OR_RETURN(std::vector<RetrievedPassage> ps, side.retrieve(h.question, h.docsPerSide));
+      rep.documents[mi] = static_cast<uint32_t>(ps.size());
+      DocDecoder dec(*side.runner, dp);
+      RAG_RETURN_IF_ERROR(dec.start(perDocumentInputs(side, ps, h.question)));
+      rep.prefillMs = dec.prefillMs();
+      Ready ready{static_cast<uint32_t>(ps.size()), dec.prefillMs(), side.offlineFit.slopeMs,
+                  side.offlineFit.interceptMs};
+      RAG_RETURN_IF_ERROR(sendMsg(*t, MsgType::Ready, ready));
+      const bool tw = h.method == Method::DrdgTw;
+      SpeculativeRun run(t, dec, side, h, tw ? 1 : h.maxAhead, tw ? AggregatorPolicy::Device : h.policy, rep, o,
+                         clock);
+      RAG_RETURN_IF_ERROR(run.run());
+      break;
+    }
+    case Method::DrdgSw: {
+      RAG_ASSIGN_OR_RETURN(std::vector<RetrievedPassage> ps, side.retrieve(h.question, h.docsPerSide));
+      rep.documents[mi] = static_cast<uint32_t>(ps.size());
+      dp.topP = 1.0;  // the candidate's own scores, untruncated like score()'s
+      DocDecoder dec(*side.runner, dp);
+      RAG_RETURN_IF_ERROR(dec.start(perDocumentInputs(side, ps, h.question)));
+      rep.prefillMs = dec.prefillMs();
+      SeqCandidate mine;
+      for (uint32_t i = 0; i < h.maxTokens; ++i) {
+        RAG_ASSIGN_OR_RETURN(Drafted d, dec.draft());
+        dec.accept();
+        mine.weight = d.local.weight;
+        rep.decodeMs[mi].push_back(d.decodeMs);
+        mine.tokens.push_back(d.token);
+        mine.logp.push_back(static_cast<float>(std::log(std::max(d.local.dist.prob(d.token), 1e-300))));
+        if (isEnd(side, d.token)) break;
+      }
+      RAG_RETURN_IF_ERROR(sendMsg(*t, MsgType::SeqCandidate, mine));
+      RAG_ASSIGN_OR_RETURN(Frame f, expect(*t, MsgType::SeqCandidate, o));
+      RAG_ASSIGN_OR_RETURN(SeqCandidate theirs, decodeSeqCandidate(f.payload));
+      RAG_ASSIGN_OR_RETURN(std::vector<float> mineOnTheirs, dec.score(theirs.tokens));
+      if (me == Side::Cloud) {
+        RAG_RETURN_IF_ERROR(sendMsg(*t, MsgType::SeqScore, SeqScore{mineOnTheirs}));
+        break;
+      }
+      RAG_ASSIGN_OR_RETURN(Frame g, expect(*t, MsgType::SeqScore, o));
+      RAG_ASSIGN_OR_RETURN(SeqScore theirsOnMine, decodeSeqScore(g.payload));
+      if (theirsOnMine.logp.size() != mine.tokens.size())
+        return Status::corrupt("malformed seq_score: " + std::to_string(theirsOnMine.logp.size()) + " scores for " +
+                               std::to_string(mine.tokens.size()) + " tokens");
+      const auto [od, oc] = sideWeights(mine.weight, theirs.weight);
+      auto seqLogp = [&](const std::vector<float>& dLogp, const std::vector<float>& cLogp) {
+        double a = std::log(od), b = std::log(oc);
+        for (float v : dLogp) a += v;
+        for (float v : cLogp) b += v;
+        const double m = std::max(a, b);
+        return m + std::log(std::exp(a - m) + std::exp(b - m));
+      };
+      const double pMine = seqLogp(mine.logp, theirsOnMine.logp);
+      const double pTheirs = seqLogp(mineOnTheirs, theirs.logp);
+      const std::vector<uint32_t>& chosen = pTheirs > pMine ? theirs.tokens : mine.tokens;
+      for (uint32_t tok : chosen)
+        if (!isEnd(side, tok)) rep.tokens.push_back(tok);
+      rep.ttftMs = clock.elapsedMs();  // every token arrives at once
+      break;
+    }
+    case Method::DeviceOnly:
+    case Method::CloudOnly: {
+      if ((h.method == Method::DeviceOnly) != (me == Side::Device)) break;  // the other side idles
+      RAG_ASSIGN_OR_RETURN(std::vector<RetrievedPassage> ps, side.retrieve(h.question, h.docsPerSide));
+      rep.documents[mi] = static_cast<uint32_t>(ps.size());
+      std::vector<std::string> texts;
+      for (const RetrievedPassage& p : ps) texts.push_back(p.text);
+      DocDecoder dec(*side.runner, dp);
+      RAG_RETURN_IF_ERROR(dec.start({{side.prompt(texts, h.question), 0.0}}));
+      rep.prefillMs = dec.prefillMs();
+      uint32_t pos = 0;
+      RAG_RETURN_IF_ERROR(decodeAlone(dec, side, h.maxTokens, rep, clock, [&](uint32_t tok, bool done) -> Status {
+        if (me != Side::Cloud || !t) return Status::ok();
+        return sendMsg(*t, MsgType::Tokens, TokenList{pos++, {tok}, done});
+      }));
+      break;
+    }
+    case Method::DrcgText: {
+      RAG_ASSIGN_OR_RETURN(std::vector<RetrievedPassage> ps, side.retrieve(h.question, h.docsPerSide));
+      rep.documents[mi] = static_cast<uint32_t>(ps.size());
+      if (me == Side::Cloud) {
+        DocTexts dt;
+        for (const RetrievedPassage& p : ps) {
+          dt.texts.push_back(p.text);
+          dt.scores.push_back(p.score);
+        }
+        RAG_RETURN_IF_ERROR(sendMsg(*t, MsgType::DocText, dt));
+        break;
+      }
+      RAG_ASSIGN_OR_RETURN(Frame f, expect(*t, MsgType::DocText, o));
+      RAG_ASSIGN_OR_RETURN(DocTexts dt, decodeDocTexts(f.payload));
+      rep.documents[1] = static_cast<uint32_t>(dt.texts.size());
+      for (size_t i = 0; i < dt.texts.size(); ++i) ps.push_back({dt.texts[i], dt.scores[i]});
+      std::stable_sort(ps.begin(), ps.end(), [](const auto& a, const auto& b) { return a.score > b.score; });
+      std::vector<std::string> texts;
+      for (const RetrievedPassage& p : ps) texts.push_back(p.text);
+      DocDecoder dec(*side.runner, dp);
+      RAG_RETURN_IF_ERROR(dec.start({{side.prompt(texts, h.question), 0.0}}));
+      rep.prefillMs = dec.prefillMs();
+      RAG_RETURN_IF_ERROR(decodeAlone(dec, side, h.maxTokens, rep, clock, {}));
+      break;
+    }
+  }
+  if (t) {
+    const LinkStats after = t->stats();
+    for (int i = 0; i < kMsgTypeCount; ++i) {
+      rep.link.sent[i] = {after.sent[i].frames - before.sent[i].frames, after.sent[i].bytes - before.sent[i].bytes};
+      rep.link.received[i] = {after.received[i].frames - before.received[i].frames,
+                              after.received[i].bytes - before.received[i].bytes};
+    }
+    rep.rtt = t->rtt();
+  }
+  return Status::ok();
+}
+
+LinkParams linkOf(const Hello& h) {
+  return {.latencyMs = h.latencyMs, .jitterMs = h.jitterMs, .bandwidthMbps = h.bandwidthMbps, .seed = h.seed};
+}
+
+}  // namespace
+
+Result<RunReport> runDevice(Transport* t, SideResources& side, const Hello& settings, const SessionOptions& o) {
+  if (side.side != Side::Device) return Status::invalidArgument("runDevice needs the device's resources");
+  RunReport rep;
+  rep.method = settings.method;
+  Stopwatch clock;
+  if (settings.method == Method::DeviceOnly) {
+    RAG_RETURN_IF_ERROR(runSide(nullptr, side, settings, rep, o, clock));
+    rep.totalMs = clock.elapsedMs();
+    return rep;
+  }
+  if (!t) return Status::invalidArgument(std::string(methodName(settings.method)) + " needs a link to the cloud");
+  t->setLink(linkOf(settings));
+  Hello h = settings;
+  h.modelFingerprint = side.fingerprint;
+  h.protocolVersion = kProtocolVersion;
+  RAG_RETURN_IF_ERROR(sendMsg(*t, MsgType::Hello, h));
+  RAG_ASSIGN_OR_RETURN(Frame f, expect(*t, MsgType::HelloAck, o));
+  RAG_ASSIGN_OR_RETURN(HelloAck ack, decodeHelloAck(f.payload));
+  if (!ack.accepted) return Status::invalidArgument("the cloud refused the run: " + ack.reason);
+  Status s = runSide(t, side, h, rep, o, clock);
+  rep.totalMs = clock.elapsedMs();
+  if (!s) {
+    (void)sendError(*t, s);
+    return s;
+  }
+  if (settings.method == Method::CloudOnly) {
+    // The tokens come from the cloud.
+    rep.tokens.clear();
+    for (;;) {
+      RAG_ASSIGN_OR_RETURN(Frame tf, expect(*t, MsgType::Tokens, o));
+      RAG_ASSIGN_OR_RETURN(TokenList tl, decodeTokenList(tf.payload));
+      for (uint32_t tok : tl.tokens) {
+        if (isEnd(side, tok)) continue;
+        rep.tokens.push_back(tok);
+        if (rep.tokens.size() == 1) rep.ttftMs = clock.elapsedMs();
+      }
+      if (tl.done) break;
+    }
+    rep.totalMs = clock.elapsedMs();
+    const LinkStats after = t->stats();
+    rep.link = after;  // cloud-only: report the link totals (the device sent only the Hello)
+    rep.rtt = t->rtt();
+  }
+  if (!t->broken()) finishRun(*t, o);
+  return rep;
+}
+
+Status serveCloud(Transport& t, SideResources& side, const SessionOptions& o,
+                  const std::function<void(const Hello&, const RunReport&)>& onRun) {
+  if (side.side != Side::Cloud) return Status::invalidArgument("serveCloud needs the cloud's resources");
+  for (;;) {
+    Result<std::optional<Frame>> f = t.receive(1000);
+    if (!f) {
+      if (f.status().code() == StatusCode::Unavailable || f.status().code() == StatusCode::Cancelled)
+        return Status::ok();  // the device hung up
+      return f.status();
+    }
+    if (!*f) continue;
+    const Frame& fr = **f;
+    if (fr.header.type == MsgType::Bye) continue;  // a late end-of-run marker
+    if (fr.header.type == MsgType::Ping) {
+      RAG_RETURN_IF_ERROR(t.send(MsgType::Pong, {}));
+      continue;
+    }
+    if (fr.header.type != MsgType::Hello) {
+      if (fr.header.type == MsgType::Draft || fr.header.type == MsgType::Verdict || fr.header.type == MsgType::Pong)
+        continue;  // late frames of a finished run
+      Status bad = Status::corrupt("expected a hello message from " + t.peer() + ", got " +
+                                   std::string(msgTypeName(fr.header.type)));
+      (void)sendError(t, bad);
+      return bad;
+    }
+    Result<Hello> h = decodeHello(fr.payload);
+    if (!h) {
+      (void)sendError(t, h.status());
+      return h.status();
+    }
+    HelloAck ack;
+    ack.modelFingerprint = side.fingerprint;
+    if (h->modelFingerprint != side.fingerprint) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "model fingerprint %016llx differs from the cloud's %016llx",
+                    static_cast<unsigned long long>(h->modelFingerprint),
+                    static_cast<unsigned long long>(side.fingerprint));
+      ack.reason = std::string(buf) + "; run both sides with the same --model";
+    } else {
+      ack.accepted = true;
+    }
+    RAG_RETURN_IF_ERROR(sendMsg(t, MsgType::HelloAck, ack));
+    if (!ack.accepted) continue;
+    t.setLink(linkOf(*h));
+    RunReport rep;
+    Stopwatch clock;
+    Status s = runSide(&t, side, *h, rep, o, clock);
+    rep.totalMs = clock.elapsedMs();
+    if (!s) {
+      (void)sendError(t, s);
+      return s;
+    }
+    if (onRun) onRun(*h, rep);
+    if (t.broken()) return Status::ok();
+    finishRun(t, o);
+  }
+}
+
+Result<DecodeFit> profileDecodeTime(model::ModelRunner& runner, int sequences, int32_t vocab, uint64_t seed) {
+  std::vector<std::pair<double, double>> samples;
+  Rng rng(seed);
+  for (int len : {24, 72, 144}) {
+    std::vector<DocInput> docs;
+    for (int i = 0; i < std::max(1, sequences); ++i) {
+      DocInput d;
+      for (int k = 0; k < len; ++k) d.tokens.push_back(static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab))));
+      docs.push_back(std::move(d));
+    }
+    DocDecoder dec(runner, {.topP = 0.8, .greedy = true, .seed = seed});
+    RAG_RETURN_IF_ERROR(dec.start(std::move(docs)));
+    RAG_ASSIGN_OR_RETURN(Drafted first, dec.draft());  // logits already there: aggregation only
+    (void)first;
+    for (int s = 0; s < 4; ++s) {
+      RAG_ASSIGN_OR_RETURN(Drafted d, dec.draft());
+      samples.emplace_back(static_cast<double>(d.contextLen), d.decodeMs);
+    }
+  }
+  return fitDecodeTime(samples);
+}
+
+uint64_t fingerprintBytes(uint64_t h, const void* data, size_t n) {
+  if (h == 0) h = 1469598103934665603ull;
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace rag::dragon
