@@ -27,12 +27,14 @@
 #include "core/json_writer.h"
 #include "corpus/corpus_db.h"
 #include "corpus/qa_reader.h"
+#include "dragon/schedule_sim.h"
 #include "dragon/session.h"
 #include "dragon/transport.h"
 #include "model/prompt.h"
 #include "model_choice.h"
 #include "retrieval/bm25_index.h"
 #include "retrieval/embedding_service.h"
+#include "rag/corpus.h"
 
 extern char** environ;
 
@@ -363,10 +365,13 @@ int cmdBenchDragon(Args& args) {
   const std::string latList = args.getOr("latencies", "0,25,50,100,200,300");
   const std::string methodList = args.getOr("methods", "dragon,drdg_tw,drdg_sw,device_only,cloud_only,drcg_text");
   auto questions = args.getInt("questions", quick ? 3 : 8);
+  auto accQuestions = args.getInt("accuracy-questions", quick ? 10 : 40);
+  const std::string docCounts = args.getOr("accuracy-docs", quick ? "0,2,8" : "0,1,2,4,8");
   auto settings = readRunSettings(args);
   auto opts = readSideOptions(args);
   const std::string cloudKernels = args.getOr("cloud-kernels", "on");
   if (!questions) return fail(questions.status());
+  if (!accQuestions) return fail(accQuestions.status());
   if (!settings) return fail(settings.status());
   if (!opts) return fail(opts.status());
   if (Status s = args.finish(); !s) return fail(s);
@@ -395,6 +400,7 @@ int cmdBenchDragon(Args& args) {
 
   // The questions: test-split items of both kinds (FOLDOC terms and WordNet), spread evenly.
   std::vector<std::string> qs;
+  std::vector<std::vector<std::string>> answers;
   {
     auto db = corpus::openCorpus(opts->corpusPath);
     if (!db) return fail(db.status());
@@ -405,9 +411,13 @@ int cmdBenchDragon(Args& args) {
         auto item = corpus::readQaItem(*db, id);
         if (!item) return fail(item.status());
         qs.push_back(item->question);
+        answers.push_back(item->answers);
       }
     }
-    if (qs.size() > static_cast<size_t>(*questions)) qs.resize(static_cast<size_t>(*questions));
+    if (qs.size() > static_cast<size_t>(*questions)) {
+      qs.resize(static_cast<size_t>(*questions));
+      answers.resize(qs.size());
+    }
     if (qs.empty()) return fail(Status::notFound("the corpus has no test questions; rebuild it with `ragraph corpus build`"));
   }
 
@@ -460,6 +470,7 @@ int cmdBenchDragon(Args& args) {
   std::map<double, std::vector<double>> pings;
   std::map<double, RttEstimate> inband;
   int64_t identical = 0, compared = 0;
+  std::vector<double> decodeSamples[2];  // measured draft decode times in the dragon runs, by side
   SessionOptions so{.peerTimeoutMs = 30000};
   Stopwatch total;
   for (double lat : latencies) {
@@ -490,6 +501,8 @@ int cmdBenchDragon(Args& args) {
         c.stale += static_cast<double>(rep->staleDrafts);
         c.handovers += static_cast<double>(rep->handovers);
         if (m == Method::Dragon) {
+          for (int s = 0; s < 2; ++s)
+            decodeSamples[s].insert(decodeSamples[s].end(), rep->decodeMs[s].begin(), rep->decodeMs[s].end());
           dragonTokens = rep->tokens;
           inband[lat] = rep->rtt;
         }
@@ -505,7 +518,86 @@ int cmdBenchDragon(Args& args) {
     pings[lat] = *p;
     std::fprintf(stderr, "bench dragon: latency %.0f ms done (%.0f s so far)\n", lat, total.elapsedSeconds());
   }
+  // Fig. 5's shape: answer accuracy with 0..8 passages per side, device-only, cloud-only and
+  // DRAGON, at no added latency (accuracy does not depend on it).
+  std::vector<uint32_t> docsList;
+  {
+    std::stringstream ss(docCounts);
+    std::string item;
+    while (std::getline(ss, item, ','))
+      if (!item.empty()) docsList.push_back(static_cast<uint32_t>(std::stoul(item)));
+  }
+  std::map<std::string, std::map<uint32_t, double>> accuracy;
+  int64_t accItems = 0;
+  if (*accQuestions > 0) {
+    auto db = corpus::openCorpus(opts->corpusPath);
+    if (!db) return fail(db.status());
+    std::vector<QaItem> items;
+    for (const char* type : {"foldoc", "definition"}) {
+      auto ids = corpus::listQaIds(*db, "test", type);
+      if (!ids) return fail(ids.status());
+      for (int64_t id : spreadEvenly(*ids, (*accQuestions + 1) / 2)) {
+        auto item = corpus::readQaItem(*db, id);
+        if (!item) return fail(item.status());
+        items.push_back(std::move(*item));
+      }
+    }
+    accItems = static_cast<int64_t>(items.size());
+    for (uint32_t docs : docsList)
+      for (Method m : {Method::DeviceOnly, Method::CloudOnly, Method::Dragon}) {
+        int correct = 0;
+        for (const QaItem& item : items) {
+          Hello h = *settings;
+          h.method = m;
+          h.latencyMs = 0;
+          h.docsPerSide = docs;
+          h.question = item.question;
+          auto rep = runDevice(link.get(), (*side)->res, h, so);
+          if (!rep) return fail(rep.status().withContext("accuracy run"));
+          correct += answerContainsGold(textOf(**side, rep->tokens), item.answers) ? 1 : 0;
+        }
+        accuracy[std::string(methodName(m))][docs] = items.empty() ? 0 : static_cast<double>(correct) / static_cast<double>(items.size());
+      }
+    std::fprintf(stderr, "bench dragon: accuracy done (%.0f s so far)\n", total.elapsedSeconds());
+  }
   link->close(500);
+
+  // Fig. 8's shape: the aggregator policies on the timing simulator, fed with the acceptance
+  // rates and decode times measured above (50 Bernoulli sequences of 100 tokens per latency).
+  std::map<double, std::map<std::string, double>> simMs;
+  double simDecode[2] = {0, 0};
+  if (cells.count("dragon")) {
+    double acc[2] = {0, 0};
+    for (int s = 0; s < 2; ++s) {
+      double a = 0, n = 0;
+      for (auto& [lat, c] : cells["dragon"]) {
+        a += c.accepted[s];
+        n += c.accepted[s] + c.rejected[s];
+      }
+      acc[s] = n > 0 ? a / n : 0.5;
+      simDecode[s] = mean(decodeSamples[s]);
+    }
+    for (double lat : latencies) {
+      Rng rng(17);
+      std::vector<std::vector<uint8_t>> seqs[2];
+      for (int k = 0; k < 50; ++k)
+        for (int s = 0; s < 2; ++s) {
+          std::vector<uint8_t> v(100);
+          for (auto& x : v) x = rng.uniform01() < acc[s] ? 1 : 0;
+          seqs[s].push_back(std::move(v));
+        }
+      const double rtt = pings.count(lat) ? mean(pings[lat]) : lat;
+      for (AggregatorPolicy pol : {AggregatorPolicy::Greedy, AggregatorPolicy::Device, AggregatorPolicy::Cloud,
+                                   AggregatorPolicy::Random}) {
+        double sum = 0;
+        for (int k = 0; k < 50; ++k)
+          sum += simulateSchedule({.decodeMs = {simDecode[0], simDecode[1]}, .rttMs = rtt, .maxAhead = settings->maxAhead},
+                                  seqs[0][static_cast<size_t>(k)], seqs[1][static_cast<size_t>(k)], pol,
+                                  static_cast<uint64_t>(k + 1));
+        simMs[lat][std::string(policyName(pol))] = sum / 50;
+      }
+    }
+  }
 
   std::ostringstream os;
   {
@@ -592,6 +684,22 @@ int cmdBenchDragon(Args& args) {
       w.endObject();
     }
     w.key("dragon_tokens_equal_drdg_tw").beginObject().key("equal").value(identical).key("compared").value(compared);
+    w.endObject();
+    w.key("accuracy").beginObject();
+    w.key("questions").value(accItems);
+    for (auto& [method, byDocs] : accuracy) {
+      w.key(method).beginObject();
+      for (auto& [docs, a] : byDocs) w.key(std::to_string(docs)).value(a);
+      w.endObject();
+    }
+    w.endObject();
+    w.key("scheduler_simulation_ms_per_100_tokens").beginObject();
+    w.key("decode_ms").beginObject().key("device").value(simDecode[0]).key("cloud").value(simDecode[1]).endObject();
+    for (auto& [lat, byPol] : simMs) {
+      w.key(latKey(lat)).beginObject();
+      for (auto& [pol, ms] : byPol) w.key(pol).value(ms);
+      w.endObject();
+    }
     w.endObject();
     w.key("seconds").value(total.elapsedSeconds());
     w.endObject();

@@ -131,7 +131,7 @@ const std::vector<Command>& commands() {
        "[--quick] [--json] [--out FILE] [--latencies 0,25,50,100,200,300] [--questions 8] "
        "[--methods dragon,drdg_tw,drdg_sw,device_only,cloud_only,drcg_text] [--max-tokens 20] [--docs 2] "
        "[--max-ahead 3] [--policy greedy] [--kernels on|off] [--cloud-kernels on|off] [--deterministic] "
-       "[--model DIR] [--corpus PATH]",
+       "[--accuracy-questions 40] [--accuracy-docs 0,1,2,4,8] [--model DIR] [--corpus PATH]",
        {"quick", "json", "deterministic"}, cmdBenchDragon},
   };
   return table;

@@ -54,7 +54,13 @@ LocalDist localAggregate(std::span<const std::span<const float>> rows, std::span
   // lower id first on ties.
   std::vector<uint32_t> order(vocab);
   std::iota(order.begin(), order.end(), 0u);
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return p[a] != p[b] ? p[a] > p[b] : a < b; });
+  auto before = [&](uint32_t a, uint32_t b) { return p[a] != p[b] ? p[a] > p[b] : a < b; };
+  // Usually a short head holds the mass: sort a head of 64 first, everything only if needed.
+  const size_t head = std::min<size_t>(64, vocab);
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(head), order.end(), before);
+  double headMass = 0;
+  for (size_t i = 0; i < head; ++i) headMass += p[order[i]];
+  if (headMass < params.topP) std::sort(order.begin(), order.end(), before);
   double mass = 0;
   size_t keep = 0;
   while (keep < vocab && p[order[keep]] > 0) {

@@ -9,6 +9,7 @@
 #include "dragon/aggregation.h"
 #include "dragon/doc_decoder.h"
 #include "dragon/protocol.h"
+#include "dragon/schedule_sim.h"
 #include "dragon/session.h"
 #include "dragon/side_scheduler.h"
 #include "dragon/transport.h"
@@ -345,6 +346,27 @@ private Q_SLOTS:
     QCOMPARE(fixed.choose(Side::Device, p, 50), Side::Cloud);
     const DecodeFit f = fitDecodeTime(std::vector<std::pair<double, double>>{{10, 2}, {20, 3}, {30, 4}});
     QVERIFY(std::abs(f.slopeMs - 0.1) < 1e-9 && std::abs(f.interceptMs - 1) < 1e-9);
+  }
+
+  void scheduleSimulator() {
+    const std::vector<uint8_t> all(30, 1), none(30, 0);
+    SimParams p{.decodeMs = {1, 1}, .rttMs = 0, .maxAhead = 3};
+    QCOMPARE(simulateSchedule(p, all, all, AggregatorPolicy::Device, 1), 30.0);  // back to back
+    p.rttMs = 30;
+    // Everything rejected is token-wise synchronisation, however far drafts may run ahead.
+    const double rejectAll = simulateSchedule(p, none, none, AggregatorPolicy::Device, 1);
+    SimParams sync = p;
+    sync.maxAhead = 1;
+    QCOMPARE(rejectAll, simulateSchedule(sync, none, none, AggregatorPolicy::Device, 1));
+    QVERIFY(rejectAll >= 30 * 30.0);  // a round trip per token
+    // Accepted drafts overlap the link: maxAhead tokens per round trip.
+    const double acceptAll = simulateSchedule(p, all, all, AggregatorPolicy::Device, 1);
+    QVERIFY(acceptAll < rejectAll / 2);
+    // A slower link never makes it faster.
+    SimParams slow = p;
+    slow.rttMs = 60;
+    QVERIFY(simulateSchedule(slow, all, none, AggregatorPolicy::Greedy, 1) >=
+            simulateSchedule(p, all, none, AggregatorPolicy::Greedy, 1));
   }
 
   void rejectedDraftsReallyDropTheirKv() {
