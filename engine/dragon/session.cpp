@@ -339,7 +339,6 @@ Status runSide(Transport* t, SideResources& side, const Hello& h, RunReport& rep
   const Side me = side.side;
   const auto mi = static_cast<size_t>(me);
   rep.method = h.method;
-  const LinkStats before = t ? t->stats() : LinkStats{};
   DecoderParams dp{.topP = h.topP, .greedy = h.temperature <= 0, .seed = h.seed + static_cast<uint64_t>(me) * 7919};
   switch (h.method) {
     case Method::Dragon:
@@ -351,7 +350,9 @@ Status runSide(Transport* t, SideResources& side, const Hello& h, RunReport& rep
       rep.prefillMs = dec.prefillMs();
       Ready ready{static_cast<uint32_t>(ps.size()), dec.prefillMs(), side.offlineFit.slopeMs,
                   side.offlineFit.interceptMs};
-      RAG_RETURN_IF_ERROR(sendMsg(*t, MsgType::Ready, ready));
+      // A link that broke already is noticed by the run's first receive (the device then
+      // finishes alone), so a failed send is not an error here.
+      (void)sendMsg(*t, MsgType::Ready, ready);
       const bool tw = h.method == Method::DrdgTw;
       SpeculativeRun run(t, dec, side, h, tw ? 1 : h.maxAhead, tw ? AggregatorPolicy::Device : h.policy, rep, o,
                          clock);
@@ -447,16 +448,19 @@ Status runSide(Transport* t, SideResources& side, const Hello& h, RunReport& rep
       break;
     }
   }
-  if (t) {
-    const LinkStats after = t->stats();
-    for (int i = 0; i < kMsgTypeCount; ++i) {
-      rep.link.sent[i] = {after.sent[i].frames - before.sent[i].frames, after.sent[i].bytes - before.sent[i].bytes};
-      rep.link.received[i] = {after.received[i].frames - before.received[i].frames,
-                              after.received[i].bytes - before.received[i].bytes};
-    }
-    rep.rtt = t->rtt();
-  }
+  if (t) rep.rtt = t->rtt();
   return Status::ok();
+}
+
+// The frames of one run: `after` minus `before`.
+LinkStats linkDelta(const LinkStats& before, const LinkStats& after) {
+  LinkStats d;
+  for (int i = 0; i < kMsgTypeCount; ++i) {
+    d.sent[i] = {after.sent[i].frames - before.sent[i].frames, after.sent[i].bytes - before.sent[i].bytes};
+    d.received[i] = {after.received[i].frames - before.received[i].frames,
+                     after.received[i].bytes - before.received[i].bytes};
+  }
+  return d;
 }
 
 LinkParams linkOf(const Hello& h) {
@@ -477,6 +481,7 @@ Result<RunReport> runDevice(Transport* t, SideResources& side, const Hello& sett
   }
   if (!t) return Status::invalidArgument(std::string(methodName(settings.method)) + " needs a link to the cloud");
   t->setLink(linkOf(settings));
+  const LinkStats before = t->stats();
   Hello h = settings;
   h.modelFingerprint = side.fingerprint;
   h.protocolVersion = kProtocolVersion;
@@ -504,10 +509,10 @@ Result<RunReport> runDevice(Transport* t, SideResources& side, const Hello& sett
       if (tl.done) break;
     }
     rep.totalMs = clock.elapsedMs();
-    const LinkStats after = t->stats();
-    rep.link = after;  // cloud-only: report the link totals (the device sent only the Hello)
     rep.rtt = t->rtt();
   }
+  // This run's frames, from the Hello to the last target token (not the end-of-run Byes).
+  rep.link = linkDelta(before, t->stats());
   if (!t->broken()) finishRun(*t, o);
   return rep;
 }
@@ -558,8 +563,10 @@ Status serveCloud(Transport& t, SideResources& side, const SessionOptions& o,
     t.setLink(linkOf(*h));
     RunReport rep;
     Stopwatch clock;
+    const LinkStats before = t.stats();
     Status s = runSide(&t, side, *h, rep, o, clock);
     rep.totalMs = clock.elapsedMs();
+    rep.link = linkDelta(before, t.stats());
     if (!s) {
       (void)sendError(t, s);
       return s;

@@ -403,7 +403,10 @@ Result<Listener> Listener::listen(const std::string& address) {
                   NI_NUMERICHOST | NI_NUMERICSERV);
     Listener l;
     l.m_fd = fd;
-    l.m_address = (ss.ss_family == AF_INET6 ? "[" + std::string(host) + "]" : std::string(host)) + ":" + serv;
+    std::string bound;
+    if (ss.ss_family == AF_INET6) bound.append("[").append(host).append("]");
+    else bound.append(host);
+    l.m_address = bound.append(":").append(serv);
     ::freeaddrinfo(res);
     return l;
   }

@@ -274,7 +274,7 @@ private Q_SLOTS:
     QVERIFY(client.isOk());
     auto server = l.accept(2000, {});
     QVERIFY(server.isOk());
-    const std::string junk = "GET / HTTP/1.1\r\nHost: x\r\n\r\n  ";
+    const std::string junk = "GET / HTTP/1.1\r\nHost: example.org\r\nAccept: */*\r\n\r\n";  // > one header
     QVERIFY((*client)->sendRawForTest({reinterpret_cast<const uint8_t*>(junk.data()), junk.size()}).isOk());
     auto f = (*server)->receive(2000);
     QVERIFY(!f.isOk());
@@ -321,7 +321,11 @@ private Q_SLOTS:
     QVERIFY(!r.accepted[0] && !r.accepted[1]);
     // Sampling mode draws from p: the frequencies follow the mixture.
     std::vector<int> counts(3, 0);
-    for (int i = 0; i < 20000; ++i) counts[aggregate(d, c, false, rng).token]++;
+    for (int i = 0; i < 20000; ++i) {
+      d.token = drawDraft(d.dist, false, rng);  // Algorithm 1's drafts are draws from p_s
+      c.token = drawDraft(c.dist, false, rng);
+      counts[aggregate(d, c, false, rng).token]++;
+    }
     QVERIFY(std::abs(counts[0] / 20000.0 - 0.25) < 0.02);
     QVERIFY(std::abs(counts[2] / 20000.0 - 0.425) < 0.02);
     // Eq. 8 is Eq. 7's difference.
