@@ -125,9 +125,22 @@ Result<std::unique_ptr<SideAssets>> loadSide(Side side, const SideOptions& o) {
     if (k == 0) return out;
     // One index over both sources: search deep enough that this side's own passages show up.
     RAG_ASSIGN_OR_RETURN(auto hits, raw->bm25->searchScored(question, 400));
-    for (const auto& hit : hits) {
+    if (hits.empty()) return out;
+    std::string ids;
+    for (const auto& hit : hits) ids += (ids.empty() ? "" : ",") + std::to_string(hit.id);
+    RAG_ASSIGN_OR_RETURN(sql::Stmt st, raw->corpus.prepare("SELECT id FROM passages WHERE source = ?1 AND id IN (" +
+                                                            ids + ")"));
+    st.bind(1, raw->source);
+    std::vector<int64_t> mine;
+    for (;;) {
+      RAG_ASSIGN_OR_RETURN(bool row, st.step());
+      if (!row) break;
+      mine.push_back(st.columnInt64(0));
+    }
+    std::sort(mine.begin(), mine.end());
+    for (const auto& hit : hits) {  // in rank order
+      if (!std::binary_search(mine.begin(), mine.end(), hit.id)) continue;
       RAG_ASSIGN_OR_RETURN(Passage p, corpus::readPassage(raw->corpus, hit.id));
-      if (p.source != raw->source) continue;
       out.push_back({model::passageText(p).text, hit.score});
       if (out.size() == k) break;
     }
@@ -167,6 +180,7 @@ Result<Hello> readRunSettings(Args& args) {
   RAG_ASSIGN_OR_RETURN(h.latencyMs, args.getDouble("latency", 0));
   RAG_ASSIGN_OR_RETURN(h.jitterMs, args.getDouble("jitter", -1));
   RAG_ASSIGN_OR_RETURN(h.bandwidthMbps, args.getDouble("bandwidth", 0));
+  h.ignoreEos = args.flag("ignore-eos");
   if (maxTokens < 1 || maxTokens > 1024) return Status::invalidArgument("--max-tokens must be in [1, 1024]");
   if (docs < 0 || docs > 16) return Status::invalidArgument("--docs must be in [0, 16]");
   if (ahead < 1 || ahead > 64) return Status::invalidArgument("--max-ahead must be in [1, 64]");
@@ -435,7 +449,13 @@ int cmdBenchDragon(Args& args) {
   for (std::string& s : cargv) cargs.push_back(s.data());
   cargs.push_back(nullptr);
   CloudChild child;
-  if (int rc = ::posix_spawn(&child.pid, "/proc/self/exe", nullptr, nullptr, cargs.data(), environ); rc != 0) {
+  // The child's stdout goes to our stderr: stdout carries only the benchmark's JSON.
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
+  const int rc = ::posix_spawn(&child.pid, "/proc/self/exe", &fa, nullptr, cargs.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
     child.pid = -1;
     return fail(Status::ioError(std::string("cannot start the cloud process: ") + std::strerror(rc)));
   }
@@ -476,11 +496,23 @@ int cmdBenchDragon(Args& args) {
   for (double lat : latencies) {
     for (const std::string& q : qs) {
       std::vector<uint32_t> dragonTokens, twTokens;
+      {
+        // Unmeasured warm-up: both sides retrieve for this question once (BM25 remembers each
+        // word's passage count), so the first method measured is not charged for it.
+        Hello h = *settings;
+        h.method = Method::DrcgText;
+        h.maxTokens = 1;
+        h.latencyMs = lat;
+        h.question = q;
+        auto warm = runDevice(link.get(), (*side)->res, h, so);
+        if (!warm) return fail(warm.status().withContext("warm-up run"));
+      }
       for (Method m : methods) {
         Hello h = *settings;
         h.method = m;
         h.latencyMs = lat;
         h.question = q;
+        h.ignoreEos = true;  // every method decodes exactly max-tokens: per-token figures compare
         auto rep = runDevice(link.get(), (*side)->res, h, so);
         if (!rep) return fail(rep.status().withContext(std::string(methodName(m)) + " at " + std::to_string(lat) + " ms"));
         if (!rep->note.empty()) return fail(Status::unavailable(rep->note));
@@ -552,6 +584,7 @@ int cmdBenchDragon(Args& args) {
           h.latencyMs = 0;
           h.docsPerSide = docs;
           h.question = item.question;
+          h.ignoreEos = false;
           auto rep = runDevice(link.get(), (*side)->res, h, so);
           if (!rep) return fail(rep.status().withContext("accuracy run"));
           correct += answerContainsGold(textOf(**side, rep->tokens), item.answers) ? 1 : 0;

@@ -244,6 +244,7 @@ void encode(const Hello& m, ByteWriter& w) {
   w.u32(m.maxTokens);
   w.u32(m.docsPerSide);
   w.u32(m.maxAhead);
+  w.u8(m.ignoreEos ? 1 : 0);
   w.f32(m.temperature);
   w.f32(m.topP);
   w.u64(m.seed);
@@ -261,6 +262,7 @@ Result<Hello> decodeHello(std::span<const uint8_t> p) {
   m.maxTokens = r.u32();
   m.docsPerSide = r.u32();
   m.maxAhead = r.u32();
+  m.ignoreEos = r.u8() != 0;
   m.temperature = r.f32();
   m.topP = r.f32();
   m.seed = r.u64();

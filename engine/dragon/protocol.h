@@ -130,6 +130,7 @@ struct Hello {
   uint32_t maxTokens = 20;
   uint32_t docsPerSide = 2;
   uint32_t maxAhead = 3;      // drafts a decoder may run ahead of the last target token
+  bool ignoreEos = false;     // decode exactly maxTokens (latency benchmarks; vLLM's ignore_eos)
   float temperature = 0;      // 0: greedy
   float topP = 0.8f;          // truncation of the transmitted distributions
   uint64_t seed = 1;

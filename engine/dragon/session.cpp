@@ -80,16 +80,19 @@ std::vector<DocInput> perDocumentInputs(SideResources& side, const std::vector<R
   return in;
 }
 
-bool isEnd(const SideResources& side, uint32_t token) { return side.eos && token == *side.eos; }
+bool isEnd(const SideResources& side, const Hello& h, uint32_t token) {
+  return !h.ignoreEos && side.eos && token == *side.eos;
+}
 
 // A side alone on one prompt: draft, accept, until EOS or the budget. `onToken` sees each.
-Status decodeAlone(DocDecoder& dec, const SideResources& side, uint32_t maxTokens, RunReport& rep, Stopwatch& clock,
+Status decodeAlone(DocDecoder& dec, const SideResources& side, const Hello& h, RunReport& rep, Stopwatch& clock,
                    const std::function<Status(uint32_t token, bool done)>& onToken) {
+  const uint32_t maxTokens = h.maxTokens;
   for (uint32_t i = 0; i < maxTokens; ++i) {
     RAG_ASSIGN_OR_RETURN(Drafted d, dec.draft());
     dec.accept();
     rep.decodeMs[static_cast<size_t>(side.side)].push_back(d.decodeMs);
-    const bool end = isEnd(side, d.token);
+    const bool end = isEnd(side, h, d.token);
     const bool done = end || i + 1 == maxTokens;
     if (!end) rep.tokens.push_back(d.token);
     if (rep.tokens.size() == 1 && !end) rep.ttftMs = clock.elapsedMs();
@@ -263,7 +266,7 @@ private:
     v.token = r.token;
     v.accepted[0] = r.accepted[0];
     v.accepted[1] = r.accepted[1];
-    v.done = isEnd(m_side, r.token) || m_s.pos + 1 >= m_h.maxTokens;
+    v.done = isEnd(m_side, m_h, r.token) || m_s.pos + 1 >= m_h.maxTokens;
     v.nextAggregator = m_sched.choose(m_me, m_prof, std::max(dd.contextLen, cd.contextLen));
     ++m_rep.aggregatedOn[static_cast<size_t>(m_me)];
     if (!m_s.peerLost) {
@@ -288,7 +291,7 @@ private:
     }
     if (v.accepted[static_cast<size_t>(m_me)]) m_dec.accept();
     else RAG_RETURN_IF_ERROR(m_dec.reject(v.token));
-    if (!isEnd(m_side, v.token)) m_rep.tokens.push_back(v.token);
+    if (!isEnd(m_side, m_h, v.token)) m_rep.tokens.push_back(v.token);
     if (m_s.pos == 0) m_rep.ttftMs = m_clock.elapsedMs();
     ++m_s.pos;
     if (v.nextAggregator != m_s.aggregator) ++m_rep.handovers;
@@ -311,7 +314,7 @@ private:
       m_dec.accept();
       if (m_s.pos == 0) m_rep.ttftMs = m_clock.elapsedMs();
       ++m_s.pos;
-      if (isEnd(m_side, token)) break;
+      if (isEnd(m_side, m_h, token)) break;
       m_rep.tokens.push_back(token);
     }
     m_s.done = true;
@@ -374,7 +377,7 @@ Status runSide(Transport* t, SideResources& side, const Hello& h, RunReport& rep
         rep.decodeMs[mi].push_back(d.decodeMs);
         mine.tokens.push_back(d.token);
         mine.logp.push_back(static_cast<float>(std::log(std::max(d.local.dist.prob(d.token), 1e-300))));
-        if (isEnd(side, d.token)) break;
+        if (isEnd(side, h, d.token)) break;
       }
       RAG_RETURN_IF_ERROR(sendMsg(*t, MsgType::SeqCandidate, mine));
       RAG_ASSIGN_OR_RETURN(Frame f, expect(*t, MsgType::SeqCandidate, o));
@@ -401,7 +404,7 @@ Status runSide(Transport* t, SideResources& side, const Hello& h, RunReport& rep
       const double pTheirs = seqLogp(mineOnTheirs, theirs.logp);
       const std::vector<uint32_t>& chosen = pTheirs > pMine ? theirs.tokens : mine.tokens;
       for (uint32_t tok : chosen)
-        if (!isEnd(side, tok)) rep.tokens.push_back(tok);
+        if (!isEnd(side, h, tok)) rep.tokens.push_back(tok);
       rep.ttftMs = clock.elapsedMs();  // every token arrives at once
       break;
     }
@@ -416,7 +419,7 @@ Status runSide(Transport* t, SideResources& side, const Hello& h, RunReport& rep
       RAG_RETURN_IF_ERROR(dec.start({{side.prompt(texts, h.question), 0.0}}));
       rep.prefillMs = dec.prefillMs();
       uint32_t pos = 0;
-      RAG_RETURN_IF_ERROR(decodeAlone(dec, side, h.maxTokens, rep, clock, [&](uint32_t tok, bool done) -> Status {
+      RAG_RETURN_IF_ERROR(decodeAlone(dec, side, h, rep, clock, [&](uint32_t tok, bool done) -> Status {
         if (me != Side::Cloud || !t) return Status::ok();
         return sendMsg(*t, MsgType::Tokens, TokenList{pos++, {tok}, done});
       }));
@@ -444,7 +447,7 @@ Status runSide(Transport* t, SideResources& side, const Hello& h, RunReport& rep
       DocDecoder dec(*side.runner, dp);
       RAG_RETURN_IF_ERROR(dec.start({{side.prompt(texts, h.question), 0.0}}));
       rep.prefillMs = dec.prefillMs();
-      RAG_RETURN_IF_ERROR(decodeAlone(dec, side, h.maxTokens, rep, clock, {}));
+      RAG_RETURN_IF_ERROR(decodeAlone(dec, side, h, rep, clock, {}));
       break;
     }
   }
@@ -502,7 +505,7 @@ Result<RunReport> runDevice(Transport* t, SideResources& side, const Hello& sett
       RAG_ASSIGN_OR_RETURN(Frame tf, expect(*t, MsgType::Tokens, o));
       RAG_ASSIGN_OR_RETURN(TokenList tl, decodeTokenList(tf.payload));
       for (uint32_t tok : tl.tokens) {
-        if (isEnd(side, tok)) continue;
+        if (isEnd(side, h, tok)) continue;
         rep.tokens.push_back(tok);
         if (rep.tokens.size() == 1) rep.ttftMs = clock.elapsedMs();
       }
