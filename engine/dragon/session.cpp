@@ -208,6 +208,7 @@ private:
         if (v.pos != m_s.pos)
           return Status::corrupt("malformed verdict: position " + std::to_string(v.pos) + ", expected " +
                                  std::to_string(m_s.pos));
+        ++m_rep.aggregatedOn[static_cast<size_t>(other(m_me))];
         return apply(v);
       }
       case MsgType::Ready: {
