@@ -153,6 +153,9 @@ Result<std::unique_ptr<SideAssets>> loadSide(Side side, const SideOptions& o) {
     pieces.push_back({"Question: " + question + "\nAnswer:", model::SegmentOrigin::Text, -1});
     return model::tokenizePieces(*tok, pieces).tokens;
   };
+  r.answerTokens = [tok](const std::string& answer) {
+    return tok->encode(" " + answer, {.parseSpecial = false});  // the completion of qa_prompt.h
+  };
   RAG_ASSIGN_OR_RETURN(r.offlineFit, profileDecodeTime(*a->runner, 2, static_cast<int32_t>(tok->vocabSize()), 7));
   return a;
 }
@@ -181,6 +184,12 @@ Result<Hello> readRunSettings(Args& args) {
   RAG_ASSIGN_OR_RETURN(h.jitterMs, args.getDouble("jitter", -1));
   RAG_ASSIGN_OR_RETURN(h.bandwidthMbps, args.getDouble("bandwidth", 0));
   h.ignoreEos = args.flag("ignore-eos");
+  h.answer = args.getOr("answer", "");
+  RAG_ASSIGN_OR_RETURN(h.scored, parseMethod(args.getOr("scored", "dragon")));
+  if (h.scored != Method::Dragon && h.scored != Method::DeviceOnly && h.scored != Method::CloudOnly)
+    return Status::invalidArgument("--scored takes dragon, device_only or cloud_only");
+  if (h.method == Method::Score && h.answer.empty())
+    return Status::invalidArgument("--method score needs --answer TEXT (the answer to score)");
   if (maxTokens < 1 || maxTokens > 1024) return Status::invalidArgument("--max-tokens must be in [1, 1024]");
   if (docs < 0 || docs > 16) return Status::invalidArgument("--docs must be in [0, 16]");
   if (ahead < 1 || ahead > 64) return Status::invalidArgument("--max-ahead must be in [1, 64]");
@@ -240,6 +249,12 @@ void writeReport(JsonWriter& w, const RunReport& r, const std::string& text) {
   for (int i = 1; i < kMsgTypeCount; ++i)
     if (r.link.received[i].frames > 0) w.key(msgTypeName(static_cast<MsgType>(i))).value(r.link.received[i].bytes);
   w.endObject();
+  if (!r.answerLogp.empty()) {
+    double sum = 0;
+    for (float v : r.answerLogp) sum += v;
+    w.key("answer_tokens").value(static_cast<int64_t>(r.answerLogp.size()));
+    w.key("answer_perplexity").value(std::exp(-sum / static_cast<double>(r.answerLogp.size())));
+  }
   if (!r.note.empty()) w.key("note").value(r.note);
   w.endObject();
 }
@@ -299,7 +314,8 @@ int cmdDragonDevice(Args& args) {
   settings->question = args.positionals()[0];
   restartWithPassiveOpenMp();
   std::unique_ptr<Transport> link;
-  if (settings->method != Method::DeviceOnly) {
+  if (settings->method != Method::DeviceOnly &&
+      !(settings->method == Method::Score && settings->scored == Method::DeviceOnly)) {
     auto t = Transport::connect(connectTo, {}, static_cast<int>(std::min<int64_t>(*timeout, 10000)));
     if (!t) return fail(t.status());
     link = std::move(*t);
@@ -321,6 +337,13 @@ int cmdDragonDevice(Args& args) {
     writeReport(w, *rep, text);
     os << "\n";
     std::cout << os.str();
+  } else if (rep->method == Method::Score) {
+    double sum = 0;
+    for (float v : rep->answerLogp) sum += v;
+    std::printf("perplexity of \"%s\" under %s: %.3f (%zu tokens)\n", settings->answer.c_str(),
+                std::string(methodName(settings->scored)).c_str(),
+                rep->answerLogp.empty() ? 0.0 : std::exp(-sum / static_cast<double>(rep->answerLogp.size())),
+                rep->answerLogp.size());
   } else {
     std::printf("%s\n", text.c_str());
     std::fprintf(stderr,
@@ -559,7 +582,7 @@ int cmdBenchDragon(Args& args) {
     while (std::getline(ss, item, ','))
       if (!item.empty()) docsList.push_back(static_cast<uint32_t>(std::stoul(item)));
   }
-  std::map<std::string, std::map<uint32_t, double>> accuracy;
+  std::map<std::string, std::map<uint32_t, double>> accuracy, perplexity;
   int64_t accItems = 0;
   if (*accQuestions > 0) {
     auto db = corpus::openCorpus(opts->corpusPath);
@@ -578,7 +601,21 @@ int cmdBenchDragon(Args& args) {
     for (uint32_t docs : docsList)
       for (Method m : {Method::DeviceOnly, Method::CloudOnly, Method::Dragon}) {
         int correct = 0;
+        double logpSum = 0, logpCount = 0;
         for (const QaItem& item : items) {
+          {
+            Hello sh = *settings;
+            sh.method = Method::Score;
+            sh.scored = m;
+            sh.latencyMs = 0;
+            sh.docsPerSide = docs;
+            sh.question = item.question;
+            sh.answer = item.answers.empty() ? std::string() : item.answers[0];
+            auto sc = runDevice(link.get(), (*side)->res, sh, so);
+            if (!sc) return fail(sc.status().withContext("perplexity run"));
+            for (float v : sc->answerLogp) logpSum += v;
+            logpCount += static_cast<double>(sc->answerLogp.size());
+          }
           Hello h = *settings;
           h.method = m;
           h.latencyMs = 0;
@@ -590,6 +627,7 @@ int cmdBenchDragon(Args& args) {
           correct += answerContainsGold(textOf(**side, rep->tokens), item.answers) ? 1 : 0;
         }
         accuracy[std::string(methodName(m))][docs] = items.empty() ? 0 : static_cast<double>(correct) / static_cast<double>(items.size());
+        perplexity[std::string(methodName(m))][docs] = logpCount > 0 ? std::exp(-logpSum / logpCount) : 0.0;
       }
     std::fprintf(stderr, "bench dragon: accuracy done (%.0f s so far)\n", total.elapsedSeconds());
   }
@@ -723,6 +761,13 @@ int cmdBenchDragon(Args& args) {
     for (auto& [method, byDocs] : accuracy) {
       w.key(method).beginObject();
       for (auto& [docs, a] : byDocs) w.key(std::to_string(docs)).value(a);
+      w.endObject();
+    }
+    w.endObject();
+    w.key("answer_perplexity").beginObject();  // gold answer (+ EOS), tokens pooled
+    for (auto& [method, byDocs] : perplexity) {
+      w.key(method).beginObject();
+      for (auto& [docs, v] : byDocs) w.key(std::to_string(docs)).value(v);
       w.endObject();
     }
     w.endObject();

@@ -122,6 +122,15 @@ Status DocDecoder::commit(uint32_t y) {
   return Status::ok();
 }
 
+double DocDecoder::weight() const {
+  double m = -std::numeric_limits<double>::infinity();
+  for (double r : m_scores) m = std::max(m, r);
+  if (!std::isfinite(m)) return m;
+  double z = 0;
+  for (double r : m_scores) z += std::exp(r - m);
+  return m + std::log(z);
+}
+
 int64_t DocDecoder::kvTokens() const {
   int64_t n = 0;
   for (const Seq& s : m_seqs)

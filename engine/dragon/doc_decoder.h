@@ -81,6 +81,7 @@ public:
   // Tokens whose KV is held across the document sequences (runner info().computed summed).
   int64_t kvTokens() const;
   size_t documents() const { return m_seqs.size(); }
+  double weight() const;  // W_s = logsumexp of the sequences' scores
 
   // Scores a token sequence teacher-forced after the current committed prefix (DRDG/SW): the
   // local log-probability of each token (untruncated), then rolls back to the committed prefix.

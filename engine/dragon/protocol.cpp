@@ -75,16 +75,17 @@ std::string_view methodName(Method m) {
     case Method::DeviceOnly: return "device_only";
     case Method::CloudOnly: return "cloud_only";
     case Method::DrcgText: return "drcg_text";
+    case Method::Score: return "score";
   }
   return "unknown";
 }
 
 Result<Method> parseMethod(std::string_view name) {
   for (Method m : {Method::Dragon, Method::DrdgTw, Method::DrdgSw, Method::DeviceOnly, Method::CloudOnly,
-                   Method::DrcgText})
+                   Method::DrcgText, Method::Score})
     if (methodName(m) == name) return m;
   return Status::invalidArgument("unknown method '" + std::string(name) +
-                                 "'; use dragon, drdg_tw, drdg_sw, device_only, cloud_only or drcg_text");
+                                 "'; use dragon, drdg_tw, drdg_sw, device_only, cloud_only, drcg_text or score");
 }
 
 std::string_view policyName(AggregatorPolicy p) {
@@ -252,6 +253,8 @@ void encode(const Hello& m, ByteWriter& w) {
   w.f64(m.jitterMs);
   w.f64(m.bandwidthMbps);
   w.str(m.question);
+  w.u8(static_cast<uint8_t>(m.scored));
+  w.str(m.answer);
 }
 Result<Hello> decodeHello(std::span<const uint8_t> p) {
   ByteReader r(p, "hello");
@@ -270,8 +273,14 @@ Result<Hello> decodeHello(std::span<const uint8_t> p) {
   m.jitterMs = r.f64();
   m.bandwidthMbps = r.f64();
   m.question = r.str();
+  const uint8_t scored = r.u8();
+  m.answer = r.str();
   RAG_RETURN_IF_ERROR(r.finish());
-  if (method > static_cast<uint8_t>(Method::DrcgText)) return corrupt("hello", "unknown method " + std::to_string(method));
+  if (method > static_cast<uint8_t>(Method::Score)) return corrupt("hello", "unknown method " + std::to_string(method));
+  if (scored != static_cast<uint8_t>(Method::Dragon) && scored != static_cast<uint8_t>(Method::DeviceOnly) &&
+      scored != static_cast<uint8_t>(Method::CloudOnly))
+    return corrupt("hello", "a score run scores dragon, device_only or cloud_only, not method " + std::to_string(scored));
+  m.scored = static_cast<Method>(scored);
   if (policy > static_cast<uint8_t>(AggregatorPolicy::Random))
     return corrupt("hello", "unknown aggregator policy " + std::to_string(policy));
   if (!(m.topP > 0 && m.topP <= 1)) return corrupt("hello", "top-p outside (0, 1]");

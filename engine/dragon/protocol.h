@@ -114,7 +114,9 @@ std::string_view sideName(Side s);
 inline Side other(Side s) { return s == Side::Device ? Side::Cloud : Side::Device; }
 
 // Methods of one run (the paper's baselines and DRAGON), chosen by the device.
-enum class Method : uint8_t { Dragon = 0, DrdgTw, DrdgSw, DeviceOnly, CloudOnly, DrcgText };
+// Score is no generation: the answer in Hello::answer is teacher-forced and its per-token
+// log-probabilities under Hello::scored (dragon, device_only or cloud_only) give a perplexity.
+enum class Method : uint8_t { Dragon = 0, DrdgTw, DrdgSw, DeviceOnly, CloudOnly, DrcgText, Score };
 std::string_view methodName(Method m);
 Result<Method> parseMethod(std::string_view name);  // InvalidArgument listing the names
 
@@ -138,6 +140,8 @@ struct Hello {
   double jitterMs = -1;
   double bandwidthMbps = 0;
   std::string question = {};
+  Method scored = Method::Dragon;  // Score runs: whose distribution scores the answer
+  std::string answer = {};         // Score runs: the answer text to teacher-force
 };
 struct HelloAck {
   bool accepted = false;

@@ -286,6 +286,7 @@ private:
         if (!q.empty() && q.front().pos == v.pos) q.pop_front();
       } else {
         ++m_rep.rejected[s];
+        for (const Draft& d : q) m_rep.staleDrafts += d.pos > v.pos ? 1 : 0;  // decoded past the rejection
         q.clear();
         ++m_s.version[s];
       }
@@ -426,6 +427,57 @@ Status runSide(Transport* t, SideResources& side, const Hello& h, RunReport& rep
       }));
       break;
     }
+    case Method::Score: {
+      const bool both = h.scored == Method::Dragon;
+      const Side owner = h.scored == Method::CloudOnly ? Side::Cloud : Side::Device;
+      if (!both && me != owner) {
+        if (me == Side::Cloud) break;  // device_only: the cloud idles
+      } else {
+        if (!side.answerTokens) return Status::invalidArgument("this side cannot tokenize answers");
+        RAG_ASSIGN_OR_RETURN(std::vector<RetrievedPassage> ps, side.retrieve(h.question, h.docsPerSide));
+        rep.documents[mi] = static_cast<uint32_t>(ps.size());
+        std::vector<int32_t> answer = side.answerTokens(h.answer);
+        if (side.eos) answer.push_back(static_cast<int32_t>(*side.eos));
+        if (answer.empty()) return Status::invalidArgument("a score run needs a non-empty answer");
+        std::vector<DocInput> in;
+        if (both) {
+          in = perDocumentInputs(side, ps, h.question);
+        } else {
+          std::vector<std::string> texts;
+          for (const RetrievedPassage& p : ps) texts.push_back(p.text);
+          in.push_back({side.prompt(texts, h.question), 0.0});
+        }
+        DocDecoder dec(*side.runner, {.topP = 1.0, .greedy = true, .seed = h.seed});
+        RAG_RETURN_IF_ERROR(dec.start(std::move(in)));
+        rep.prefillMs = dec.prefillMs();
+        SeqCandidate mine;
+        mine.tokens.assign(answer.begin(), answer.end());
+        mine.weight = dec.weight();
+        RAG_ASSIGN_OR_RETURN(mine.logp, dec.score(mine.tokens));
+        if (me == Side::Cloud) {
+          RAG_RETURN_IF_ERROR(sendMsg(*t, MsgType::SeqCandidate, mine));
+          break;
+        }
+        if (!both) {
+          rep.answerLogp = mine.logp;
+          break;
+        }
+        RAG_ASSIGN_OR_RETURN(Frame f, expect(*t, MsgType::SeqCandidate, o));
+        RAG_ASSIGN_OR_RETURN(SeqCandidate theirs, decodeSeqCandidate(f.payload));
+        if (theirs.tokens != mine.tokens)
+          return Status::corrupt("the cloud scored other answer tokens than the device (a tokenizer mismatch)");
+        const auto [od, oc] = sideWeights(mine.weight, theirs.weight);
+        for (size_t j = 0; j < mine.logp.size(); ++j)
+          rep.answerLogp.push_back(static_cast<float>(
+              std::log(od * std::exp(static_cast<double>(mine.logp[j])) + oc * std::exp(static_cast<double>(theirs.logp[j])))));
+        break;
+      }
+      // device side of cloud_only: the cloud's scores
+      RAG_ASSIGN_OR_RETURN(Frame f, expect(*t, MsgType::SeqCandidate, o));
+      RAG_ASSIGN_OR_RETURN(SeqCandidate theirs, decodeSeqCandidate(f.payload));
+      rep.answerLogp = theirs.logp;
+      break;
+    }
     case Method::DrcgText: {
       RAG_ASSIGN_OR_RETURN(std::vector<RetrievedPassage> ps, side.retrieve(h.question, h.docsPerSide));
       rep.documents[mi] = static_cast<uint32_t>(ps.size());
@@ -478,7 +530,8 @@ Result<RunReport> runDevice(Transport* t, SideResources& side, const Hello& sett
   RunReport rep;
   rep.method = settings.method;
   Stopwatch clock;
-  if (settings.method == Method::DeviceOnly) {
+  if (settings.method == Method::DeviceOnly ||
+      (settings.method == Method::Score && settings.scored == Method::DeviceOnly)) {
     RAG_RETURN_IF_ERROR(runSide(nullptr, side, settings, rep, o, clock));
     rep.totalMs = clock.elapsedMs();
     return rep;

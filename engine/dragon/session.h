@@ -22,6 +22,10 @@
 //   cloud_only  CRCG in the cloud; the tokens are streamed to the device.
 //   drcg_text   the cloud sends its passages' text (DocText), the device prefills every passage
 //               in one prompt and decodes alone. The only method that ships documents.
+//   score       no generation: Hello::answer is teacher-forced under Hello::scored's distribution
+//               (dragon: p = ω_D·p_D + ω_C·p_C per token, the cloud sending its per-token
+//               log-probabilities and W_C; device_only / cloud_only: one concatenated prompt),
+//               for answer perplexity.
 //
 // Timing (measured on the device): totalMs from the Hello (or, device_only, the start) to the
 // last target token; latency per token = totalMs / tokens; ttftMs to the first target token.
@@ -59,6 +63,8 @@ struct SideResources {
   std::function<Result<std::vector<RetrievedPassage>>(const std::string& question, uint32_t k)> retrieve;
   // Prompt tokens for passages (in order) followed by the question.
   std::function<std::vector<int32_t>(const std::vector<std::string>& passages, const std::string& question)> prompt;
+  // Tokens of an answer as the model continues a prompt with it (Score runs).
+  std::function<std::vector<int32_t>(const std::string& answer)> answerTokens;
   std::optional<uint32_t> eos;   // the model's end-of-sequence token
   uint64_t fingerprint = 0;      // the model's identity; both sides must agree
   DecodeFit offlineFit;          // profileDecodeTime() at start-up
@@ -78,13 +84,16 @@ struct RunReport {
   int64_t accepted[2] = {0, 0}, rejected[2] = {0, 0};
   int64_t aggregatedOn[2] = {0, 0};    // aggregations performed on each side
   int64_t handovers = 0;
-  int64_t staleDrafts = 0;             // drafts dropped because their side had rolled back
+  int64_t staleDrafts = 0;             // drafts discarded because their side rolled back (queued
+                                       // past the rejected one, or arriving with an old version)
   int64_t rollbacks = 0;               // this side's decoder rollbacks
   std::vector<uint8_t> acceptTrace[2]; // 1/0 per aggregated position, by side (Fig. 8's input)
   std::vector<double> decodeMs[2];     // measured decode time per draft, by side
   LinkStats link;                      // this run's frames (sent/received by this side)
   RttEstimate rtt;
   std::string note;                    // e.g. the peer was lost and the device finished alone
+  // Score runs: log p(answer token | question, passages, previous answer tokens) per token.
+  std::vector<float> answerLogp;
 };
 
 // Device: runs one question with settings.method (the question is settings.question). `link`
