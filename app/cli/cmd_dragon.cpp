@@ -16,7 +16,7 @@ namespace {
 
 using namespace rag::dragon;
 
-void writeReport(JsonWriter& w, const RunReport& r, const std::string& text) {
+void writeReport(JsonWriter& w, const RunReport& r, const std::string& text, bool withEvents) {
   w.beginObject();
   w.key("method").value(methodName(r.method));
   w.key("answer").value(text);
@@ -49,6 +49,25 @@ void writeReport(JsonWriter& w, const RunReport& r, const std::string& text) {
     w.key("answer_perplexity").value(std::exp(-sum / static_cast<double>(r.answerLogp.size())));
   }
   if (!r.note.empty()) w.key("note").value(r.note);
+  if (withEvents) {
+    w.key("events").beginArray();
+    for (const RunEvent& e : r.events) {
+      w.beginObject();
+      w.key("kind").value(runEventName(e.kind));
+      w.key("side").value(sideName(e.side));
+      w.key("pos").value(static_cast<int64_t>(e.pos));
+      w.key("token").value(static_cast<int64_t>(e.token));
+      w.key("start_ms").value(e.startMs);
+      w.key("end_ms").value(e.endMs);
+      if (e.kind == RunEvent::Kind::Arrived || e.kind == RunEvent::Kind::Stale) w.key("decode_ms").value(e.decodeMs);
+      if (e.kind == RunEvent::Kind::Verdict) {
+        w.key("accepted").beginObject().key("device").value(e.accepted[0]).key("cloud").value(e.accepted[1]).endObject();
+        w.key("next_aggregator").value(sideName(e.next));
+      }
+      w.endObject();
+    }
+    w.endArray();
+  }
   w.endObject();
 }
 
@@ -95,6 +114,7 @@ int cmdDragonCloud(Args& args) {
 int cmdDragonDevice(Args& args) {
   const std::string connectTo = args.getOr("connect", "127.0.0.1:7410");
   const bool json = args.flag("json");
+  const bool events = args.flag("events");
   auto timeout = args.getInt("timeout-ms", 30000);
   auto settings = readRunSettings(args);
   auto opts = readSideOptions(args);
@@ -128,7 +148,7 @@ int cmdDragonDevice(Args& args) {
   if (json) {
     std::ostringstream os;
     JsonWriter w(os, true);
-    writeReport(w, *rep, text);
+    writeReport(w, *rep, text, events);
     os << "\n";
     std::cout << os.str();
   } else if (rep->method == Method::Score) {

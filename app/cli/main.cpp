@@ -125,8 +125,8 @@ const std::vector<Command>& commands() {
        "[--latency MS] [--jitter MS] [--bandwidth MBIT] [--max-tokens 20] [--docs 2] [--max-ahead 3] "
        "[--policy greedy|device|cloud|random] [--temperature 0] [--top-p 0.8] [--seed 1] [--timeout-ms 30000] "
        "[--model DIR] [--dtype f32|bf16] [--corpus PATH] [--deterministic] [--kernels on|off] "
-       "[--score-temperature 1] [--core N] [--ignore-eos] [--method score --answer TEXT [--scored dragon|device_only|cloud_only]] [--json]",
-       {"json", "deterministic", "ignore-eos"}, cmdDragonDevice},
+       "[--score-temperature 1] [--core N] [--ignore-eos] [--method score --answer TEXT [--scored dragon|device_only|cloud_only]] [--json [--events]]",
+       {"json", "events", "deterministic", "ignore-eos"}, cmdDragonDevice},
       {"bench", "dragon",
        "[--quick] [--json] [--out FILE] [--latencies 0,25,50,100,200,300] [--questions 8] "
        "[--methods dragon,drdg_tw,drdg_sw,device_only,cloud_only,drcg_text] [--max-tokens 20] [--docs 2] "

@@ -272,6 +272,17 @@ LinkParams linkOf(const Hello& h) {
 
 }  // namespace
 
+std::string_view runEventName(RunEvent::Kind k) {
+  switch (k) {
+    case RunEvent::Kind::Decoded: return "decoded";
+    case RunEvent::Kind::Arrived: return "arrived";
+    case RunEvent::Kind::Stale: return "stale";
+    case RunEvent::Kind::Verdict: return "verdict";
+    case RunEvent::Kind::Rollback: return "rollback";
+  }
+  return "unknown";
+}
+
 Result<RunReport> runDevice(Transport* t, SideResources& side, const Hello& settings, const SessionOptions& o) {
   if (side.side != Side::Device) return Status::invalidArgument("runDevice needs the device's resources");
   RunReport rep;

@@ -75,6 +75,28 @@ struct SessionOptions {
   int peerTimeoutMs = 30000;  // longest wait for the peer (plus the link's latency)
 };
 
+// One event of a dragon / drdg_tw run as this side saw it, on the run's clock (ms since the
+// run began): what a timeline of the run draws (decode lanes, transfers, accept/reject marks,
+// rollbacks, who holds the aggregator).
+struct RunEvent {
+  enum class Kind : uint8_t {
+    Decoded,    // this side computed a draft: [startMs, endMs)
+    Arrived,    // the other side's draft arrived at endMs (decoded there in `decodeMs`)
+    Stale,      // ... and was dropped: drafted before its side learnt of a rollback
+    Verdict,    // a target token was fixed at endMs by `side`; accepted[], next aggregator
+    Rollback,   // this side dropped its drafts past `pos` and continued from the target
+  };
+  Kind kind = Kind::Decoded;
+  Side side = Side::Device;
+  uint32_t pos = 0;
+  uint32_t token = 0;
+  double startMs = 0, endMs = 0;
+  double decodeMs = 0;
+  bool accepted[2] = {false, false};
+  Side next = Side::Device;  // Verdict: who aggregates next
+};
+std::string_view runEventName(RunEvent::Kind k);
+
 struct RunReport {
   Method method = Method::Dragon;
   std::vector<uint32_t> tokens;  // the answer's tokens (EOS excluded)
@@ -94,6 +116,7 @@ struct RunReport {
   std::string note;                    // e.g. the peer was lost and the device finished alone
   // Score runs: log p(answer token | question, passages, previous answer tokens) per token.
   std::vector<float> answerLogp;
+  std::vector<RunEvent> events;  // dragon / drdg_tw runs, in order
 };
 
 // Device: runs one question with settings.method (the question is settings.question). `link`

@@ -102,7 +102,13 @@ private:
         const auto s = static_cast<size_t>(d.side);
         m_prof.observeDecode(d.side, d.decodeMs, d.contextLen);
         m_rep.decodeMs[s].push_back(d.decodeMs);
-        if (d.version != m_s.version[s] || d.pos != m_s.pos + m_s.queue[s].size()) {
+        const bool stale = d.version != m_s.version[s] || d.pos != m_s.pos + m_s.queue[s].size();
+        RunEvent e{.kind = stale ? RunEvent::Kind::Stale : RunEvent::Kind::Arrived, .side = d.side, .pos = d.pos,
+                   .token = d.token};
+        e.startMs = e.endMs = m_clock.elapsedMs();
+        e.decodeMs = d.decodeMs;
+        m_rep.events.push_back(e);
+        if (stale) {
           ++m_rep.staleDrafts;  // drafted before its side learnt of a rollback
           return Status::ok();
         }
@@ -141,7 +147,13 @@ private:
   }
 
   Status draftOne() {
+    const double startMs = m_clock.elapsedMs();
     RAG_ASSIGN_OR_RETURN(Drafted d, m_dec.draft());
+    RunEvent e{.kind = RunEvent::Kind::Decoded, .side = m_me, .pos = d.pos, .token = d.token};
+    e.startMs = startMs;
+    e.endMs = m_clock.elapsedMs();
+    e.decodeMs = d.decodeMs;
+    m_rep.events.push_back(e);
     Draft msg;
     msg.side = m_me;
     msg.pos = d.pos;
@@ -185,6 +197,15 @@ private:
   }
 
   Status apply(const Verdict& v) {
+    RunEvent e{.kind = RunEvent::Kind::Verdict, .side = m_s.aggregator, .pos = v.pos, .token = v.token};
+    e.startMs = e.endMs = m_clock.elapsedMs();
+    e.accepted[0] = v.accepted[0];
+    e.accepted[1] = v.accepted[1];
+    e.next = v.nextAggregator;
+    m_rep.events.push_back(e);
+    if (!v.accepted[static_cast<size_t>(m_me)])
+      m_rep.events.push_back({.kind = RunEvent::Kind::Rollback, .side = m_me, .pos = v.pos, .token = v.token,
+                              .startMs = e.endMs, .endMs = e.endMs});
     // Greedy: acceptance is the observed outcome, known to both sides, so a side that receives
     // the aggregator has current estimates.
     if (m_h.temperature <= 0)

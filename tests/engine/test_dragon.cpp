@@ -410,6 +410,25 @@ private Q_SLOTS:
     QVERIFY(spec->note.empty());
     // The random model disagrees often: the run exercised rejections and rollbacks.
     QVERIFY(spec->rejected[0] + spec->rejected[1] > 0);
+    // The run's timeline: one verdict per position in order, a rollback exactly where the
+    // device's draft was rejected, and a device decode for every draft it sent.
+    uint32_t nextPos = 0;
+    int64_t rollbacks = 0, decoded = 0;
+    for (size_t i = 0; i < spec->events.size(); ++i) {
+      const RunEvent& e = spec->events[i];
+      if (e.kind == RunEvent::Kind::Verdict) {
+        QCOMPARE(e.pos, nextPos++);
+        QCOMPARE(e.token, ref[e.pos]);
+        const bool rolled = i + 1 < spec->events.size() && spec->events[i + 1].kind == RunEvent::Kind::Rollback;
+        QCOMPARE(rolled, !e.accepted[0]);
+      }
+      rollbacks += e.kind == RunEvent::Kind::Rollback;
+      decoded += e.kind == RunEvent::Kind::Decoded;
+      QVERIFY(e.endMs >= e.startMs);
+    }
+    QCOMPARE(nextPos, static_cast<uint32_t>(ref.size()));
+    QCOMPARE(rollbacks, spec->rejected[0]);
+    QVERIFY(decoded >= static_cast<int64_t>(ref.size()));
     // Another aggregator policy changes the schedule, never the tokens.
     Hello hc = h;
     hc.policy = AggregatorPolicy::Cloud;
