@@ -5,7 +5,7 @@
 //   SimParams p{.decodeMs = {dDevice, dCloud}, .rttMs = 200, .maxAhead = 3};
 //   double ms = simulateSchedule(p, acceptDevice, acceptCloud, AggregatorPolicy::Greedy, seed);
 //
-// The model follows SpeculativeRun's rules (session.cpp): each side decodes its drafts one
+// The model follows the speculative loop (speculative_run.cpp): each side decodes its drafts one
 // after another, at most maxAhead past the last target token it knows of; a draft reaches the
 // other side half a round trip later; the aggregator aggregates position t once it holds both
 // drafts of t; a verdict reaches the other side half a round trip later; a rejected side starts

@@ -10,6 +10,11 @@ namespace rag::dragon {
 
 namespace {
 
+// Each side keeps both draft queues (its own drafts and copies of the peer's) for positions from
+// `pos` on, and each side's version (its rollback count). Verdicts arrive in order and after the
+// drafts they judge: TCP and the delay line keep order, and a side sends each draft before any
+// verdict that uses it. So both sides apply the same verdicts to the same queues, a draft whose
+// version is behind its side's is stale, and only the side holding the aggregator decides.
 struct SpecState {
   std::deque<Draft> queue[2];
   uint32_t version[2] = {0, 0};
