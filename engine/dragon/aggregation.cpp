@@ -40,15 +40,16 @@ LocalDist localAggregate(std::span<const std::span<const float>> rows, std::span
   const size_t vocab = rows[0].size();
   out.weight = logSumExp(scores);
   std::vector<double> p(vocab, 0.0);
+  const double invT = params.temperature > 0 ? 1.0 / params.temperature : 1.0;
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::span<const float> row = rows[i];
     double m = -std::numeric_limits<double>::infinity();
-    for (float x : row) m = std::max(m, static_cast<double>(x));
+    for (float x : row) m = std::max(m, static_cast<double>(x) * invT);
     double z = 0;
-    for (float x : row) z += std::exp(static_cast<double>(x) - m);
-    // log w_i + log softmax(row) = r_i − W + x − m − log z
+    for (float x : row) z += std::exp(static_cast<double>(x) * invT - m);
+    // log w_i + log softmax(row / T) = r_i − W + x/T − m − log z
     const double shift = scores[i] - out.weight - m - std::log(z);
-    for (size_t v = 0; v < vocab; ++v) p[v] += std::exp(static_cast<double>(row[v]) + shift);
+    for (size_t v = 0; v < vocab; ++v) p[v] += std::exp(static_cast<double>(row[v]) * invT + shift);
   }
   // Top-p: the smallest set of most likely tokens whose mass reaches topP (at least one), the
   // lower id first on ties.

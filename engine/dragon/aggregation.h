@@ -32,7 +32,8 @@
 namespace rag::dragon {
 
 struct TruncateParams {
-  double topP = 0.8;  // in (0, 1]; 1 keeps every token with non-zero probability
+  double topP = 0.8;         // in (0, 1]; 1 keeps every token with non-zero probability
+  double temperature = 1.0;  // each document's softmax(logits / temperature); > 0
 };
 
 struct LocalDist {

@@ -86,7 +86,8 @@ Result<Drafted> DocDecoder::draft() {
   if (m_needStep) RAG_RETURN_IF_ERROR(stepUntilLogits());
   std::vector<std::span<const float>> rows;
   for (const Seq& s : m_seqs) rows.emplace_back(s.lastRow);
-  d.local = localAggregate(rows, m_scores, {.topP = m_params.topP});
+  d.local = localAggregate(rows, m_scores,
+                           {.topP = m_params.topP, .temperature = m_params.greedy ? 1.0 : m_params.temperature});
   d.decodeMs = sw.elapsedMs();
   d.pos = m_committed + pending();
   d.token = drawDraft(d.local.dist, m_params.greedy, m_rng);

@@ -42,6 +42,7 @@ struct DocInput {
 struct DecoderParams {
   double topP = 0.8;      // truncation of the local distribution (what is sent and drawn from)
   bool greedy = true;     // drafts are the argmax; else drawn with `seed`
+  double temperature = 1; // sampling: each document's softmax(logits / temperature)
   uint64_t seed = 1;
 };
 

@@ -92,7 +92,10 @@ Status runSide(Transport* t, SideResources& side, const Hello& h, RunReport& rep
   const Side me = side.side;
   const auto mi = static_cast<size_t>(me);
   rep.method = h.method;
-  DecoderParams dp{.topP = h.topP, .greedy = h.temperature <= 0, .seed = h.seed + static_cast<uint64_t>(me) * 7919};
+  DecoderParams dp{.topP = h.topP,
+                   .greedy = h.temperature <= 0,
+                   .temperature = h.temperature > 0 ? h.temperature : 1.0,
+                   .seed = h.seed + static_cast<uint64_t>(me) * 7919};
   switch (h.method) {
     case Method::Dragon:
     case Method::DrdgTw: {

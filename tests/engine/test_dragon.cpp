@@ -315,6 +315,12 @@ private Q_SLOTS:
     LocalDist t = localAggregate(rows, scores, {.topP = 0.5});
     QCOMPARE(t.dist.ids, std::vector<uint32_t>{0});
     QCOMPARE(t.dist.logp[0], 0.0f);
+    // A temperature below 1 sharpens each document's distribution.
+    std::vector<float> c3 = {1, 0, 0, 0};
+    std::vector<std::span<const float>> one = {c3};
+    const double single[] = {0};
+    QVERIFY(localAggregate(one, single, {.topP = 1.0, .temperature = 0.5}).dist.prob(0) >
+            localAggregate(one, single, {.topP = 1.0}).dist.prob(0) + 0.1);
     // Greedy aggregation picks argmax of ω_D p_D + ω_C p_C, not either side's argmax.
     Draft d{.side = Side::Device, .token = 0, .weight = 0};
     d.dist = {{0, 1, 2}, {std::log(0.5f), std::log(0.1f), std::log(0.4f)}};
