@@ -76,8 +76,9 @@ LocalDist localAggregate(std::span<const std::span<const float>> rows, std::span
   for (uint32_t id : ids) kept += p[id];
   out.dist.ids = ids;
   out.dist.logp.reserve(ids.size());
-  for (uint32_t id : ids)
-    out.dist.logp.push_back(kept > 0 ? static_cast<float>(std::log(p[id] / kept)) : -std::log(static_cast<float>(keep)));
+  for (uint32_t id : ids)  // rounded as the wire carries them (protocol.h), so both sides agree
+    out.dist.logp.push_back(
+        roundToHalf(kept > 0 ? static_cast<float>(std::log(p[id] / kept)) : -std::log(static_cast<float>(keep))));
   return out;
 }
 

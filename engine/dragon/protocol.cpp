@@ -25,7 +25,7 @@ void encodeDist(const SparseDist& d, ByteWriter& w) {
   w.u32(static_cast<uint32_t>(d.ids.size()));
   for (size_t i = 0; i < d.ids.size(); ++i) {
     w.u32(d.ids[i]);
-    w.f32(d.logp[i]);
+    w.u16(floatToHalf(d.logp[i]));
   }
 }
 
@@ -37,7 +37,8 @@ Status decodeDist(ByteReader& r, SparseDist& d, std::string_view what) {
   d.logp.resize(n);
   for (uint32_t i = 0; i < n && r.ok(); ++i) {
     d.ids[i] = r.u32();
-    d.logp[i] = r.f32();
+    d.logp[i] = halfToFloat(r.u16());
+    if (!r.ok()) break;  // reported as truncated by finish()
     if (i > 0 && d.ids[i] <= d.ids[i - 1]) return corrupt(what, "distribution ids are not ascending");
     if (!(d.logp[i] <= 0.0f)) return corrupt(what, "log-probability above 0 or NaN");
   }
@@ -45,6 +46,51 @@ Status decodeDist(ByteReader& r, SparseDist& d, std::string_view what) {
 }
 
 }  // namespace
+
+uint16_t floatToHalf(float x) {
+  uint32_t f;
+  std::memcpy(&f, &x, 4);
+  const uint32_t sign = (f >> 16) & 0x8000u;
+  const uint32_t absf = f & 0x7FFFFFFFu;
+  if (absf >= 0x7F800000u) return static_cast<uint16_t>(sign | 0x7C00u | (absf > 0x7F800000u ? 0x200u : 0u));
+  if (absf >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds past 65504: inf
+  if (absf < 0x38800000u) {  // below the smallest normal half: a multiple of 2^-24 (or 0)
+    float a;
+    std::memcpy(&a, &absf, 4);
+    const auto h = static_cast<uint32_t>(std::nearbyint(a * 16777216.0f));  // exact scaling, ties to even
+    return static_cast<uint16_t>(sign | h);  // 0x400 is the smallest normal: still right
+  }
+  uint32_t h = ((absf - 0x38000000u) >> 13);  // rebias the exponent 127 -> 15
+  const uint32_t rem = absf & 0x1FFFu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // nearest, ties to even
+  return static_cast<uint16_t>(sign | h);
+}
+
+float halfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu;
+  uint32_t f;
+  if (exp == 0) {
+    if (mant == 0) {
+      f = sign;
+    } else {  // subnormal: normalise
+      int e = -1;
+      uint32_t m = mant;
+      do {
+        ++e;
+        m <<= 1;
+      } while ((m & 0x400u) == 0);
+      f = sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | ((m & 0x3FFu) << 13);
+    }
+  } else if (exp == 31) {
+    f = sign | 0x7F800000u | (mant << 13);
+  } else {
+    f = sign | ((exp + 112) << 23) | (mant << 13);
+  }
+  float x;
+  std::memcpy(&x, &f, 4);
+  return x;
+}
 
 std::string_view msgTypeName(MsgType t) {
   switch (t) {

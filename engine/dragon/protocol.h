@@ -154,7 +154,15 @@ struct Ready {
   double decodeSlopeMs = 0, decodeInterceptMs = 0;  // the profiler's offline fit d(l) = k·l + b
 };
 
-// A sparse log-distribution over token ids: the top-p set of p_s, log-probs renormalised.
+// IEEE half precision (the wire format of log-probabilities): round to nearest even, with
+// overflow to ±inf; and back. roundToHalf(x) is the float a half carries for x.
+uint16_t floatToHalf(float x);
+float halfToFloat(uint16_t h);
+inline float roundToHalf(float x) { return halfToFloat(floatToHalf(x)); }
+
+// A sparse log-distribution over token ids: the top-p set of p_s, log-probs renormalised and
+// rounded to half precision (what the wire carries: u32 id + f16 log-prob per entry), so the
+// side that drafts from it and the side that receives it see the same numbers.
 struct SparseDist {
   std::vector<uint32_t> ids = {};  // ascending
   std::vector<float> logp = {};    // same length

@@ -225,6 +225,27 @@ private Q_SLOTS:
     QVERIFY(mentions(decodeHeader(hdr).status(), {"exceeds"}));
   }
 
+  void halfPrecisionLogProbabilities() {
+    for (uint32_t h = 0; h < 65536; ++h) {  // every half survives the round trip
+      const float f = halfToFloat(static_cast<uint16_t>(h));
+      if (!std::isnan(f)) QCOMPARE(floatToHalf(f), static_cast<uint16_t>(h));
+    }
+    QCOMPARE(roundToHalf(-5.1234f), -5.125f);            // nearest
+    QCOMPARE(roundToHalf(-70000.0f), -INFINITY);         // past the largest half
+    QCOMPARE(floatToHalf(1.0f + 1.0f / 2048), floatToHalf(1.0f));  // a tie goes to the even half
+    // What the wire carries is what the drafting side used: 4 + 2 bytes per entry.
+    Draft d{.side = Side::Device, .token = 2};
+    d.dist = {{2, 3}, {roundToHalf(std::log(0.7f)), roundToHalf(std::log(0.3f))}};
+    ByteWriter w;
+    encode(d, w);
+    auto back = decodeDraft(w.bytes());
+    QVERIFY(back.isOk());
+    QCOMPARE(back->dist.logp, d.dist.logp);
+    ByteWriter empty;
+    encode(Draft{.side = Side::Device, .token = 2, .dist = {{2}, {0.0f}}}, empty);
+    QCOMPARE(w.bytes().size() - empty.bytes().size(), size_t{6});
+  }
+
   void transportCarriesFramesInOrderAndCountsBytes() {
     Listener l = listenLoopback();
     auto client = Transport::connect(l.address(), {.latencyMs = 20, .jitterMs = 10}, 2000);
@@ -309,7 +330,7 @@ private Q_SLOTS:
     LocalDist l = localAggregate(rows, scores, {.topP = 1.0});
     QCOMPARE(l.dist.ids.size(), size_t{4});
     const double pb0 = std::exp(10.0) / (std::exp(10.0) + 3);
-    QVERIFY(std::abs(l.dist.prob(0) - (0.25 * 0.25 + 0.75 * pb0)) < 1e-6);
+    QVERIFY(std::abs(l.dist.prob(0) - (0.25 * 0.25 + 0.75 * pb0)) < 1e-3);  // log-probs in half precision
     QVERIFY(std::abs(l.weight - std::log(4.0)) < 1e-9);
     // Top-p keeps the smallest head reaching p.
     LocalDist t = localAggregate(rows, scores, {.topP = 0.5});
