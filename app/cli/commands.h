@@ -30,5 +30,8 @@ int cmdBenchPrefix(Args& args);       // cmd_bench_prefix.cpp
 int cmdBenchDepcache(Args& args);     // cmd_bench_depcache.cpp
 int cmdKgRetrieve(Args& args);        // cmd_kg.cpp
 int cmdEvalWorkflow(Args& args);      // cmd_eval_workflow.cpp
+int cmdDragonCloud(Args& args);       // cmd_dragon.cpp
+int cmdDragonDevice(Args& args);      // cmd_dragon.cpp
+int cmdBenchDragon(Args& args);       // cmd_bench_dragon.cpp
 
 }  // namespace rag::cli

@@ -127,7 +127,7 @@ Result<Bm25Index> Bm25Index::openOrBuild(const fs::path& corpus, const fs::path&
   RAG_ASSIGN_OR_RETURN(impl->db, sql::Db::open(path, sql::OpenMode::ReadOnly));
   RAG_ASSIGN_OR_RETURN(impl->size, impl->db.queryInt64("SELECT COUNT(*) FROM passages"));
   RAG_ASSIGN_OR_RETURN(impl->search,
-                       impl->db.prepare("SELECT rowid FROM passages WHERE passages MATCH ?1 ORDER BY rank LIMIT ?2"));
+                       impl->db.prepare("SELECT rowid, rank FROM passages WHERE passages MATCH ?1 ORDER BY rank LIMIT ?2"));
   RAG_ASSIGN_OR_RETURN(impl->count, impl->db.prepare("SELECT count(*) FROM passages WHERE passages MATCH ?1"));
   return Bm25Index(std::move(impl));
 }
@@ -169,7 +169,15 @@ Result<int64_t> Bm25Index::passagesWith(const std::string& word) {
 }
 
 Result<std::vector<int64_t>> Bm25Index::search(std::string_view query, int32_t k) {
+  RAG_ASSIGN_OR_RETURN(std::vector<Scored> scored, searchScored(query, k));
   std::vector<int64_t> out;
+  out.reserve(scored.size());
+  for (const Scored& s : scored) out.push_back(s.id);
+  return out;
+}
+
+Result<std::vector<Bm25Index::Scored>> Bm25Index::searchScored(std::string_view query, int32_t k) {
+  std::vector<Scored> out;
   if (k < 1) return Status::invalidArgument("a BM25 search needs k >= 1");
   // The query's distinct words, without those too common to tell passages apart (the rarest
   // of them is kept when all are).
@@ -191,7 +199,7 @@ Result<std::vector<int64_t>> Bm25Index::search(std::string_view query, int32_t k
   for (;;) {
     RAG_ASSIGN_OR_RETURN(bool row, st.step());
     if (!row) break;
-    out.push_back(st.columnInt64(0));
+    out.push_back({st.columnInt64(0), -st.columnDouble(1)});
   }
   st.reset();
   return out;

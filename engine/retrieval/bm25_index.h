@@ -45,6 +45,13 @@ public:
 
   // The top-k passage ids for `query`, best first; empty when no word of it occurs anywhere.
   Result<std::vector<int64_t>> search(std::string_view query, int32_t k);
+  // The same ranking with each passage's BM25 score (FTS5's bm25() negated: larger is more
+  // relevant), for callers that weight passages by relevance (DRAGON's output aggregation).
+  struct Scored {
+    int64_t id = 0;
+    double score = 0;
+  };
+  Result<std::vector<Scored>> searchScored(std::string_view query, int32_t k);
   int64_t size() const;   // passages indexed
   bool rebuilt() const;   // openOrBuild built it (it was missing or stale)
 
