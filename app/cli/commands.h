@@ -28,5 +28,6 @@ int cmdWorkflowRun(Args& args);       // cmd_serve.cpp
 int cmdBenchServe(Args& args);        // cmd_serve.cpp
 int cmdBenchPrefix(Args& args);       // cmd_bench_prefix.cpp
 int cmdEvalWorkflow(Args& args);      // cmd_eval_workflow.cpp
+int cmdServeHttp(Args& args);         // cmd_serve_http.cpp
 
 }  // namespace rag::cli

@@ -116,6 +116,12 @@ const std::vector<Command>& commands() {
        "[--main-cores LIST --aux-cores LIST] [--no-hetero] [--max-batch 32] [--repeats 3] "
        "[--max-concurrency 1024]",
        {"calibrate", "stress", "json", "no-hetero"}, cmdBenchEmbed},
+      {"serve", "",
+       "--listen HOST:PORT [--workflows FILE,...] [--max-inflight 32] [--retry-after 1] [--nprobe 128] "
+       "[--mode hedra] [--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] [--corpus PATH] "
+       "[--generation-threads 1] [--retrieval-threads 1] [--prefix-cache on|off] [--eviction lru] "
+       "[--host-kv-mb 0] [--deterministic]",
+       {"deterministic"}, cmdServeHttp},
   };
   return table;
 }
