@@ -4,14 +4,16 @@
 // requests and exits 0.
 //
 //   ragraph serve --listen 127.0.0.1:8000
-//   curl -s localhost:8000/v1/chat/completions -H 'Content-Type: application/json' \
-//     -d '{"model": "ragraph/oneshot", "messages": [{"role": "user", "content": "What is a dog a kind of?"}]}'
+//   curl -s localhost:8000/v1/chat/completions -H 'Content-Type: application/json' -d '{"model": "ragraph/oneshot", "messages": [{"role": "user", "content": "What is a dog a kind of?"}]}'
+#include <pthread.h>
+
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
 
 #include "commands.h"
+#include "core/fs.h"
 #include "serve_run.h"
 #include "server/openai_server.h"
 

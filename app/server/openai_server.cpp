@@ -166,7 +166,7 @@ struct OpenAiServer::Impl {
       inFlight.fetch_sub(1);
       return nullptr;
     }
-    return std::make_shared<Ticket>(Ticket{&inFlight});
+    return std::shared_ptr<Ticket>(new Ticket{&inFlight});  // no temporary: its destructor frees the slot
   }
   void sendError(HttpResponse& res, const ApiError& e) {
     res.status = e.status;

@@ -9,6 +9,7 @@
 #include <QStandardPaths>
 
 #include <filesystem>
+#include <set>
 
 #include "../fixtures/serving/tiny_serving.h"
 #include "core/json.h"

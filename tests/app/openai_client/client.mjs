@@ -1,5 +1,6 @@
 // Talks to `ragraph serve` with the official openai client: node client.mjs BASE_URL QUESTION
 // Prints one JSON line with what it received (tests/app/test_http_openai_client.cpp checks it).
+import { readFileSync } from 'node:fs';
 import OpenAI from 'openai';
 
 const [baseURL, question] = process.argv.slice(2);
@@ -41,7 +42,7 @@ try {
 }
 
 console.log(JSON.stringify({
-  openaiVersion: OpenAI.VERSION ?? null,
+  openaiVersion: JSON.parse(readFileSync(new URL('./node_modules/openai/package.json', import.meta.url))).version,
   models: models.data.map((m) => m.id),
   plain: {
     content: plain.choices[0].message.content,
