@@ -15,6 +15,7 @@
 
 #include "../fixtures/serving/tiny_serving.h"
 #include "core/json.h"
+#include "server/answer_stream.h"
 #include "server/openai_protocol.h"
 #include "server/openai_server.h"
 #include "server/utf8_stream.h"
@@ -142,6 +143,60 @@ private Q_SLOTS:
         pieces += a.flush();
         QCOMPARE(pieces, whole);
       }
+  }
+
+  // Which tokens stream live, from the engine's events alone (no timing involved).
+  void answerStreamSendsOnlyTheFinalAnswersTokensLive() {
+    using K = RequestEvent::Kind;
+    auto ev = [](K kind, const char* node, const char* text) { return RequestEvent{kind, 1, node, text}; };
+    const WorkflowGraph oneshot = *builtinWorkflow(Workflow::OneShot);
+    QCOMPARE(server::AnswerStream::terminalAnswerNodes(oneshot), std::set<std::string>{"answer"});
+    QVERIFY(server::AnswerStream::terminalAnswerNodes(*builtinWorkflow(Workflow::Irg)).empty());  // it loops
+    {
+      // Live, trimmed as the engine trims the node's output: no leading white space, trailing
+      // white space only once something follows it.
+      server::AnswerStream s(oneshot);
+      QCOMPARE(s.onEvent(ev(K::NodeStarted, "retrieve", "retrieve")), std::string());
+      QCOMPARE(s.onEvent(ev(K::NodeFinished, "retrieve", "passages")), std::string());
+      QCOMPARE(s.onEvent(ev(K::NodeStarted, "answer", "answer")), std::string());
+      QCOMPARE(s.onEvent(ev(K::Tokens, "answer", " ")), std::string());
+      QCOMPARE(s.onEvent(ev(K::Tokens, "answer", " a dog")), std::string("a dog"));
+      QCOMPARE(s.onEvent(ev(K::Tokens, "answer", " \xC3")), std::string(" "));  // half a character waits
+      QCOMPARE(s.onEvent(ev(K::Tokens, "answer", "\xA9 ")), std::string("\xC3\xA9"));  // so does white space
+      QCOMPARE(s.onEvent(ev(K::NodeFinished, "answer", "a dog \xC3\xA9")), std::string());
+      QCOMPARE(s.onEvent(ev(K::Finished, "", "a dog \xC3\xA9")), std::string());
+      QVERIFY(s.consistent() && s.streamedLive());
+    }
+    {
+      // A run adopted from a speculative generation missed its first tokens: sent at the end.
+      server::AnswerStream s(oneshot);
+      s.onEvent(ev(K::NodeStarted, "retrieve", "retrieve"));
+      s.onEvent(ev(K::Speculation, "retrieve", "answer"));
+      s.onEvent(ev(K::NodeFinished, "retrieve", "passages"));
+      s.onEvent(ev(K::NodeStarted, "answer", "answer"));
+      QCOMPARE(s.onEvent(ev(K::Tokens, "answer", " cat")), std::string());
+      QCOMPARE(s.onEvent(ev(K::Finished, "", "a cat")), std::string("a cat"));
+      QVERIFY(s.consistent() && !s.streamedLive());
+    }
+    {
+      // A rolled-back speculation: the node's own run streams live again.
+      server::AnswerStream s(oneshot);
+      s.onEvent(ev(K::Speculation, "retrieve", "answer"));
+      s.onEvent(ev(K::Rollback, "retrieve", "answer"));
+      s.onEvent(ev(K::NodeStarted, "answer", "answer"));
+      QCOMPARE(s.onEvent(ev(K::Tokens, "answer", "yes")), std::string("yes"));
+      QCOMPARE(s.onEvent(ev(K::Finished, "", "yes")), std::string());
+    }
+    {
+      // irg writes its answer in a loop: nothing before the end, then the last round's answer.
+      server::AnswerStream s(*builtinWorkflow(Workflow::Irg));
+      s.onEvent(ev(K::NodeStarted, "generate", "generate"));
+      QCOMPARE(s.onEvent(ev(K::Tokens, "generate", "first round")), std::string());
+      s.onEvent(ev(K::NodeFinished, "generate", "first round"));
+      s.onEvent(ev(K::NodeStarted, "generate", "generate"));
+      QCOMPARE(s.onEvent(ev(K::Tokens, "generate", "second")), std::string());
+      QCOMPARE(s.onEvent(ev(K::Finished, "", "second")), std::string("second"));
+    }
   }
 
   void modelsHealthAndUnknownRoutes() {
