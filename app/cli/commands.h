@@ -29,5 +29,6 @@ int cmdBenchServe(Args& args);        // cmd_serve.cpp
 int cmdBenchPrefix(Args& args);       // cmd_bench_prefix.cpp
 int cmdEvalWorkflow(Args& args);      // cmd_eval_workflow.cpp
 int cmdServeHttp(Args& args);         // cmd_serve_http.cpp
+int cmdBenchHttp(Args& args);         // cmd_bench_http.cpp
 
 }  // namespace rag::cli

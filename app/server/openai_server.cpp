@@ -457,7 +457,10 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(EngineParams enginePa
   impl->params = params;
   impl->models = std::move(models);
   engineParams.onEvent = impl->hub.callback();
-  engineParams.serving.maxLiveRequests = params.maxInFlight;
+  // The server's admission is the bound clients see. The engine publishes a result before its
+  // scheduler stops counting the request as live, so a client answered at once can come back
+  // while its last request still counts: the engine's own limit leaves room for that.
+  engineParams.serving.maxLiveRequests = 2 * params.maxInFlight;
   RAG_ASSIGN_OR_RETURN(impl->engine, Engine::create(engineParams));
   if (!impl->engine->serving())
     return Status::unavailable("the engine is not serving: give it a model directory (serving.modelDir)");

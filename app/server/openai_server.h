@@ -63,7 +63,7 @@ Result<std::pair<std::string, int>> parseListenAddress(std::string_view address)
 class OpenAiServer {
 public:
   // Creates the engine (its onEvent is the server's; serving.maxLiveRequests becomes
-  // maxInFlight) and binds the address. InvalidArgument for duplicate or invalid workflows,
+  // 2 x maxInFlight, see the .cpp) and binds the address. InvalidArgument for duplicate or invalid workflows,
   // IoError when the address cannot be bound, the engine's error when it cannot serve.
   static Result<std::unique_ptr<OpenAiServer>> create(EngineParams engine, std::vector<ServedWorkflow> models,
                                                       ServerParams params);

@@ -1,8 +1,9 @@
-// The official `openai` npm client against `ragraph serve` started here as a user would (the
-// built binary, loopback, a free port), over the tiny serving fixture: a plain and a streamed
+// `ragraph serve` and `ragraph bench http` through the built binary, over the tiny serving
+// fixture: bad command lines, the benchmark's JSON, and the official `openai` npm client
+// against a server started here as a user would (loopback, a free port): a plain and a streamed
 // chat completion, a legacy completion, the model list and a 404. The client is installed with
 // npm into <build>/tests/openai-client at test time; without node and npm, or without a
-// reachable registry, the test skips and says why.
+// reachable registry, that test skips and says why.
 #include <QtTest>
 
 #include <QProcess>
@@ -12,15 +13,72 @@
 #include <set>
 
 #include "../fixtures/serving/tiny_serving.h"
+#include "cli_run.h"
 #include "core/json.h"
 
 using namespace rag;
 namespace fs = std::filesystem;
 
-class TestHttpOpenaiClient : public QObject {
+class TestHttpCli : public QObject {
   Q_OBJECT
+  QTemporaryDir m_dir;
+  testing::TinyServing m_fixture;
+  QStringList servingOptions() const {
+    return {"--corpus", QString::fromStdString(m_fixture.corpus.string()), "--model",
+            QString::fromStdString(m_fixture.model.string()), "--embedder",
+            QString::fromStdString(m_fixture.embedder.string()), "--nprobe", "4"};
+  }
 
 private Q_SLOTS:
+  void initTestCase() {
+    QVERIFY(m_dir.isValid());
+    auto t = testing::makeTinyServing(fs::path(m_dir.path().toStdString()));
+    QVERIFY2(t.isOk(), t.status().message().c_str());
+    m_fixture = *t;
+  }
+
+  void serveRefusesBadCommandLines() {
+    CliRun r = runRagraph(QStringList{"serve"} + servingOptions());
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("--listen 127.0.0.1:8000"), qPrintable(r.err));
+    r = runRagraph(QStringList{"serve", "--listen", "localhost"} + servingOptions());
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("HOST:PORT"), qPrintable(r.err));
+    r = runRagraph(QStringList{"serve", "--listen", "127.0.0.1:70000"} + servingOptions());
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("65535"), qPrintable(r.err));
+    r = runRagraph(QStringList{"serve", "--listen", "127.0.0.1:0", "--workflows", m_dir.filePath("none.json")} +
+                   servingOptions());
+    QVERIFY(r.code != 0);
+    QVERIFY2(r.err.contains("none.json"), qPrintable(r.err));
+    r = runRagraph(QStringList{"serve", "--listen", "127.0.0.1:0", "--max-inflight", "0"} + servingOptions());
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("--max-inflight"), qPrintable(r.err));
+  }
+
+  // The benchmark's closed loop, both ways: every request answered, figures for each run.
+  void benchHttpComparesWithTheDirectPath() {
+    CliRun r = runRagraph(QStringList{"bench", "http", "--requests", "6", "--concurrency", "2", "--rounds", "1",
+                                      "--max-tokens", "4", "--stream"} +
+                          servingOptions());
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    auto doc = parseJson(r.out.toStdString());
+    QVERIFY2(doc.isOk(), qPrintable(r.out));
+    const auto& runs = doc->find("runs")->asArray();
+    QCOMPARE(runs.size(), size_t{2});
+    QCOMPARE(runs[0].find("mode")->asString(), std::string("direct"));
+    QCOMPARE(runs[1].find("mode")->asString(), std::string("http-stream"));
+    for (const JsonValue& run : runs) {
+      QVERIFY2(*run.find("completed")->asInt64() == 6, qPrintable(r.out + r.err));  // 2 clients never exceed 2 in flight
+      QCOMPARE(*run.find("refused")->asInt64(), int64_t{0});
+      QVERIFY(run.find("throughput_rps")->asDouble() > 0);
+    }
+    QVERIFY(doc->find("summary")->find("http_throughput_cost") != nullptr);
+    r = runRagraph(QStringList{"bench", "http", "--workflow", "nothing"} + servingOptions());
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("oneshot"), qPrintable(r.err));
+  }
+
   void openaiClientStreamsAnAnswer() {
     const QString node = QStandardPaths::findExecutable("node");
     const QString npm = QStandardPaths::findExecutable("npm");
@@ -45,16 +103,9 @@ private Q_SLOTS:
       }
     }
 
-    QTemporaryDir dir;
-    QVERIFY(dir.isValid());
-    auto t = testing::makeTinyServing(fs::path(dir.path().toStdString()));
-    QVERIFY2(t.isOk(), t.status().message().c_str());
-
     QProcess server;
     server.start(QStringLiteral(RAGWB_BIN_DIR "/ragraph"),
-                 {"serve", "--listen", "127.0.0.1:0", "--corpus", QString::fromStdString(t->corpus.string()), "--model",
-                  QString::fromStdString(t->model.string()), "--embedder", QString::fromStdString(t->embedder.string()),
-                  "--nprobe", "4", "--deterministic"});
+                 QStringList{"serve", "--listen", "127.0.0.1:0", "--deterministic"} + servingOptions());
     QString url;
     for (int i = 0; i < 240 && url.isEmpty(); ++i) {  // at most 2 minutes to load
       if (server.state() == QProcess::NotRunning) break;
@@ -102,5 +153,5 @@ private Q_SLOTS:
   }
 };
 
-QTEST_GUILESS_MAIN(TestHttpOpenaiClient)
-#include "test_http_openai_client.moc"
+QTEST_GUILESS_MAIN(TestHttpCli)
+#include "test_http_cli.moc"
