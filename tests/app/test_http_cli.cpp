@@ -8,6 +8,10 @@
 
 #include <QProcess>
 #include <QStandardPaths>
+#include <QUrl>
+
+#include <httplib.h>
+#include <signal.h>
 
 #include <filesystem>
 #include <set>
@@ -15,6 +19,7 @@
 #include "../fixtures/serving/tiny_serving.h"
 #include "cli_run.h"
 #include "core/json.h"
+#include "rag/workflow.h"
 
 using namespace rag;
 namespace fs = std::filesystem;
@@ -27,6 +32,21 @@ class TestHttpCli : public QObject {
     return {"--corpus", QString::fromStdString(m_fixture.corpus.string()), "--model",
             QString::fromStdString(m_fixture.model.string()), "--embedder",
             QString::fromStdString(m_fixture.embedder.string()), "--nprobe", "4"};
+  }
+
+  // Starts `ragraph serve` on a free loopback port; its URL once it listens, empty if it did not.
+  QString startServer(QProcess& server, const QStringList& extra) const {
+    server.start(QStringLiteral(RAGWB_BIN_DIR "/ragraph"),
+                 QStringList{"serve", "--listen", "127.0.0.1:0"} + extra + servingOptions());
+    for (int i = 0; i < 240; ++i) {  // at most 2 minutes to load
+      if (server.state() == QProcess::NotRunning) return {};
+      server.waitForReadyRead(500);
+      const QString out = QString::fromUtf8(server.peek(4096));
+      const int at = out.indexOf("listening on ");
+      const int nl = out.indexOf('\n', at);
+      if (at >= 0 && nl > at) return out.mid(at + 13, nl - at - 13).trimmed();
+    }
+    return {};
   }
 
 private Q_SLOTS:
@@ -54,6 +74,43 @@ private Q_SLOTS:
     r = runRagraph(QStringList{"serve", "--listen", "127.0.0.1:0", "--max-inflight", "0"} + servingOptions());
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains("--max-inflight"), qPrintable(r.err));
+  }
+
+  // A workflow file is a model named by its stem, next to the built-ins; SIGINT stops cleanly.
+  void serveAWorkflowFile() {
+    auto g = builtinWorkflow(Workflow::Hyde);
+    QVERIFY(g.isOk());
+    g->setName("my-hyde");
+    const QString file = m_dir.filePath("my_hyde.json");
+    QVERIFY(g->save(file.toStdString()).isOk());
+    QProcess server;
+    const QString url = startServer(server, {"--workflows", file, "--max-inflight", "3"});
+    QVERIFY2(!url.isEmpty(), qPrintable(QString::fromUtf8(server.readAllStandardError())));
+    const QUrl u(url);
+    httplib::Client c(u.host().toStdString(), u.port());
+    c.set_read_timeout(120);
+    auto models = c.Get("/v1/models/my_hyde");
+    QVERIFY(models);
+    QCOMPARE(models->status, 200);
+    auto doc = parseJson(models->body);
+    QVERIFY(doc.isOk());
+    QCOMPARE(doc->find("ragraph")->find("source")->asString(), file.toStdString());
+    auto r = c.Post("/v1/completions",
+                    "{\"model\": \"my_hyde\", \"prompt\": \"What is entity 3 a kind of?\", \"max_tokens\": 3}",
+                    "application/json");
+    QVERIFY(r);
+    QVERIFY2(r->status == 200, r->body.c_str());
+    auto answer = parseJson(r->body);
+    QVERIFY(answer.isOk());
+    QCOMPARE(answer->find("ragraph")->find("workflow")->asString(), std::string("my-hyde"));
+    QCOMPARE(answer->find("ragraph")->find("stages")->size(), size_t{3});
+    auto health = c.Get("/health");
+    QVERIFY(health);
+    QCOMPARE(parseJson(health->body)->find("in_flight_limit")->asInt64().value_or(0), int64_t{3});
+    ::kill(static_cast<pid_t>(server.processId()), SIGINT);
+    QVERIFY(server.waitForFinished(60000));
+    QCOMPARE(server.exitCode(), 0);
+    QVERIFY(server.readAllStandardError().contains("SIGINT, stopping"));
   }
 
   // The benchmark's closed loop, both ways: every request answered, figures for each run.
@@ -104,17 +161,7 @@ private Q_SLOTS:
     }
 
     QProcess server;
-    server.start(QStringLiteral(RAGWB_BIN_DIR "/ragraph"),
-                 QStringList{"serve", "--listen", "127.0.0.1:0", "--deterministic"} + servingOptions());
-    QString url;
-    for (int i = 0; i < 240 && url.isEmpty(); ++i) {  // at most 2 minutes to load
-      if (server.state() == QProcess::NotRunning) break;
-      server.waitForReadyRead(500);
-      const QString out = QString::fromUtf8(server.peek(4096));
-      const int at = out.indexOf("listening on ");
-      const int nl = out.indexOf('\n', at);
-      if (at >= 0 && nl > at) url = out.mid(at + 13, nl - at - 13).trimmed();
-    }
+    const QString url = startServer(server, {"--deterministic"});
     QVERIFY2(!url.isEmpty(), qPrintable("ragraph serve did not start: " + QString::fromUtf8(server.readAllStandardError())));
 
     QProcess client;

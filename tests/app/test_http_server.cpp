@@ -300,10 +300,14 @@ private Q_SLOTS:
       QCOMPARE(plain->status, 200);
       const std::string answer =
           parse(plain->body).find("choices")->asArray().at(0).find("message")->find("content")->asString();
-      auto r = c.Post("/v1/chat/completions", chatBody(model, kQuestion, true, 12), "application/json");
+      // Clients such as Node's fetch ask for compression; a compressed event stream would reach
+      // them only when the compressor flushes.
+      auto r = c.Post("/v1/chat/completions", httplib::Headers{{"Accept-Encoding", "gzip, deflate, br"}},
+                      chatBody(model, kQuestion, true, 12), "application/json");
       QVERIFY(r);
       QVERIFY2(r->status == 200, r->body.c_str());
       QVERIFY(r->get_header_value("Content-Type").find("text/event-stream") != std::string::npos);
+      QCOMPARE(r->get_header_value("Content-Encoding"), std::string());
       const std::vector<std::string> data = sseData(r->body);
       QVERIFY(data.size() >= 4);
       QCOMPARE(data.back(), std::string("[DONE]"));
