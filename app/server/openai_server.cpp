@@ -346,6 +346,16 @@ void OpenAiServer::Impl::complete(const HttpRequest& hreq, HttpResponse& res, En
         }
         if (out.empty()) {
           std::optional<RequestEvent> e = job->events->next(std::chrono::milliseconds(200));
+          if (!e && job->handle.done()) {
+            // Ended without a last event (a request the scheduler never took before it shut
+            // down gets only its result): end the stream from the result.
+            e = job->events->next(std::chrono::milliseconds(0));
+            if (!e) {
+              Result<RequestResult> r = job->handle.wait();
+              e = r ? RequestEvent{RequestEvent::Kind::Finished, job->handle.id(), {}, r->answer}
+                    : RequestEvent{RequestEvent::Kind::Failed, job->handle.id(), {}, r.status().message()};
+            }
+          }
           if (!e) return sink.is_writable();  // nothing yet; false ends a response whose client left
           out = streamStep(*job, *e);
         }

@@ -489,6 +489,29 @@ private Q_SLOTS:
     }
     QCOMPARE(inFlight, 0.0);
   }
+
+  // Last: stopping with streams in flight ends every response and returns (the HTTP threads
+  // are joined only after the engine cancelled what they were streaming).
+  void stopEndsStreamsInFlight() {
+    std::vector<std::thread> clients;
+    for (int i = 0; i < 2; ++i)
+      clients.emplace_back([&] {
+        httplib::Client c("127.0.0.1", m_server->port());
+        c.set_read_timeout(120);
+        // Whole, or cut short by the stop: what matters is that the call returns.
+        (void)c.Post("/v1/chat/completions", chatBody("ragraph/irg", kQuestion, true, 512), "application/json");
+      });
+    // Wait (bounded) until both are admitted, then stop under them.
+    auto c = client();
+    for (int i = 0; i < 400; ++i) {
+      auto h = c.Get("/health");
+      if (h && parse(h->body).find("in_flight")->asInt64().value_or(0) == 2) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    m_server->stop();
+    for (std::thread& t : clients) t.join();
+    QVERIFY(!c.Get("/health"));  // nothing listens any more
+  }
 };
 
 QTEST_GUILESS_MAIN(TestHttpServer)
