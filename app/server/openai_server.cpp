@@ -5,9 +5,7 @@
 #include <atomic>
 #include <charconv>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
-#include <deque>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -16,6 +14,7 @@
 #include "core/clock.h"
 #include "core/json_writer.h"
 #include "server/answer_stream.h"
+#include "server/bounded_task_queue.h"
 #include "server/openai_protocol.h"
 #include "server/request_events.h"
 #include "server/server_metrics.h"
@@ -27,61 +26,6 @@ namespace {
 using httplib::DataSink;
 using HttpRequest = httplib::Request;
 using HttpResponse = httplib::Response;
-
-// cpp-httplib's task queue with a bound: enqueue() (the accepting thread) waits while
-// `maxQueued` connections already wait for a worker, so accepted-but-unserved connections never
-// pile up in memory; the kernel's listen backlog holds (or refuses) the rest meanwhile.
-class BoundedThreadPool final : public httplib::TaskQueue {
-public:
-  BoundedThreadPool(size_t threads, size_t maxQueued, std::atomic<int64_t>* queued)
-      : m_maxQueued(maxQueued), m_queued(queued) {
-    for (size_t i = 0; i < threads; ++i) m_threads.emplace_back([this] { work(); });
-  }
-  ~BoundedThreadPool() override = default;
-
-  void enqueue(std::function<void()> fn) override {
-    std::unique_lock lock(m_mutex);
-    m_space.wait(lock, [&] { return m_jobs.size() < m_maxQueued || m_shutdown; });
-    m_jobs.push_back(std::move(fn));
-    m_queued->store(static_cast<int64_t>(m_jobs.size()));
-    m_ready.notify_one();
-  }
-
-  void shutdown() override {
-    {
-      std::lock_guard lock(m_mutex);
-      m_shutdown = true;
-    }
-    m_ready.notify_all();
-    m_space.notify_all();
-    for (std::thread& t : m_threads) t.join();
-  }
-
-private:
-  void work() {
-    for (;;) {
-      std::function<void()> fn;
-      {
-        std::unique_lock lock(m_mutex);
-        m_ready.wait(lock, [&] { return !m_jobs.empty() || m_shutdown; });
-        if (m_jobs.empty()) return;  // shut down and drained
-        fn = std::move(m_jobs.front());
-        m_jobs.pop_front();
-        m_queued->store(static_cast<int64_t>(m_jobs.size()));
-      }
-      m_space.notify_one();
-      fn();
-    }
-  }
-
-  size_t m_maxQueued;
-  std::atomic<int64_t>* m_queued;
-  std::mutex m_mutex;
-  std::condition_variable m_ready, m_space;
-  std::deque<std::function<void()>> m_jobs;
-  std::vector<std::thread> m_threads;
-  bool m_shutdown = false;
-};
 
 // One admitted completion; releases its slot when the last holder drops it.
 struct Ticket {

@@ -7,6 +7,8 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <filesystem>
 #include <memory>
 #include <set>
@@ -16,6 +18,7 @@
 #include "../fixtures/serving/tiny_serving.h"
 #include "core/json.h"
 #include "server/answer_stream.h"
+#include "server/bounded_task_queue.h"
 #include "server/openai_protocol.h"
 #include "server/openai_server.h"
 #include "server/utf8_stream.h"
@@ -143,6 +146,41 @@ private Q_SLOTS:
         pieces += a.flush();
         QCOMPARE(pieces, whole);
       }
+  }
+
+  // The accepting thread waits while maxQueued connections wait: nothing queues without bound.
+  void taskQueueIsBounded() {
+    std::atomic<int64_t> queued{0};
+    server::BoundedThreadPool pool(1, 1, &queued);
+    std::mutex m;
+    std::condition_variable cv;
+    bool release = false;
+    std::atomic<int> ran{0};
+    auto blocker = [&] {
+      std::unique_lock lock(m);
+      cv.wait(lock, [&] { return release; });
+      ++ran;
+    };
+    pool.enqueue(blocker);  // taken by the one thread
+    for (int i = 0; i < 200 && queued.load() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    pool.enqueue(blocker);  // waits in the queue
+    QCOMPARE(queued.load(), int64_t{1});
+    std::atomic<bool> thirdIn{false};
+    std::thread accept([&] {
+      pool.enqueue(blocker);  // the queue is full: this waits
+      thirdIn = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    QVERIFY(!thirdIn.load());
+    {
+      std::lock_guard lock(m);
+      release = true;
+    }
+    cv.notify_all();
+    accept.join();
+    QVERIFY(thirdIn.load());
+    pool.shutdown();
+    QCOMPARE(ran.load(), 3);
   }
 
   // Which tokens stream live, from the engine's events alone (no timing involved).
