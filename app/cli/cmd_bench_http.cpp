@@ -132,6 +132,21 @@ int cmdBenchHttp(Args& args) {
   ep.assets = *assets;
   const std::string model = "ragraph/" + workflowName;
 
+  {
+    // Warm-up, not reported: the first run of a process is slower (first touches of the model
+    // and index pages, allocator growth), which would count against whichever path runs first.
+    auto engine = Engine::create(ep);
+    if (!engine) return fail(engine.status());
+    Engine* e = engine->get();
+    const std::vector<std::string> warm(questions.begin(),
+                                        questions.begin() + std::min<int64_t>(*requests, 4 * *concurrency));
+    closedLoop("warm-up", warm, *concurrency, [&] {
+      return [&, e](const std::string& q) {
+        auto h = e->submit(q, graph);
+        return h && h->wait().isOk() ? 0 : 2;
+      };
+    });
+  }
   std::vector<LoopFigures> runs;
   for (int64_t round = 0; round < *rounds; ++round) {
     {
@@ -158,9 +173,11 @@ int cmdBenchHttp(Args& args) {
       if (!srv) return fail(srv.status());
       if (Status st = (*srv)->start(); !st) return fail(st);
       const int port = (*srv)->port();
+      std::atomic_flag firstFailure, firstRefusal;
       runs.push_back(closedLoop(stream ? "http-stream" : "http", questions, *concurrency, [&] {
         auto client = std::make_shared<httplib::Client>("127.0.0.1", port);
         client->set_keep_alive(true);
+        client->set_tcp_nodelay(true);
         client->set_read_timeout(600);
         return [&, client](const std::string& q) {
           std::ostringstream body;
@@ -169,10 +186,17 @@ int cmdBenchHttp(Args& args) {
           jw.beginObject().key("role").value("user").key("content").value(q).endObject();
           jw.endArray().endObject();
           auto r = client->Post("/v1/chat/completions", body.str(), "application/json");
-          if (!r) return 2;
-          if (r->status == 429) return 1;
-          if (r->status != 200) return 2;
-          if (stream && r->body.find("data: [DONE]") == std::string::npos) return 2;
+          auto failed = [&](const std::string& why) {
+            if (!firstFailure.test_and_set()) std::fprintf(stderr, "first failed request: %s\n", why.c_str());
+            return 2;
+          };
+          if (!r) return failed("no response (" + httplib::to_string(r.error()) + ")");
+          if (r->status == 429) {
+            if (!firstRefusal.test_and_set()) std::fprintf(stderr, "first refusal: %s\n", r->body.c_str());
+            return 1;
+          }
+          if (r->status != 200) return failed("HTTP " + std::to_string(r->status) + ": " + r->body);
+          if (stream && r->body.find("data: [DONE]") == std::string::npos) return failed("no [DONE]: " + r->body);
           return 0;
         };
       }));

@@ -302,6 +302,9 @@ void OpenAiServer::Impl::complete(const HttpRequest& hreq, HttpResponse& res, En
           }
           if (!e) return sink.is_writable();  // nothing yet; false ends a response whose client left
           out = streamStep(*job, *e);
+          // The request is over in the engine: free its slot before the client can read the last
+          // bytes and send its next request (else that one could find the slot still taken).
+          if (job->ended) job->ticket.reset();
         }
         if (!out.empty() && !sink.write(out.data(), out.size())) return false;
         if (job->ended) sink.done();
@@ -425,7 +428,11 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(EngineParams enginePa
     return new BoundedThreadPool(threads, static_cast<size_t>(self->params.maxQueuedConnections), &self->queuedConnections);
   };
   impl->http.set_payload_max_length(params.maxBodyBytes);
+  // Headers and body go out in separate writes: with Nagle's algorithm the body waits for the
+  // client's delayed ACK of the headers (about 40 ms on Linux) on a kept-alive connection.
+  impl->http.set_tcp_nodelay(true);
   impl->http.set_keep_alive_timeout(params.keepAliveSeconds);
+  impl->http.set_keep_alive_max_count(params.keepAliveMaxRequests);
   impl->http.set_read_timeout(30);
   impl->http.set_write_timeout(30);
   impl->routes();

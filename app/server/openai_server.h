@@ -54,7 +54,8 @@ struct ServerParams {
   int32_t maxQueuedConnections = 128;   // accepted connections waiting for a thread
   int32_t retryAfterSeconds = 1;
   size_t maxBodyBytes = 1 << 20;
-  time_t keepAliveSeconds = 5;
+  time_t keepAliveSeconds = 5;           // an idle kept-alive connection is closed after this
+  size_t keepAliveMaxRequests = 1000;    // requests on one connection before it is closed
 };
 
 // "HOST:PORT", "[IPv6]:PORT" or ":PORT" (127.0.0.1); InvalidArgument naming the form otherwise.

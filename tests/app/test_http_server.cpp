@@ -472,6 +472,27 @@ private Q_SLOTS:
     QCOMPARE(metric(r->body, "ragraph_http_inflight_limit"), 2.0);
   }
 
+  // As many clients as the limit, each sending its next request the moment it has read the
+  // last one (a new connection each time): a slot is free again before its client can read the
+  // end of a response, so none is ever refused.
+  void clientsWithinTheLimitAreNeverRefused() {
+    std::atomic<int> ok{0}, other{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 2; ++i)
+      threads.emplace_back([&, i] {
+        for (int k = 0; k < 10; ++k) {
+          httplib::Client c("127.0.0.1", m_server->port());  // no keep-alive: a new connection per request
+          c.set_read_timeout(120);
+          auto r = c.Post("/v1/chat/completions", chatBody("ragraph/oneshot", kQuestion, (i + k) % 2 == 0, 4),
+                          "application/json");
+          (r && r->status == 200 ? ok : other)++;
+        }
+      });
+    for (std::thread& t : threads) t.join();
+    QCOMPARE(other.load(), 0);
+    QCOMPARE(ok.load(), 20);
+  }
+
   void metricsArePrometheusText() {
     auto c = client();
     auto r = c.Get("/metrics");
