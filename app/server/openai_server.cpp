@@ -1,6 +1,7 @@
 #include "server/openai_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <charconv>
@@ -24,6 +25,15 @@ namespace rag::server {
 namespace {
 
 using httplib::DataSink;
+
+// Debian's cpp-httplib is a compiled library whose listen() backlog is 5 (CPPHTTPLIB_LISTEN_BACKLOG
+// is fixed when the library is built): a burst of new connections beyond 5 loses SYNs, and
+// their clients retry a second later. Calling listen() again on the bound socket sets a deeper
+// backlog (Linux; capped by net.core.somaxconn).
+class HttpServer : public httplib::Server {
+public:
+  bool widenBacklog(int backlog) { return ::listen(svr_sock_.load(), backlog) == 0; }
+};
 using HttpRequest = httplib::Request;
 using HttpResponse = httplib::Response;
 
@@ -84,7 +94,7 @@ struct OpenAiServer::Impl {
   RequestEventHub hub;
   std::unique_ptr<Engine> engine;
   ServerMetrics metrics;
-  httplib::Server http;
+  HttpServer http;
   std::thread listener;
   int boundPort = -1;
   std::atomic<int64_t> inFlight{0};
@@ -444,6 +454,8 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(EngineParams enginePa
   if (impl->boundPort <= 0)
     return Status::ioError("cannot listen on " + params.host + ":" + std::to_string(params.port) +
                            " (in use, not an address of this machine, or a privileged port); pick another --listen");
+  if (!impl->http.widenBacklog(params.listenBacklog))
+    std::fprintf(stderr, "ragraph serve: warning: the listen backlog stays at cpp-httplib's 5 connections\n");
   return std::unique_ptr<OpenAiServer>(new OpenAiServer(std::move(impl)));
 }
 

@@ -52,6 +52,7 @@ struct ServerParams {
   int32_t maxInFlight = 32;             // completions admitted at once; more get 429
   int32_t spareThreads = 8;             // HTTP threads beyond maxInFlight
   int32_t maxQueuedConnections = 128;   // accepted connections waiting for a thread
+  int32_t listenBacklog = 512;          // connections the kernel holds before they are accepted
   int32_t retryAfterSeconds = 1;
   size_t maxBodyBytes = 1 << 20;
   time_t keepAliveSeconds = 5;           // an idle kept-alive connection is closed after this
