@@ -167,6 +167,17 @@ struct StreamJob {
 
 namespace {
 
+// A request the engine failed: 400 when the input was at fault (a prompt past the model's
+// context, say), else 500.
+ApiError workflowFailure(const Status& st) {
+  ApiError e;
+  e.message = "the workflow failed: " + st.message();
+  if (st.code() == StatusCode::InvalidArgument) return e;  // 400 invalid_request_error
+  e.status = 500;
+  e.type = "server_error";
+  return e;
+}
+
 // The next piece of a streamed response: what one event adds. Sets job.ended at the end.
 std::string streamStep(StreamJob& job, const RequestEvent& e) {
   using K = RequestEvent::Kind;
@@ -208,11 +219,8 @@ std::string streamStep(StreamJob& job, const RequestEvent& e) {
       break;
     }
     case K::Failed: {
-      ApiError err;
-      err.status = 500;
-      err.type = "server_error";
-      err.message = "the workflow failed: " + e.text;
-      out += sse(errorJson(err)) + "data: [DONE]\n\n";
+      Result<RequestResult> r = job.handle.wait();  // its status is set right after the event
+      out += sse(errorJson(workflowFailure(r.isOk() ? Status::internal(e.text) : r.status()))) + "data: [DONE]\n\n";
       job.ended = true;
       break;
     }
@@ -265,11 +273,7 @@ void OpenAiServer::Impl::complete(const HttpRequest& hreq, HttpResponse& res, En
     Result<RequestResult> r = sub.handle->wait();
     if (!r) {
       if (r.status().code() == StatusCode::Cancelled) return refuse(res, 503, r.status().message(), "server_stopping");
-      ApiError e;
-      e.status = 500;
-      e.type = "server_error";
-      e.message = "the workflow failed: " + r.status().message();
-      return sendError(res, e);
+      return sendError(res, workflowFailure(r.status()));
     }
     res.set_content(completionJson(req, reply, *graph, *r), "application/json");
     metrics.observeLatency(static_cast<double>(nowNs() - arrival) * 1e-9);

@@ -424,6 +424,30 @@ private Q_SLOTS:
     }
   }
 
+  void oversizedBodiesAndFailingWorkflows() {
+    auto c = client();
+    auto r = c.Post("/v1/completions", std::string(2 << 20, ' '), "application/json");
+    QVERIFY(r);
+    QCOMPARE(r->status, 413);
+    QVERIFY2(errorField(r->body, "message").find("larger than") != std::string::npos, r->body.c_str());
+    // A question far past the model's context: what the engine says, as an OpenAI error.
+    std::string huge;
+    for (int i = 0; i < 3000; ++i) huge += "entity " + std::to_string(i) + " ";
+    r = c.Post("/v1/chat/completions", chatBody("ragraph/oneshot", huge, false), "application/json");
+    QVERIFY(r);
+    QVERIFY2(r->status == 400, r->body.c_str());
+    QVERIFY2(errorField(r->body, "message").find("context window") != std::string::npos, r->body.c_str());
+    // Streamed, the failure comes after the 200: an error event (which OpenAI clients raise),
+    // then [DONE].
+    r = c.Post("/v1/chat/completions", chatBody("ragraph/oneshot", huge, true), "application/json");
+    QVERIFY(r);
+    QCOMPARE(r->status, 200);
+    const std::vector<std::string> data = sseData(r->body);
+    QVERIFY(data.size() >= 2);
+    QCOMPARE(data.back(), std::string("[DONE]"));
+    QVERIFY2(errorField(data[data.size() - 2], "message").find("context window") != std::string::npos, r->body.c_str());
+  }
+
   // More clients than the in-flight limit (2): each request is answered 200 or refused with
   // 429, Retry-After and an OpenAI error; retried, every one is answered. The refusals are
   // what /metrics counts, and nothing stays in flight.
