@@ -18,7 +18,9 @@
 // maxInFlight + spareThreads, so refusals, /health and /metrics are answered while every
 // admitted request runs; accepted connections wait in a queue of at most maxQueuedConnections,
 // beyond which the accepting thread pauses and the kernel's listen backlog holds the rest. No
-// queue in the server is unbounded.
+// queue in the server is unbounded. A kept-alive connection holds its worker thread while it
+// waits for its next request (keepAliveSeconds at most): more idle kept-alive clients than
+// spare threads delay new connections (they wait in the queue), they are not refused.
 //
 // Streaming: see answer_stream.h for which tokens are sent as they are generated. Progress
 // chunks with an empty delta carry workflow events in "ragraph": {"event", "node"}; the last
