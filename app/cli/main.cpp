@@ -123,7 +123,7 @@ const std::vector<Command>& commands() {
        "[--host-kv-mb 0] [--deterministic]",
        {"deterministic"}, cmdServeHttp},
       {"bench", "http",
-       "[--workflow oneshot] [--concurrency 4] [--requests 64] [--rounds 2] [--stream] [--max-tokens N] "
+       "[--workflow oneshot] [--concurrency 4] [--requests 64] [--rounds 2] [--rps R [--slo 1]] [--stream] [--max-tokens N] "
        "[--split test] [--nprobe 128] [--json FILE] [--mode hedra] [--model DIR] [--dtype f32|bf16] "
        "[--embedder DIR] [--index BASE] [--corpus PATH] [--generation-threads 1] [--retrieval-threads 1] "
        "[--deterministic]",

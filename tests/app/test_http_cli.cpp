@@ -131,6 +131,18 @@ private Q_SLOTS:
       QVERIFY(run.find("throughput_rps")->asDouble() > 0);
     }
     QVERIFY(doc->find("summary")->find("http_throughput_cost") != nullptr);
+    // An open loop: Poisson arrivals, every request counted against the SLO.
+    r = runRagraph(QStringList{"bench", "http", "--requests", "6", "--concurrency", "2", "--rounds", "1",
+                               "--max-tokens", "4", "--rps", "50", "--slo", "30"} +
+                   servingOptions());
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    doc = parseJson(r.out.toStdString());
+    QVERIFY2(doc.isOk(), qPrintable(r.out));
+    QCOMPARE(doc->find("settings")->find("rps")->asDouble(), 50.0);
+    for (const JsonValue& run : doc->find("runs")->asArray()) {
+      QCOMPARE(*run.find("completed")->asInt64(), int64_t{6});
+      QCOMPARE(run.find("slo_attainment")->asDouble(), 1.0);  // 30 s is beyond any of these requests
+    }
     r = runRagraph(QStringList{"bench", "http", "--workflow", "nothing"} + servingOptions());
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains("oneshot"), qPrintable(r.err));
