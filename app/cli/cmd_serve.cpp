@@ -384,7 +384,7 @@ int cmdWorkflowRun(Args& args) {
     for (const StageTiming& s : r->stages)
       std::fprintf(stderr, "  %-14s %-10s %7.3f -> %7.3f s  %lld %s%s\n", s.node.c_str(),
                    std::string(nodeKindName(s.kind)).c_str(), s.beginSeconds, s.endSeconds,
-                   static_cast<long long>(s.work), s.kind == NodeKind::Generation ? "tokens" : "clusters",
+                   static_cast<long long>(s.work), s.kind == NodeKind::Generation ? "tokens" : s.kind == NodeKind::Knowledge ? "paths" : "clusters",
                    s.speculative ? " (speculative, kept)" : "");
     return 0;
   }

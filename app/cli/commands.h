@@ -27,6 +27,7 @@ int cmdWorkflowShow(Args& args);      // cmd_workflow.cpp
 int cmdWorkflowRun(Args& args);       // cmd_serve.cpp
 int cmdBenchServe(Args& args);        // cmd_serve.cpp
 int cmdBenchPrefix(Args& args);       // cmd_bench_prefix.cpp
+int cmdBenchDepcache(Args& args);     // cmd_bench_depcache.cpp
 int cmdEvalWorkflow(Args& args);      // cmd_eval_workflow.cpp
 int cmdServeHttp(Args& args);         // cmd_serve_http.cpp
 int cmdBenchHttp(Args& args);         // cmd_bench_http.cpp

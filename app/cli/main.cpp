@@ -51,9 +51,9 @@ const std::vector<Command>& commands() {
        "[--checkpoint-every 200] [--log-every 10] [--eval-every N --eval-examples 64] [--resume] "
        "[--json]",
        {"resume", "json"}, cmdTrainEmbedder},
-      {"workflow", "validate", "FILE|--builtin oneshot|hyde|multistep|irg|recomp [--json]", {"json"},
+      {"workflow", "validate", "FILE|--builtin oneshot|hyde|multistep|irg|recomp|graphrag [--json]", {"json"},
        cmdWorkflowValidate},
-      {"workflow", "show", "FILE|--builtin oneshot|hyde|multistep|irg|recomp", {}, cmdWorkflowShow},
+      {"workflow", "show", "FILE|--builtin oneshot|hyde|multistep|irg|recomp|graphrag", {}, cmdWorkflowShow},
       {"demo", "", "[--corpus PATH] [--requests N] [--trace-out FILE]", {}, cmdDemo},
       {"run", "",
        "\"QUESTION\" | --qa ID [--context gold|none|retrieved [--embedder DIR] [--index BASE] "
@@ -89,15 +89,15 @@ const std::vector<Command>& commands() {
        "[--index BASE] [--corpus PATH] [--deterministic] [--json]",
        {"json", "deterministic"}, cmdWorkflowRun},
       {"bench", "serve",
-       "[--workflows oneshot,hyde,multistep,irg,recomp] [--modes sequential,flashrag,hedra] [--rps 2,4,8,16,32] "
+       "[--workflows oneshot,hyde,multistep,irg,recomp,graphrag] [--modes sequential,flashrag,hedra] [--rps 2,4,8,16,32] "
        "[--requests 40] [--min-seconds 10xSLO] [--nprobe 128] [--slo 1] [--json FILE] [--trace FILE] [--quick] "
        "[--split test] [--find-max [--search-steps 4]] [--generation-threads 1] [--retrieval-threads 1] "
        "[--substage-ms MS] [--spec-load 0.5] [--deterministic] [--trace-in FILE] [--prefix-cache on|off] "
-       "[--eviction lru|lfu|pgdsf|lacr] [--host-kv-mb 0] [--model DIR] [--dtype f32|bf16] [--embedder DIR] "
+       "[--eviction lru|lfu|pgdsf|lacr] [--host-kv-mb 0] [--graph-attention dependency|causal] [--model DIR] [--dtype f32|bf16] [--embedder DIR] "
        "[--index BASE] [--corpus PATH]",
        {"quick", "deterministic", "find-max"}, cmdBenchServe},
       {"eval", "workflow",
-       "--builtin oneshot|hyde|multistep|irg|recomp | --file FILE [--split test] [--limit 400] [--method dense|bm25|hybrid] [--mode hedra] "
+       "--builtin oneshot|hyde|multistep|irg|recomp|graphrag | --file FILE [--split test] [--limit 400] [--method dense|bm25|hybrid] [--mode hedra] "
        "[--nprobe 128] [--deterministic] [--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] "
        "[--corpus PATH] [--json]",
        {"json", "deterministic"}, cmdEvalWorkflow},
@@ -107,6 +107,10 @@ const std::vector<Command>& commands() {
        "[--eviction lru] [--host-kv-mb 0] [--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] "
        "[--corpus PATH]",
        {"quick", "deterministic"}, cmdBenchPrefix},
+      {"bench", "depcache",
+       "[--quick] [--questions 500] [--requests 2000] [--serve-requests 300] [--rps 8] [--paths 30] [--seed 1] "
+       "[--json FILE] [--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] [--corpus PATH]",
+       {"quick"}, cmdBenchDepcache},
       {"bench", "ivf",
        "[--vectors 131072] [--dim 128] [--nlist N] [--nprobe 32] [--queries 1024] [--k 10] "
        "[--repeats 7] [--budget-ms 5] [--seed 1] [--json]",

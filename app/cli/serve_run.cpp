@@ -44,6 +44,11 @@ Result<ServingParams> readServingParams(Args& args, const std::string& defaultMo
   RAG_ASSIGN_OR_RETURN(int64_t hostMb, args.getInt("host-kv-mb", 0));
   if (hostMb < 0) return Status::invalidArgument("--host-kv-mb must be 0 (no host tier) or more");
   p.hostKvBytes = hostMb << 20;
+  const std::string attention = args.getOr("graph-attention", "dependency");
+  if (attention != "dependency" && attention != "causal")
+    return Status::invalidArgument("--graph-attention takes dependency (DepCache's prefix trees under the ancestor mask) "
+                                   "or causal (flat paths), not '" + attention + "'");
+  p.dependencyAttention = attention == "dependency";
   return p;
 }
 

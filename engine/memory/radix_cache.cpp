@@ -253,6 +253,26 @@ double RadixCache::priorityOf(const Node& n) const {
   return m_policy->priority(e);
 }
 
+int64_t RadixCache::peek(std::span<const int32_t> tokens, uint64_t ns) const {
+  auto r = m_roots.find(ns);
+  if (r == m_roots.end()) return 0;
+  PrefixNodeId cur = r->second;
+  int64_t pos = 0;
+  const auto limit = static_cast<int64_t>(tokens.size()) / m_bs * m_bs;
+  while (pos < limit) {
+    const std::span<const int32_t> rest = tokens.subspan(static_cast<size_t>(pos), static_cast<size_t>(limit - pos));
+    const PrefixNodeId child = childFor(m_nodes[static_cast<size_t>(cur)], rest.first(static_cast<size_t>(m_bs)));
+    if (child == kNoPrefixNode) break;
+    const Node& c = m_nodes[static_cast<size_t>(child)];
+    const int64_t k = commonBlocks(c.key, rest);
+    if (k == 0) break;
+    pos += k * m_bs;
+    if (k * m_bs < static_cast<int64_t>(c.key.size())) break;
+    cur = child;
+  }
+  return pos;
+}
+
 void RadixCache::scoreLookahead() {
   for (Node& n : m_nodes) n.evict.lookahead = 0;
   if (!m_pending) return;

@@ -44,6 +44,9 @@ public:
 
   // Seconds to compute `tokens` tokens that follow `prefixTokens` already computed.
   void setRecomputeCost(std::function<double(int64_t prefixTokens, int64_t tokens)> cost) { m_cost = std::move(cost); }
+  // Tokens of `tokens` the cache holds in namespace `ns` (whole blocks, either tier), touching
+  // nothing: what a longest-prefix-match scheduler (LPM) ranks waiting requests by.
+  int64_t peek(std::span<const int32_t> tokens, uint64_t ns = 0) const;
   // Drops every unlocked node (both tiers); what live sequences lock stays.
   void clear();
 

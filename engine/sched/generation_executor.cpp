@@ -18,6 +18,7 @@ Result<std::unique_ptr<GenerationExecutor>> GenerationExecutor::create(const Ser
                                                                        const ServingParams& params, TurnLock* turns,
                                                                        TraceRing* ring, std::function<void()> wake) {
   std::unique_ptr<GenerationExecutor> ex(new GenerationExecutor(assets, params));
+  ex->m_elementTokens = std::make_unique<model::ElementTokens>(*assets.tokenizer);
   ex->m_wake = std::move(wake);
   model::RunnerParams rp;
   rp.deterministic = params.deterministic;
@@ -43,14 +44,26 @@ Result<std::unique_ptr<GenerationExecutor>> GenerationExecutor::create(const Ser
   return ex;
 }
 
-Result<model::SequenceRequest> GenerationExecutor::sequenceFor(const StageJob& job) const {
+Result<model::SequenceRequest> GenerationExecutor::sequenceFor(const StageJob& job,
+                                                                std::optional<model::DepPrompt>* dep) const {
   const WorkflowNode& node = *job.node;
-  RAG_ASSIGN_OR_RETURN(std::vector<model::PromptPiece> pieces,
-                       model::promptPieces(node.promptTemplate, job.inputs->vars, job.inputs->passages));
-  model::PromptTokens prompt = model::tokenizePieces(*m_assets.tokenizer, pieces);
-  if (prompt.tokens.empty()) return Status::invalidArgument("its prompt renders to no tokens");
   model::SequenceRequest q;
-  q.prompt = std::move(prompt.tokens);
+  if (m_params.dependencyAttention && !job.inputs->graphs.empty()) {
+    RAG_ASSIGN_OR_RETURN(std::optional<model::DepPrompt> p,
+                         model::dependencyPrompt(*m_elementTokens, node.promptTemplate, job.inputs->vars, job.inputs->graphs));
+    if (p) {
+      q.prompt = p->tokens();
+      q.mask = p->mask();
+      if (dep) *dep = std::move(p);
+    }
+  }
+  if (q.prompt.empty()) {
+    RAG_ASSIGN_OR_RETURN(std::vector<model::PromptPiece> pieces,
+                         model::promptPieces(node.promptTemplate, job.inputs->vars, job.inputs->passages));
+    model::PromptTokens prompt = model::tokenizePieces(*m_assets.tokenizer, pieces);
+    if (prompt.tokens.empty()) return Status::invalidArgument("its prompt renders to no tokens");
+    q.prompt = std::move(prompt.tokens);
+  }
   q.sampling.maxTokens = static_cast<int32_t>(node.generation.maxTokens);
   q.sampling.temperature = static_cast<float>(node.generation.temperature);
   q.sampling.seed = job.requestId;
@@ -59,12 +72,13 @@ Result<model::SequenceRequest> GenerationExecutor::sequenceFor(const StageJob& j
 }
 
 Status GenerationExecutor::start(const StageJob& job) {
-  RAG_ASSIGN_OR_RETURN(model::SequenceRequest seq, sequenceFor(job));
+  std::optional<model::DepPrompt> dep;
+  RAG_ASSIGN_OR_RETURN(model::SequenceRequest seq, sequenceFor(job, &dep));
   Live& l = m_live[job.key];
-  l = Live{.requestId = job.requestId, .speculative = job.speculative, .prompt = seq.prompt};
+  l = Live{.requestId = job.requestId, .speculative = job.speculative, .dependency = dep.has_value(), .prompt = seq.prompt};
   ++m_running;
   m_worker->add(GenerationJob{.key = job.key, .requestId = job.requestId, .request = std::move(seq),
-                              .speculative = job.speculative});
+                              .speculative = job.speculative, .dep = std::move(dep)});
   return Status::ok();
 }
 
@@ -131,6 +145,7 @@ Adoption GenerationExecutor::adopt(const StageJob& real) {
   Result<model::SequenceRequest> seq = sequenceFor(real);
   if (!seq) return Adoption::None;  // the real run reports the error when the scheduler starts it
   Live& l = it->second;
+  if (l.dependency || !seq->mask.isCausal()) return Adoption::None;  // a rollback would keep the old mask
   if (seq->prompt == l.prompt) {
     l.speculative = false;
     if (l.done) m_live.erase(it);

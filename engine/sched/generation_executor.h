@@ -47,12 +47,15 @@ public:
 
 private:
   GenerationExecutor(const ServingAssets& assets, const ServingParams& params);
-  Result<model::SequenceRequest> sequenceFor(const StageJob& job) const;
+  // The node's sequence; a prompt over a knowledge node's subgraphs under dependency attention
+  // also gives its DepPrompt in `dep` (the worker builds its KV through the prefix cache).
+  Result<model::SequenceRequest> sequenceFor(const StageJob& job, std::optional<model::DepPrompt>* dep = nullptr) const;
 
   struct Live {
     uint32_t requestId = 0;
     bool speculative = false;
     bool done = false;       // reported final (kept for adopt() while speculative)
+    bool dependency = false; // a dependency prompt (never retargeted)
     uint32_t epoch = 0;
     std::vector<int32_t> prompt;
     int64_t tokens = 0;
@@ -65,6 +68,7 @@ private:
   Mailbox<GenerationUpdate> m_updates;
   std::function<void()> m_wake;
   std::unordered_map<JobKey, Live> m_live;
+  std::unique_ptr<model::ElementTokens> m_elementTokens;  // scheduler thread only
   int32_t m_running = 0;  // live entries not yet done: the stage's T_curr
   std::unique_ptr<GenerationWorker> m_worker;  // last: stopped first
 };

@@ -14,6 +14,10 @@ GenerationWorker::GenerationWorker(std::unique_ptr<model::ModelRunner> runner, G
   m_kvTotal = m_runner->kvStats().capacity;
   m_memory.pool = m_runner->kvStats();
   m_memory.cacheOn = m_runner->prefixCache() != nullptr;
+  if (memory::PrefixCache* cache = m_runner->prefixCache()) {
+    m_dep = std::make_unique<DepKvBuilder>(*m_runner);
+    cache->setPendingQueue([this] { return pendingPrompts(); });  // LACR's look-ahead (worker thread)
+  }
   if (m_params.ring) m_lane = m_params.ring->registerLane("generation", LaneKind::Generation);
   m_thread = std::thread([this] { loop(); });
 }
@@ -41,20 +45,71 @@ GenerationWorker::MemoryStats GenerationWorker::memoryStats() const {
   return m_memory;
 }
 
+void GenerationWorker::postError(const GenerationJob& job, uint32_t epoch, Status error,
+                                 std::vector<GenerationUpdate>& out) {
+  GenerationUpdate u;
+  u.key = job.key;
+  u.epoch = epoch;
+  u.finished = true;
+  u.reason = model::FinishReason::Error;
+  u.error = std::move(error);
+  out.push_back(std::move(u));
+}
+
 bool GenerationWorker::addToRunner(GenerationJob& job, uint32_t epoch, std::vector<GenerationUpdate>& out) {
+  if (job.dep && m_dep) {  // phase 1 first: the segments' KV through the prefix cache
+    Result<DepKvBuilder::Ticket> t = m_dep->begin(std::move(*job.dep));
+    job.dep.reset();
+    if (!t) {
+      postError(job, epoch, t.status(), out);
+      return false;
+    }
+    m_building.push_back({*t, std::move(job), epoch});
+    admitBuilt(out);
+    return true;
+  }
   Result<model::SeqId> id = m_runner->add(std::move(job.request));
   if (!id) {
-    GenerationUpdate u;
-    u.key = job.key;
-    u.epoch = epoch;
-    u.finished = true;
-    u.reason = model::FinishReason::Error;
-    u.error = id.status();
-    out.push_back(std::move(u));
+    postError(job, epoch, id.status(), out);
     return false;
   }
   m_live.push_back({*id, Live{job.key, job.requestId, job.speculative, epoch, 0, {}}});
   return true;
+}
+
+void GenerationWorker::admitBuilt(std::vector<GenerationUpdate>& out) {
+  std::erase_if(m_building, [&](Building& b) {
+    if (!m_dep->ready(b.ticket)) return false;
+    Result<model::SequenceRequest> q = m_dep->request(b.ticket);
+    Result<model::SeqId> id = q ? Result<model::SeqId>(Status::ok()) : Result<model::SeqId>(q.status());
+    if (q) {
+      q->sampling = b.job.request.sampling;
+      id = m_runner->add(std::move(*q));
+    }
+    const int64_t hits = m_dep->hitTokens(b.ticket);
+    m_dep->finish(b.ticket);  // the sequence holds its own copies (or references) now
+    if (!id) {
+      postError(b.job, b.epoch, id.status(), out);
+      return true;
+    }
+    m_live.push_back({*id, Live{b.job.key, b.job.requestId, b.job.speculative, b.epoch, 0, {}, hits}});
+    return true;
+  });
+}
+
+std::vector<memory::PendingPrompt> GenerationWorker::pendingPrompts() const {
+  std::vector<memory::PendingPrompt> out;
+  const int32_t vocab = m_dep ? m_dep->vocab() : 0;
+  for (const GenerationJob& j : m_waiting) {
+    if (j.dep) {
+      for (const model::DepSegment& s : j.dep->segments)
+        out.push_back({kDepCacheNamespace, model::structuralKeys(s.tree, vocab)});
+    } else {
+      out.push_back({0, j.request.prompt});
+    }
+  }
+  if (m_dep) m_dep->appendPending(out);
+  return out;
 }
 
 // Truncates the live sequence to `keep` tokens and extends its prompt with the rest of the new
@@ -93,6 +148,11 @@ void GenerationWorker::applyCommands(std::vector<Command>& commands, std::vector
         break;
       case Command::Kind::Cancel: {
         std::erase_if(m_waiting, [&](const GenerationJob& j) { return j.key == c.job.key; });
+        std::erase_if(m_building, [&](const Building& b) {
+          if (b.job.key != c.job.key) return false;
+          m_dep->cancel(b.ticket);
+          return true;
+        });
         auto it = std::find_if(m_live.begin(), m_live.end(), [&](const auto& l) { return l.second.key == c.job.key; });
         if (it != m_live.end()) (void)m_runner->cancel(it->first);  // reported (and released) by the next step
         break;
@@ -115,6 +175,7 @@ void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
     zone.setArgs(static_cast<uint32_t>(r.stats.decodeRows + r.stats.prefillRows),
                  static_cast<uint32_t>(r.stats.sequences));
   }
+  if (m_dep) m_dep->absorb(r.events);
   for (model::SeqEvent& e : r.events) {
     auto it = std::find_if(m_live.begin(), m_live.end(), [&](const auto& l) { return l.first == e.id; });
     if (it == m_live.end()) continue;
@@ -123,7 +184,8 @@ void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
     u.epoch = it->second.epoch;
     u.text = std::move(e.text);
     u.newTokens = static_cast<int32_t>(e.tokens.size());
-    u.promptCachedTokens = e.promptCachedTokens;
+    u.promptCachedTokens = e.promptCachedTokens >= 0 && it->second.depHitTokens >= 0 ? it->second.depHitTokens
+                                                                                     : e.promptCachedTokens;
     it->second.generated += u.newTokens;
     it->second.text += u.text;
     if (e.finished) {
@@ -136,6 +198,7 @@ void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
     }
     if (u.finished || u.newTokens > 0 || !u.text.empty()) out.push_back(std::move(u));
   }
+  if (m_dep && !m_building.empty()) admitBuilt(out);
   const uint64_t busyNs = nowNs() - t0;
   if (m_params.load) m_params.load->addBusy(busyNs);
   const double secs = static_cast<double>(busyNs) * 1e-9;
@@ -160,6 +223,7 @@ void GenerationWorker::refreshMemoryStats() {
     mem.cache = cache->stats();
     mem.cacheOn = true;
   }
+  if (m_dep) mem.dep = m_dep->stats();
   mem.prefillPerRow = m_runner->recomputeCost().perRow();
   mem.prefillPerPair = m_runner->recomputeCost().perPair();
   std::lock_guard lock(m_memoryMutex);

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "model/runner.h"
+#include "sched/dep_kv.h"
 #include "rag/engine.h"
 #include "sched/load_gauge.h"
 #include "sched/mailbox.h"
@@ -44,6 +45,9 @@ struct GenerationJob {
   uint32_t requestId = 0;
   model::SequenceRequest request;
   bool speculative = false;  // traced with kTraceSpeculative
+  // A dependency prompt (request.prompt = its tokens, request.mask its ancestors): with a prefix
+  // cache, its segments' KV is built through it first (sched/dep_kv.h, DepCache's GKVR).
+  std::optional<model::DepPrompt> dep = {};
 };
 
 struct GenerationUpdate {
@@ -91,6 +95,7 @@ public:
     model::KvPoolStats pool;
     memory::PrefixCacheStats cache;
     bool cacheOn = false;
+    DepKvStats dep;  // dependency prompts' segments through the cache
     double prefillPerRow = 0, prefillPerPair = 0;  // seconds (ModelRunner::recomputeCost)
   };
   MemoryStats memoryStats() const;
@@ -126,8 +131,20 @@ private:
     uint32_t epoch = 0;
     int64_t generated = 0;  // tokens sampled so far
     std::string text;       // their text, as the events gave it
+    int64_t depHitTokens = -1;  // a dependency prompt: its segments' tokens found in the cache
   };
   bool addToRunner(GenerationJob& job, uint32_t epoch, std::vector<GenerationUpdate>& out);
+  // Adds the sequences of dependency prompts whose segments' KV is ready.
+  void admitBuilt(std::vector<GenerationUpdate>& out);
+  void postError(const GenerationJob& job, uint32_t epoch, Status error, std::vector<GenerationUpdate>& out);
+  std::vector<memory::PendingPrompt> pendingPrompts() const;
+  std::unique_ptr<DepKvBuilder> m_dep;  // with a prefix cache
+  struct Building {
+    DepKvBuilder::Ticket ticket;
+    GenerationJob job;
+    uint32_t epoch;
+  };
+  std::vector<Building> m_building;
   void applyRetarget(Command& c, std::vector<GenerationUpdate>& out);
   std::vector<std::pair<model::SeqId, Live>> m_live;  // small: a linear map
   std::vector<GenerationJob> m_waiting;               // stageBatches: for the next batch

@@ -83,6 +83,11 @@ Status RetrievalExecutor::start(const StageJob& job) {
   r.nprobe = node.retrieval.nprobe > 0 ? node.retrieval.nprobe : m_params.nprobe;
   r.method = node.retrieval.method;
   r.speculative = job.speculative;
+  if (node.kind == NodeKind::Knowledge)
+    r.knowledge = knowledge::KgParams{.subgraphs = static_cast<int32_t>(node.topk),
+                                      .hops = static_cast<int32_t>(node.knowledge.hops),
+                                      .fanout = static_cast<int32_t>(node.knowledge.fanout),
+                                      .topK = static_cast<int32_t>(node.knowledge.paths)};
   if (m_params.policy.reorder && m_params.policy.retrieval == RetrievalPacing::SubStages) {
     auto cache = m_localCache.find(job.requestId);
     if (cache != m_localCache.end()) r.hint = cache->second;
@@ -114,6 +119,17 @@ Result<NodeOutput> RetrievalExecutor::outputOf(const std::vector<retrieval::Sear
   return out;
 }
 
+// A knowledge node's output: the flat paths as its variable's text (what conditions and causal
+// prompts read), the subgraphs for dependency prompts; the note when nothing was linked.
+NodeOutput RetrievalExecutor::graphOutput(RetrievalUpdate& u) {
+  NodeOutput out;
+  out.text = model::flatGraphText(u.graphs);
+  if (out.text.empty() && !u.note.empty()) out.text = "(" + u.note + ")\n";
+  out.work = u.paths;
+  out.graphs = std::move(u.graphs);
+  return out;
+}
+
 void RetrievalExecutor::collect(std::vector<StageUpdate>& out) {
   std::vector<RetrievalUpdate> raw;
   m_updates.takeAll(raw);
@@ -127,7 +143,9 @@ void RetrievalExecutor::collect(std::vector<StageUpdate>& out) {
       m_live.erase(live);
       s.final = true;
       if (u.cache) m_localCache[requestId] = std::move(*u.cache);
-      Result<NodeOutput> o = u.error.isOk() ? outputOf(u.top, u.clustersSearched) : Result<NodeOutput>(u.error);
+      Result<NodeOutput> o = !u.error.isOk() ? Result<NodeOutput>(u.error)
+                             : u.knowledge   ? Result<NodeOutput>(graphOutput(u))
+                                             : outputOf(u.top, u.clustersSearched);
       if (o) s.output = std::move(*o);
       else s.error = o.status();
     } else {

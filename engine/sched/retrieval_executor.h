@@ -52,6 +52,7 @@ public:
 
 private:
   RetrievalExecutor(const ServingAssets& assets, const ServingParams& params, corpus::QaPromptReader reader);
+  NodeOutput graphOutput(RetrievalUpdate& u);
   Result<NodeOutput> outputOf(const std::vector<retrieval::SearchHit>& hits, int64_t clustersSearched);
 
   const ServingAssets& m_assets;

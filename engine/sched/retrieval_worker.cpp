@@ -126,8 +126,53 @@ Result<std::vector<retrieval::SearchHit>> RetrievalWorker::lexicalHits(const std
   return hits;
 }
 
+RetrievalUpdate RetrievalWorker::knowledgeUpdate(const RetrievalJob& job) {
+  RetrievalUpdate u{.key = job.key, .final = true};
+  u.knowledge = true;
+  if (!m_kg) {
+    if (m_params.corpus.empty()) {
+      u.error = Status::invalidArgument("knowledge-graph retrieval needs the corpus; this engine was given none");
+      return u;
+    }
+    Result<std::shared_ptr<const knowledge::KnowledgeGraph>> kg = knowledge::KnowledgeGraph::load(m_params.corpus);
+    Result<corpus::QaPromptReader> reader = corpus::QaPromptReader::open(m_params.corpus);
+    if (!kg || !reader) {
+      u.error = !kg ? kg.status() : reader.status();
+      return u;
+    }
+    m_reader.emplace(std::move(*reader));
+    m_kg = std::make_unique<knowledge::KgRetriever>(
+        std::move(*kg), [this](std::span<const std::string> texts) { return m_embedder.embed(texts); },
+        [this](std::string_view q, int32_t k) -> Result<std::vector<int64_t>> {
+          RAG_ASSIGN_OR_RETURN(std::vector<retrieval::SearchHit> hits, lexicalHits(std::string(q), k));
+          std::vector<int64_t> ids;
+          for (const retrieval::SearchHit& h : hits) ids.push_back(retrieval::PassageIndex::passageId(h.id));
+          return ids;
+        },
+        [this](int64_t pid) -> Result<std::string> {
+          RAG_ASSIGN_OR_RETURN(Passage p, m_reader->passage(pid));
+          return std::move(p.text);
+        });
+  }
+  Result<knowledge::KgResult> r = m_kg->retrieve(job.query, *job.knowledge);
+  if (!r) {
+    u.error = r.status();
+    return u;
+  }
+  u.graphs = knowledge::subgraphTexts(m_kg->graph(), r->subgraphs);
+  for (const knowledge::Subgraph& g : r->subgraphs) u.paths += static_cast<int64_t>(g.paths.size());
+  u.note = r->note;
+  return u;
+}
+
 void RetrievalWorker::admit(std::vector<RetrievalJob>& jobs, std::vector<RetrievalUpdate>& out) {
-  // BM25 jobs need no embedding and no IVF: answered here, in full.
+  // Knowledge and BM25 jobs need no IVF: answered here, in full.
+  std::erase_if(jobs, [&](const RetrievalJob& job) {
+    if (!job.knowledge) return false;
+    RAG_TRACE_ZONE(zone, m_params.ring, m_lane, TraceStage::RetrievalStep, job.requestId);
+    out.push_back(knowledgeUpdate(job));
+    return true;
+  });
   std::erase_if(jobs, [&](const RetrievalJob& job) {
     if (job.method != RetrievalMethod::Bm25) return false;
     RAG_TRACE_ZONE(zone, m_params.ring, m_lane, TraceStage::RetrievalStep, job.requestId);

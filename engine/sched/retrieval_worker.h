@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include "corpus/qa_prompt.h"
+#include "knowledge/kg_retriever.h"
 #include "rag/engine.h"
 #include "retrieval/bm25_index.h"
 #include "retrieval/cluster_cache.h"
@@ -56,6 +58,9 @@ struct RetrievalJob {
   int64_t nprobe = 128;
   RetrievalMethod method = RetrievalMethod::Dense;
   std::optional<retrieval::LocalCache> hint;  // the request's previous retrieval (reorder)
+  // Set: a knowledge-graph retrieval (knowledge/kg_retriever.h) for `query`, answered in full in
+  // one turn (its related entities come from BM25, which needs no IVF search).
+  std::optional<knowledge::KgParams> knowledge;
   bool speculative = false;                   // a speculative retrieval (§4.3)
 };
 
@@ -69,6 +74,11 @@ struct RetrievalUpdate {
   int64_t clustersTotal = 0;
   std::optional<retrieval::LocalCache> cache = {};  // final: what the next retrieval can reuse
   Status error = {};
+  // Knowledge jobs: the subgraphs' kept paths, and why there are none when there are none.
+  bool knowledge = false;
+  std::vector<model::SubgraphText> graphs = {};
+  std::string note = {};
+  int64_t paths = 0;  // paths scored (kept and pruned)
 };
 
 struct RetrievalWorkerParams {
@@ -149,6 +159,10 @@ private:
   std::vector<int32_t> m_clusterOfIds;
   std::optional<retrieval::ClusterCache> m_cache;
   std::optional<retrieval::Bm25Index> m_bm25;
+  // Knowledge jobs: the graph, loaded at the first one, and the passage reader its linking uses.
+  std::unique_ptr<knowledge::KgRetriever> m_kg;
+  std::optional<corpus::QaPromptReader> m_reader;
+  RetrievalUpdate knowledgeUpdate(const RetrievalJob& job);
   std::atomic<double> m_cacheHitRate{0};
   mutable std::mutex m_residencyMutex;
   std::vector<uint8_t> m_residency;

@@ -115,6 +115,9 @@ Status Scheduler::start() {
                                                  [g = gen.get()] { return g->worker().stepSeconds(); }, wake));
   m_gen = gen.get();
   m_ret = ret.get();
+  m_byKind[static_cast<size_t>(NodeKind::Generation)] = gen.get();
+  m_byKind[static_cast<size_t>(NodeKind::Retrieval)] = ret.get();
+  m_byKind[static_cast<size_t>(NodeKind::Knowledge)] = ret.get();  // on the retrieval worker: same cores, same embedder
   m_executors[static_cast<size_t>(NodeKind::Generation)] = std::move(gen);
   m_executors[static_cast<size_t>(NodeKind::Retrieval)] = std::move(ret);
   m_thread = std::thread([this] { loop(); });
@@ -368,6 +371,8 @@ void Scheduler::finishNode(Req& r, NodeOutput output, bool speculative) {
   }
   if (output.passages.empty()) r.inputs.passages.erase(node->outputVar);
   else r.inputs.passages[node->outputVar] = std::move(output.passages);
+  if (node->kind == NodeKind::Knowledge) r.inputs.graphs[node->outputVar] = std::move(output.graphs);
+  else r.inputs.graphs.erase(node->outputVar);
   r.inputs.vars[node->outputVar] = output.text;
   ++r.runs[r.node];
   emit(RequestEvent::Kind::NodeFinished, r, std::move(output.text));

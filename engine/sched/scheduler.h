@@ -89,7 +89,7 @@ private:
   void handle(CancelMsg& m);
   void handle(WorkPosted&) {}
   void handle(StageUpdate& u);
-  StageExecutor& executor(NodeKind kind) { return *m_executors[static_cast<size_t>(kind)]; }
+  StageExecutor& executor(NodeKind kind) { return *m_byKind[static_cast<size_t>(kind)]; }
   void startNode(Req& r);
   // Records `output` as the current node's result and moves to the next node (or END).
   void finishNode(Req& r, NodeOutput output, bool speculative);
@@ -110,7 +110,8 @@ private:
   RequestEventFn m_onEvent;
   std::unique_ptr<TurnLock> m_turns;
   // One per NodeKind, indexed by it; the typed pointers are for statistics.
-  std::array<std::unique_ptr<StageExecutor>, 2> m_executors;
+  std::array<std::unique_ptr<StageExecutor>, 2> m_executors;   // owners
+  std::array<StageExecutor*, kNodeKindCount> m_byKind{};            // the retrieval executor also runs Knowledge nodes
   GenerationExecutor* m_gen = nullptr;
   RetrievalExecutor* m_ret = nullptr;
   Mailbox<Message> m_inbox;

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "model/dep_prompt.h"
 #include "model/prompt.h"
 #include "rag/status.h"
 #include "rag/workflow.h"
@@ -29,12 +30,14 @@ using JobKey = uint64_t;  // names one unit of work (one node run, or one specul
 struct RequestInputs {
   Variables vars;
   model::PassageVariables passages;
+  model::GraphVariables graphs;  // the variables a knowledge node wrote: its subgraphs
 };
 
 // What a node run produced.
 struct NodeOutput {
   std::string text;                           // the node's output variable
-  std::vector<model::PassageText> passages;   // retrieval: the passages behind `text`, best first
+  std::vector<model::PassageText> passages = {};  // retrieval: the passages behind `text`, best first
+  std::vector<model::SubgraphText> graphs = {};   // knowledge: the subgraphs behind `text`
   int64_t work = 0;                           // tokens generated, or clusters searched
   int64_t promptTokens = 0;                   // generation: the prompt, and the part of it the
   int64_t cachedPromptTokens = 0;             // prefix cache supplied

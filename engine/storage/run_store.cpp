@@ -111,7 +111,8 @@ std::vector<StageTiming> stagesFromJson(std::string_view text) {
     auto str = [&](const char* k) { const JsonValue* x = v.find(k); return x && x->isString() ? x->asString() : std::string(); };
     auto num = [&](const char* k) { const JsonValue* x = v.find(k); return x && x->isNumber() ? x->asDouble() : 0.0; };
     s.node = str("node");
-    s.kind = str("kind") == "retrieval" ? NodeKind::Retrieval : NodeKind::Generation;
+    const std::string kind = str("kind");
+    s.kind = kind == "retrieval" ? NodeKind::Retrieval : kind == "knowledge" ? NodeKind::Knowledge : NodeKind::Generation;
     s.beginSeconds = num("begin");
     s.endSeconds = num("end");
     s.work = static_cast<int64_t>(num("work"));

@@ -12,6 +12,7 @@ std::string_view workflowName(Workflow w) {
     case Workflow::Multistep: return "multistep";
     case Workflow::Irg: return "irg";
     case Workflow::Recomp: return "recomp";
+    case Workflow::GraphRag: return "graphrag";
   }
   return "unknown";
 }
@@ -23,7 +24,12 @@ std::optional<Workflow> workflowFromName(std::string_view name) {
 }
 
 std::string_view nodeKindName(NodeKind k) {
-  return k == NodeKind::Generation ? "generation" : "retrieval";
+  switch (k) {
+    case NodeKind::Generation: return "generation";
+    case NodeKind::Retrieval: return "retrieval";
+    case NodeKind::Knowledge: return "knowledge";
+  }
+  return "unknown";
 }
 
 std::string_view retrievalMethodName(RetrievalMethod m) {
@@ -151,6 +157,19 @@ WorkflowGraph& WorkflowGraph::addRetrieval(std::string id, int64_t topk, std::st
   n.queryVar = std::move(queryVar);
   n.outputVar = std::move(outputVar);
   n.retrieval = options;
+  m_nodes.push_back(std::move(n));
+  return *this;
+}
+
+WorkflowGraph& WorkflowGraph::addKnowledge(std::string id, int64_t subgraphs, std::string queryVar,
+                                           std::string outputVar, KnowledgeOptions options) {
+  WorkflowNode n;
+  n.id = std::move(id);
+  n.kind = NodeKind::Knowledge;
+  n.topk = subgraphs;
+  n.queryVar = std::move(queryVar);
+  n.outputVar = std::move(outputVar);
+  n.knowledge = options;
   m_nodes.push_back(std::move(n));
   return *this;
 }

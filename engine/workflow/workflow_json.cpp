@@ -207,7 +207,7 @@ Result<WorkflowNode> readNode(const JsonValue& v, const std::string& path) {
   RAG_ASSIGN_OR_RETURN(ObjectReader r, objectAt(v, path, example));
   WorkflowNode n;
   RAG_ASSIGN_OR_RETURN(n.id, r.string("id", "\"retrieve\""));
-  RAG_ASSIGN_OR_RETURN(std::string kind, r.string("kind", "\"generation\" or \"retrieval\""));
+  RAG_ASSIGN_OR_RETURN(std::string kind, r.string("kind", "\"generation\", \"retrieval\" or \"knowledge\""));
   if (kind == nodeKindName(NodeKind::Generation)) {
     n.kind = NodeKind::Generation;
     RAG_RETURN_IF_ERROR(
@@ -235,9 +235,20 @@ Result<WorkflowNode> readNode(const JsonValue& v, const std::string& path) {
     n.retrieval.method = *m;
     RAG_ASSIGN_OR_RETURN(n.retrieval.nprobe,
                          r.integerOr("nprobe", RetrievalOptions{}.nprobe, "128"));
+  } else if (kind == nodeKindName(NodeKind::Knowledge)) {
+    n.kind = NodeKind::Knowledge;
+    RAG_RETURN_IF_ERROR(
+        r.checkKeys({"id", "kind", "query", "output", "subgraphs", "hops", "fanout", "paths"}, "a knowledge node"));
+    const KnowledgeOptions defaults;
+    RAG_ASSIGN_OR_RETURN(n.queryVar, r.string("query", "\"question\""));
+    RAG_ASSIGN_OR_RETURN(n.outputVar, r.string("output", "\"graph\""));
+    RAG_ASSIGN_OR_RETURN(n.topk, r.integer("subgraphs", "5"));
+    RAG_ASSIGN_OR_RETURN(n.knowledge.hops, r.integerOr("hops", defaults.hops, "2"));
+    RAG_ASSIGN_OR_RETURN(n.knowledge.fanout, r.integerOr("fanout", defaults.fanout, "8"));
+    RAG_ASSIGN_OR_RETURN(n.knowledge.paths, r.integerOr("paths", defaults.paths, "30"));
   } else {
     return errorAt(r.pathOf("kind"),
-                   "\"" + kind + "\" is not a node kind; use \"generation\" or \"retrieval\"");
+                   "\"" + kind + "\" is not a node kind; use \"generation\", \"retrieval\" or \"knowledge\"");
   }
   return n;
 }
@@ -337,6 +348,13 @@ std::string WorkflowGraph::toJson() const {
       w.key("stop").beginArray();
       for (const std::string& s : n.generation.stop) w.value(s);
       w.endArray();
+    } else if (n.kind == NodeKind::Knowledge) {
+      w.key("query").value(n.queryVar);
+      w.key("output").value(n.outputVar);
+      w.key("subgraphs").value(n.topk);
+      w.key("hops").value(n.knowledge.hops);
+      w.key("fanout").value(n.knowledge.fanout);
+      w.key("paths").value(n.knowledge.paths);
     } else {
       w.key("query").value(n.queryVar);
       w.key("output").value(n.outputVar);

@@ -126,6 +126,8 @@ private:
         add(n.id, -1, at + " writes 'question', the request's input; give its output another name");
       if (n.kind == NodeKind::Generation)
         checkGeneration(n, at);
+      else if (n.kind == NodeKind::Knowledge)
+        checkKnowledge(n, at);
       else
         checkRetrieval(n, at);
     }
@@ -161,6 +163,20 @@ private:
       add(n.id, -1,
           at + ": nprobe is " + std::to_string(n.retrieval.nprobe) +
               "; it must be >= 0 (0 uses the engine's setting)");
+  }
+
+  void checkKnowledge(const WorkflowNode& n, const std::string& at) {
+    if (n.topk < 1 || n.topk > 64)
+      add(n.id, -1, at + ": subgraphs is " + std::to_string(n.topk) + "; it must be in [1, 64] (entities to expand)");
+    if (!isVariableName(n.queryVar))
+      add(n.id, -1, at + ": its query variable '" + n.queryVar + "' is not a variable name" + kNameRule);
+    const KnowledgeOptions& o = n.knowledge;
+    if (o.hops < 1 || o.hops > 4)
+      add(n.id, -1, at + ": hops is " + std::to_string(o.hops) + "; it must be in [1, 4] (the subgraph's depth)");
+    if (o.fanout < 1 || o.fanout > 256)
+      add(n.id, -1, at + ": fanout is " + std::to_string(o.fanout) + "; it must be in [1, 256] (edges followed per entity)");
+    if (o.paths < 1 || o.paths > 1000)
+      add(n.id, -1, at + ": paths is " + std::to_string(o.paths) + "; it must be in [1, 1000] (paths kept per subgraph)");
   }
 
   void checkEdges() {

@@ -138,6 +138,10 @@ rag::WorkflowNode GraphModel::defaultNode(rag::NodeKind kind, const QString& id)
     n.promptTemplate = "{docs}Question: {question}\nAnswer:";
     n.outputVar = "answer";
     n.generation.stop = {"\n"};
+  } else if (kind == rag::NodeKind::Knowledge) {
+    n.topk = 5;
+    n.queryVar = std::string(rag::kQuestionVar);
+    n.outputVar = "graph";
   } else {
     n.topk = 5;
     n.queryVar = std::string(rag::kQuestionVar);

@@ -25,7 +25,12 @@ NodeItem::NodeItem(const QString& id, Role role) : m_id(id), m_role(role) {
 }
 
 QColor NodeItem::kindColor(rag::NodeKind kind) {
-  return kind == rag::NodeKind::Generation ? QColor(0x2f, 0x6d, 0xb5) : QColor(0x2e, 0x8b, 0x57);
+  switch (kind) {
+    case rag::NodeKind::Generation: return QColor(0x2f, 0x6d, 0xb5);
+    case rag::NodeKind::Retrieval: return QColor(0x2e, 0x8b, 0x57);
+    case rag::NodeKind::Knowledge: return QColor(0x8a, 0x5a, 0x2b);
+  }
+  return QColor(0x60, 0x64, 0x70);
 }
 
 void NodeItem::setNode(const rag::WorkflowNode& node) {
@@ -33,6 +38,15 @@ void NodeItem::setNode(const rag::WorkflowNode& node) {
   if (node.kind == rag::NodeKind::Generation) {
     m_detail = QStringLiteral("generation · max %1 tokens").arg(node.generation.maxTokens);
     m_summary = QStringLiteral("Generation node. Prompt:\n%1").arg(toQString(node.promptTemplate));
+  } else if (node.kind == rag::NodeKind::Knowledge) {
+    m_detail = QStringLiteral("knowledge graph · %1 subgraphs").arg(node.topk);
+    m_summary = QStringLiteral("Knowledge-graph retrieval node: the %1 entities of {%2}, each one's %3-hop "
+                               "subgraph (%4 edges per entity), its %5 paths most similar to the query")
+                    .arg(node.topk)
+                    .arg(toQString(node.queryVar))
+                    .arg(node.knowledge.hops)
+                    .arg(node.knowledge.fanout)
+                    .arg(node.knowledge.paths);
   } else {
     const QString method = toQString(rag::retrievalMethodName(node.retrieval.method));
     m_detail = QStringLiteral("%1 · top-%2").arg(method).arg(node.topk);

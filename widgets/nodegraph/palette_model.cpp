@@ -44,6 +44,12 @@ const std::vector<Entry>& entries() {
          PaletteModel::tr("Drop on the canvas: a node that searches the corpus with its query "
                           "variable and stores the top-k passages"),
          NodeItem::kindColor(rag::NodeKind::Retrieval)},
+        {kNodeKindMime, bytes(rag::nodeKindName(rag::NodeKind::Knowledge)),
+         PaletteModel::tr("Knowledge graph"),
+         PaletteModel::tr("Drop on the canvas: a knowledge-graph retrieval node that links the "
+                          "entities of its query, takes each one's subgraph and keeps its paths "
+                          "most similar to the query (GraphRAG, DepCache)"),
+         NodeItem::kindColor(rag::NodeKind::Knowledge)},
         cond(rag::ConditionKind::Always, PaletteModel::tr("always"),
              PaletteModel::tr("Drop on an edge: taken unconditionally")),
         cond(rag::ConditionKind::Empty, PaletteModel::tr("if empty"),

@@ -275,7 +275,8 @@ void PropertyPanel::refreshGraph() {
 
 void PropertyPanel::refreshNode(const rag::WorkflowNode& n) {
   const bool gen = n.kind == rag::NodeKind::Generation;
-  m_title->setText(tr("<b>%1 node</b>").arg(gen ? tr("Generation") : tr("Retrieval")));
+  const bool kg = n.kind == rag::NodeKind::Knowledge;
+  m_title->setText(tr("<b>%1 node</b>").arg(gen ? tr("Generation") : kg ? tr("Knowledge-graph retrieval") : tr("Retrieval")));
   m_pages->setCurrentIndex(1);
   setText(m_id, toQString(n.id));
   m_kind->setText(toQString(rag::nodeKindName(n.kind)));
@@ -283,9 +284,9 @@ void PropertyPanel::refreshNode(const rag::WorkflowNode& n) {
   for (QWidget* w : {static_cast<QWidget*>(m_prompt), static_cast<QWidget*>(m_maxTokens),
                      static_cast<QWidget*>(m_temperature), static_cast<QWidget*>(m_stop)})
     setRowVisible(w, gen);
-  for (QWidget* w : {static_cast<QWidget*>(m_query), static_cast<QWidget*>(m_topk),
-                     static_cast<QWidget*>(m_method), static_cast<QWidget*>(m_nprobe)})
-    setRowVisible(w, !gen);
+  for (QWidget* w : {static_cast<QWidget*>(m_query), static_cast<QWidget*>(m_topk)}) setRowVisible(w, !gen);
+  // A knowledge node's top-k is its subgraph count; method and nprobe are the passage search's.
+  for (QWidget* w : {static_cast<QWidget*>(m_method), static_cast<QWidget*>(m_nprobe)}) setRowVisible(w, !gen && !kg);
   if (gen) {
     // Only a different text is set, so the cursor stays where the user is typing.
     if (m_prompt->toPlainText() != toQString(n.promptTemplate))

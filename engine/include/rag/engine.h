@@ -104,6 +104,11 @@ struct ServingParams {
   bool prefixCache = true;
   std::string evictionPolicy = "lru";  // lru | lfu | pgdsf | lacr
   int64_t hostKvBytes = 0;             // host tier that evicted prefixes move to; 0: none
+  // How a generation prompt reads a knowledge node's subgraphs (DepCache). Dependency: as prefix
+  // trees of their paths under the ancestor mask (model/dep_prompt.h); with prefixCache each
+  // subgraph's KV is also reused across requests at its new offset (GKVR). Causal: as flat
+  // paths under causal attention (what vLLM and SGLang serve).
+  bool dependencyAttention = true;
   // Speculation triggers (§4.3): speculate while fewer than this many requests are in the
   // stage that would do the speculative work (T_curr < τ·T_max).
   int32_t specGenerationLimit = 16;

@@ -65,12 +65,13 @@ namespace rag {
 
 // ---- the built-in workflows (HedraRAG §6.1) ----------------------------------------------
 
-enum class Workflow { OneShot, Hyde, Multistep, Irg, Recomp };
-inline constexpr std::array<Workflow, 5> kAllWorkflows = {
-    Workflow::OneShot, Workflow::Hyde, Workflow::Multistep, Workflow::Irg, Workflow::Recomp};
+enum class Workflow { OneShot, Hyde, Multistep, Irg, Recomp, GraphRag };
+inline constexpr std::array<Workflow, 6> kAllWorkflows = {Workflow::OneShot, Workflow::Hyde,   Workflow::Multistep,
+                                                          Workflow::Irg,     Workflow::Recomp, Workflow::GraphRag};
 
 // The lower-case words used on the command line, in trace files and as the built-in file
-// names: "oneshot", "hyde", "multistep", "irg", "recomp".
+// names: "oneshot", "hyde", "multistep", "irg", "recomp", "graphrag" (DepCache's GraphRAG:
+// knowledge-graph retrieval, then generation over the subgraphs).
 std::string_view workflowName(Workflow w);
 std::optional<Workflow> workflowFromName(std::string_view name);
 
@@ -87,8 +88,13 @@ inline constexpr int64_t kWorkflowFormatVersion = 1;
 using Variables = std::map<std::string, std::string, std::less<>>;
 using RunCounts = std::map<std::string, int64_t, std::less<>>;  // node id -> finished runs
 
-enum class NodeKind { Generation, Retrieval };
-std::string_view nodeKindName(NodeKind k);  // "generation" | "retrieval"
+// Knowledge: knowledge-graph retrieval (GraphRAG, DepCache §2): the question's entities, the
+// L-hop subgraph of each, its relation paths pruned to the top K by similarity to the question.
+// Its output variable holds the subgraphs; a generation prompt that uses it lays them out as a
+// dependency prompt (model/dep_prompt.h) or, under causal attention, as flat paths.
+enum class NodeKind { Generation, Retrieval, Knowledge };
+inline constexpr size_t kNodeKindCount = 3;
+std::string_view nodeKindName(NodeKind k);  // "generation" | "retrieval" | "knowledge"
 
 struct GenerationOptions {
   int64_t maxTokens = 64;         // >= 1
@@ -112,7 +118,15 @@ struct RetrievalOptions {
   bool operator==(const RetrievalOptions&) const = default;
 };
 
-// One node. Fields of the other kind stay at their defaults.
+// A knowledge-graph retrieval node's settings (its subgraph count is WorkflowNode::topk).
+struct KnowledgeOptions {
+  int64_t hops = 2;     // L: the subgraph's depth, in [1, 4]
+  int64_t fanout = 8;   // out-edges followed per entity, in [1, 256]
+  int64_t paths = 30;   // K: paths kept per subgraph, in [1, 1000]
+  bool operator==(const KnowledgeOptions&) const = default;
+};
+
+// One node. Fields of the other kinds stay at their defaults.
 struct WorkflowNode {
   std::string id;  // letters, digits, '_', '-', '.'; not START or END
   NodeKind kind = NodeKind::Generation;
@@ -120,10 +134,11 @@ struct WorkflowNode {
   // Generation
   std::string promptTemplate;
   GenerationOptions generation;
-  // Retrieval
-  int64_t topk = 0;  // >= 1
+  // Retrieval and Knowledge
+  int64_t topk = 0;  // >= 1: passages (Retrieval) or subgraphs (Knowledge)
   std::string queryVar;
   RetrievalOptions retrieval;
+  KnowledgeOptions knowledge;
   bool operator==(const WorkflowNode&) const = default;
 };
 
@@ -200,6 +215,9 @@ public:
                                GenerationOptions options = {});
   WorkflowGraph& addRetrieval(std::string id, int64_t topk, std::string queryVar,
                               std::string outputVar, RetrievalOptions options = {});
+  // A knowledge-graph retrieval node: `subgraphs` entities' subgraphs for the text of `queryVar`.
+  WorkflowGraph& addKnowledge(std::string id, int64_t subgraphs, std::string queryVar, std::string outputVar,
+                              KnowledgeOptions options = {});
   // Edges leaving one node are checked in the order they are added (first match wins).
   WorkflowGraph& addEdge(std::string from, std::string to, EdgeCondition when = {});
 
