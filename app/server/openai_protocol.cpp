@@ -44,6 +44,16 @@ std::optional<ApiError> readContent(const JsonValue& content, size_t index, std:
 
 bool blank(std::string_view s) { return s.find_first_not_of(" \t\r\n") == std::string_view::npos; }
 
+// What a stage's work counts (StageTiming::work).
+const char* workKey(NodeKind k) {
+  switch (k) {
+    case NodeKind::Generation: return "tokens";
+    case NodeKind::Retrieval: return "clusters";
+    case NodeKind::Knowledge: return "paths";
+  }
+  return "work";
+}
+
 bool writesAnswer(const WorkflowGraph& g, const WorkflowNode& n) {
   return n.kind == NodeKind::Generation && n.outputVar == g.answerVar();
 }
@@ -97,7 +107,7 @@ void writeExtension(JsonWriter& w, const WorkflowGraph& g, const RequestResult& 
   for (const StageTiming& s : r.stages) {
     w.beginObject().key("node").value(s.node).key("kind").value(nodeKindName(s.kind));
     w.key("begin_s").value(s.beginSeconds).key("end_s").value(s.endSeconds);
-    w.key(s.kind == NodeKind::Generation ? "tokens" : "clusters").value(s.work);
+    w.key(workKey(s.kind)).value(s.work);
     w.key("speculative").value(s.speculative);
     if (s.kind == NodeKind::Generation) {
       w.key("first_token_s");
@@ -256,17 +266,24 @@ WorkflowGraph applySamplingOptions(const WorkflowGraph& graph, const CompletionR
   g.setAnswerVar(graph.answerVar());
   g.setMaxNodeRuns(graph.maxNodeRuns());
   for (const WorkflowNode& n : graph.nodes()) {
-    if (n.kind == NodeKind::Retrieval) {
-      g.addRetrieval(n.id, n.topk, n.queryVar, n.outputVar, n.retrieval);
-      continue;
+    switch (n.kind) {
+      case NodeKind::Retrieval:
+        g.addRetrieval(n.id, n.topk, n.queryVar, n.outputVar, n.retrieval);
+        break;
+      case NodeKind::Knowledge:
+        g.addKnowledge(n.id, n.topk, n.queryVar, n.outputVar, n.knowledge);
+        break;
+      case NodeKind::Generation: {
+        GenerationOptions o = n.generation;
+        if (writesAnswer(graph, n)) {
+          if (req.maxTokens) o.maxTokens = *req.maxTokens;
+          if (req.temperature) o.temperature = *req.temperature;
+          o.stop.insert(o.stop.end(), req.stop.begin(), req.stop.end());
+        }
+        g.addGeneration(n.id, n.promptTemplate, n.outputVar, o);
+        break;
+      }
     }
-    GenerationOptions o = n.generation;
-    if (writesAnswer(graph, n)) {
-      if (req.maxTokens) o.maxTokens = *req.maxTokens;
-      if (req.temperature) o.temperature = *req.temperature;
-      o.stop.insert(o.stop.end(), req.stop.begin(), req.stop.end());
-    }
-    g.addGeneration(n.id, n.promptTemplate, n.outputVar, o);
   }
   for (const WorkflowEdge& e : graph.edges()) g.addEdge(e.from, e.to, e.when);
   return g;
