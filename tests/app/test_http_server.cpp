@@ -148,6 +148,37 @@ private Q_SLOTS:
       }
   }
 
+  // max_tokens, temperature and stop change the answer-writing generation nodes and nothing
+  // else, in every built-in (whatever node kinds it has).
+  void samplingOptionsTouchOnlyTheAnswerNodes() {
+    server::CompletionRequest req;
+    req.maxTokens = 7;
+    req.temperature = 0.5;
+    req.stop = {"###"};
+    for (Workflow w : kAllWorkflows) {
+      const WorkflowGraph g = *builtinWorkflow(w);
+      const WorkflowGraph a = server::applySamplingOptions(g, req);
+      QVERIFY(a.validate().isOk());
+      QCOMPARE(a.edges(), g.edges());
+      QCOMPARE(a.nodes().size(), g.nodes().size());
+      int answerNodes = 0;
+      for (size_t i = 0; i < g.nodes().size(); ++i) {
+        const WorkflowNode& before = g.nodes()[i];
+        const WorkflowNode& after = a.nodes()[i];
+        if (before.kind != NodeKind::Generation || before.outputVar != g.answerVar()) {
+          QVERIFY2(after == before, before.id.c_str());
+          continue;
+        }
+        ++answerNodes;
+        QCOMPARE(after.generation.maxTokens, int64_t{7});
+        QCOMPARE(after.generation.temperature, 0.5);
+        QCOMPARE(after.generation.stop.back(), std::string("###"));
+        QCOMPARE(after.promptTemplate, before.promptTemplate);
+      }
+      QVERIFY2(answerNodes >= 1, std::string(workflowName(w)).c_str());
+    }
+  }
+
   // The accepting thread waits while maxQueued connections wait: nothing queues without bound.
   void taskQueueIsBounded() {
     std::atomic<int64_t> queued{0};
