@@ -1,5 +1,5 @@
 // Talks to `ragraph serve` with the official openai client: node client.mjs BASE_URL QUESTION
-// Prints one JSON line with what it received (tests/app/test_http_openai_client.cpp checks it).
+// Prints one JSON line with what it received (tests/app/test_http_cli.cpp checks it).
 import { readFileSync } from 'node:fs';
 import OpenAI from 'openai';
 
