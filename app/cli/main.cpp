@@ -124,13 +124,13 @@ const std::vector<Command>& commands() {
        "--listen HOST:PORT [--workflows FILE,...] [--max-inflight 32] [--retry-after 1] [--nprobe 128] "
        "[--mode hedra] [--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] [--corpus PATH] "
        "[--generation-threads 1] [--retrieval-threads 1] [--prefix-cache on|off] [--eviction lru] "
-       "[--host-kv-mb 0] [--deterministic]",
+       "[--host-kv-mb 0] [--graph-attention dependency|causal] [--deterministic]",
        {"deterministic"}, cmdServeHttp},
       {"bench", "http",
        "[--workflow oneshot] [--concurrency 4] [--requests 64] [--rounds 2] [--rps R [--slo 1]] [--stream] [--max-tokens N] "
        "[--split test] [--nprobe 128] [--json FILE] [--mode hedra] [--model DIR] [--dtype f32|bf16] "
        "[--embedder DIR] [--index BASE] [--corpus PATH] [--generation-threads 1] [--retrieval-threads 1] "
-       "[--deterministic]",
+       "[--graph-attention dependency|causal] [--deterministic]",
        {"stream", "deterministic"}, cmdBenchHttp},
   };
   return table;
