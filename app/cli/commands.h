@@ -33,5 +33,7 @@ int cmdEvalWorkflow(Args& args);      // cmd_eval_workflow.cpp
 int cmdDragonCloud(Args& args);       // cmd_dragon.cpp
 int cmdDragonDevice(Args& args);      // cmd_dragon.cpp
 int cmdBenchDragon(Args& args);       // cmd_bench_dragon.cpp
+int cmdServeHttp(Args& args);         // cmd_serve_http.cpp
+int cmdBenchHttp(Args& args);         // cmd_bench_http.cpp
 
 }  // namespace rag::cli

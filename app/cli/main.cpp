@@ -142,6 +142,18 @@ const std::vector<Command>& commands() {
        "[--max-ahead 3] [--policy greedy] [--kernels on|off] [--cloud-kernels on|off] [--deterministic] "
        "[--accuracy-questions 40] [--accuracy-docs 0,1,2,4,8] [--model DIR] [--corpus PATH]",
        {"quick", "json", "deterministic", "ignore-eos"}, cmdBenchDragon},
+      {"serve", "",
+       "--listen HOST:PORT [--workflows FILE,...] [--max-inflight 32] [--retry-after 1] [--nprobe 128] "
+       "[--mode hedra] [--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] [--corpus PATH] "
+       "[--generation-threads 1] [--retrieval-threads 1] [--prefix-cache on|off] [--eviction lru] "
+       "[--host-kv-mb 0] [--graph-attention dependency|causal] [--deterministic]",
+       {"deterministic"}, cmdServeHttp},
+      {"bench", "http",
+       "[--workflow oneshot] [--concurrency 4] [--requests 64] [--rounds 2] [--rps R [--slo 1]] [--stream] [--max-tokens N] "
+       "[--split test] [--nprobe 128] [--json FILE] [--mode hedra] [--model DIR] [--dtype f32|bf16] "
+       "[--embedder DIR] [--index BASE] [--corpus PATH] [--generation-threads 1] [--retrieval-threads 1] "
+       "[--graph-attention dependency|causal] [--deterministic]",
+       {"stream", "deterministic"}, cmdBenchHttp},
   };
   return table;
 }
