@@ -85,6 +85,9 @@ void GenerationWorker::admitBuilt(std::vector<GenerationUpdate>& out) {
     if (q) {
       q->sampling = b.job.request.sampling;
       id = m_runner->add(std::move(*q));
+      // No room yet to copy the segments in: retry after a step, while running sequences will
+      // finish and free blocks (only a pool with nothing else to free is an error).
+      if (!id && id.status().code() == StatusCode::Busy && m_runner->hasWork()) return false;
     }
     const int64_t hits = m_dep->hitTokens(b.ticket);
     m_dep->finish(b.ticket);  // the sequence holds its own copies (or references) now
@@ -161,8 +164,27 @@ void GenerationWorker::applyCommands(std::vector<Command>& commands, std::vector
   }
   commands.clear();
   if (m_params.pacing == GenerationPacing::StageBatches && m_runner->hasWork()) return;
-  for (GenerationJob& job : m_waiting) addToRunner(job, 0, out);
-  m_waiting.clear();
+  std::vector<GenerationJob> later;
+  for (GenerationJob& job : m_waiting) {
+    if (job.dep && m_dep && !roomForTicket(*job.dep)) later.push_back(std::move(job));
+    else addToRunner(job, 0, out);
+  }
+  m_waiting = std::move(later);
+}
+
+// A ticket holds its finished segments' KV until all of its segments are done, and no sequence
+// can be preempted to free it: with hundreds of tickets building at once the pool fills with
+// half-built tickets and none completes. So a dependency prompt starts building only while few
+// do and the pool (free blocks, plus what the prefix cache holds and may give way) has room
+// for twice its segments; the first always starts.
+bool GenerationWorker::roomForTicket(const model::DepPrompt& p) const {
+  if (m_building.empty()) return true;
+  if (m_building.size() >= kMaxBuildingTickets) return false;
+  const memory::KvPool& pool = m_runner->kvPool();
+  const int64_t bs = m_runner->params().blockSize;
+  const int64_t need = 2 * (p.contextTokens() / bs + static_cast<int64_t>(p.segments.size()) + 1);
+  const int64_t cached = m_runner->prefixCache() ? m_runner->prefixCache()->stats().computeBlocks : 0;
+  return pool.freeBlocks() + cached >= need;
 }
 
 void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {

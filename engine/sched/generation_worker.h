@@ -139,6 +139,8 @@ private:
   void admitBuilt(std::vector<GenerationUpdate>& out);
   void postError(const GenerationJob& job, uint32_t epoch, Status error, std::vector<GenerationUpdate>& out);
   std::vector<memory::PendingPrompt> pendingPrompts() const;
+  static constexpr size_t kMaxBuildingTickets = 8;
+  bool roomForTicket(const model::DepPrompt& p) const;
   std::unique_ptr<DepKvBuilder> m_dep;  // with a prefix cache
   struct Building {
     DepKvBuilder::Ticket ticket;

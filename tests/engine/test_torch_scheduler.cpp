@@ -239,6 +239,32 @@ private Q_SLOTS:
     QVERIFY(drained(*f));
   }
 
+  // Many GraphRAG requests at once on a small KV pool all finish: a DepCache ticket holds its
+  // finished segments' KV until its last segment is computed, so unbounded tickets building at
+  // once filled the pool with half-built tickets and nothing finished (a hang found by `eval
+  // workflow` submitting 300 questions at once).
+  void graphRagUnderMemoryPressureFinishes() {
+    auto graph = builtinWorkflow(Workflow::GraphRag);
+    QVERIFY(graph.isOk());
+    EngineParams p = params("hedra");
+    p.serving.kvBudgetBytes = 1 << 20;  // 256 blocks of this model: far less than 60 tickets need at once
+    auto e = engine(p);
+    QVERIFY(e);
+    std::vector<RequestHandle> hs;
+    for (int round = 0; round < 10; ++round)
+      for (const std::string& q : m_questions) {
+        auto h = e->submit(q + " (" + std::to_string(round) + ")", *graph);
+        QVERIFY2(h.isOk(), h.status().message().c_str());
+        hs.push_back(*h);
+      }
+    QTRY_VERIFY_WITH_TIMEOUT(std::all_of(hs.begin(), hs.end(), [](const RequestHandle& h) { return h.done(); }), 120000);
+    for (const RequestHandle& h : hs) {
+      auto r = h.wait();
+      QVERIFY2(r.isOk(), r.status().message().c_str());
+    }
+    QVERIFY(drained(*e));
+  }
+
   void loopsEndAndRunawayLoopsFailAlone() {
     auto e = engine(params("hedra"));
     QVERIFY(e);
