@@ -33,7 +33,6 @@
 #include "core/clock.h"
 #include "core/fs.h"
 #include "core/json_writer.h"
-#include "corpus/qa_prompt.h"
 #include "knowledge/kg_retriever.h"
 #include "memory/eviction_policy.h"
 #include "memory/radix_cache.h"
@@ -43,9 +42,9 @@
 #include "model/text_embedder.h"
 #include "model/tokenizer.h"
 #include "rag/arrivals.h"
-#include "retrieval/bm25_index.h"
 #include "sched/dep_kv.h"
 #include "sched/serving_assets.h"
+#include "retriever.h"
 #include "serve_run.h"
 #include "workload/workload_trace.h"
 
@@ -147,20 +146,12 @@ Result<HitRow> simulate(const std::vector<const GraphPrompt*>& trace, int32_t bl
   return HitRow{served > 0 ? hitSum / static_cast<double>(served) : 0.0, cache.stats().evictedBlocks};
 }
 
+// Blocks a cache holding every segment of the trace would hold (serve_run.h's distinctBlocks).
 int64_t distinctSegmentBlocks(const std::vector<const GraphPrompt*>& trace) {
-  std::unordered_set<uint64_t> seen;
+  std::vector<const std::vector<int32_t>*> segments;
   for (const GraphPrompt* p : trace)
-    for (const std::vector<int32_t>& k : p->keys) {
-      uint64_t h = 1469598103934665603ull;
-      for (size_t b = 0; b + kBlock <= k.size(); b += kBlock) {
-        for (size_t t = b; t < b + kBlock; ++t) {
-          h ^= static_cast<uint32_t>(k[t]);
-          h *= 1099511628211ull;
-        }
-        seen.insert(h);
-      }
-    }
-  return static_cast<int64_t>(seen.size());
+    for (const std::vector<int32_t>& k : p->keys) segments.push_back(&k);
+  return distinctBlocks(segments, kBlock);
 }
 
 struct TtftRow {
@@ -169,6 +160,9 @@ struct TtftRow {
   int64_t completed = 0;
   int64_t promptTokens = 0;  // tokens given to the runner per request, mean
   double hitRate = 0;
+  double meanTtft() const {
+    return ttft.empty() ? 0.0 : std::accumulate(ttft.begin(), ttft.end(), 0.0) / static_cast<double>(ttft.size());
+  }
 };
 
 // The trace through one runner; `mode`: none | radix | depattn | depcache.
@@ -316,20 +310,9 @@ int cmdBenchDepcache(Args& args) {
   std::fprintf(stderr, "loading the model, the embedder and the passage index...\n");
   auto assets = loadServingAssets(*serving, corpusPath);
   if (!assets) return fail(assets.status());
-  auto kg = knowledge::KnowledgeGraph::load(corpusPath);
-  if (!kg) return fail(kg.status());
-  auto bm25 = retrieval::Bm25Index::openOrBuild(corpusPath);
-  if (!bm25) return fail(bm25.status());
-  auto reader = corpus::QaPromptReader::open(corpusPath);
-  if (!reader) return fail(reader.status());
   const ServingAssets& a = **assets;
-  knowledge::KgRetriever retriever(
-      *kg, [&](std::span<const std::string> t) { return a.embedder->embed(t); },
-      [&](std::string_view q, int32_t k) { return bm25->search(q, k); },
-      [&](int64_t pid) -> Result<std::string> {
-        RAG_ASSIGN_OR_RETURN(Passage p, reader->passage(pid));
-        return std::move(p.text);
-      });
+  auto kg = KgSetup::open(corpusPath, *a.embedder);
+  if (!kg) return fail(kg.status());
   const WorkflowGraph graphrag = *builtinWorkflow(Workflow::GraphRag);
   const WorkflowNode* gen = nullptr;
   for (const WorkflowNode& n : graphrag.nodes())
@@ -344,14 +327,14 @@ int cmdBenchDepcache(Args& args) {
   double retrievalSeconds = 0;
   for (const workload::QaItem& q : items) {
     const Stopwatch sw;
-    auto res = retriever.retrieve(q.question, {.topK = static_cast<int32_t>(*paths)});
+    auto res = kg->retriever->retrieve(q.question, {.topK = static_cast<int32_t>(*paths)});
     if (!res) return fail(res.status().withContext("question " + std::to_string(q.id)));
     retrievalSeconds += sw.elapsedSeconds();
     embedded += res->embeddedTexts;
     if (!res->subgraphs.empty()) ++linked;
     for (const knowledge::Subgraph& g : res->subgraphs)
       if (g.link.entity == q.topicEntity) ++topicLinked;
-    model::GraphVariables graphs{{"graph", knowledge::subgraphTexts(**kg, res->subgraphs)}};
+    model::GraphVariables graphs{{"graph", knowledge::subgraphTexts(*kg->graph, res->subgraphs)}};
     Variables vars{{"question", q.question}, {"graph", model::flatGraphText(graphs["graph"])}};
     auto dep = model::dependencyPrompt(elements, gen->promptTemplate, vars, graphs);
     if (!dep || !dep->has_value()) return fail(dep ? Status::internal("graphrag's prompt lost its graph") : dep.status());
@@ -407,7 +390,7 @@ int cmdBenchDepcache(Args& args) {
     auto row = serveRow(a, served, arrivals, m, serving->kvBudgetBytes);
     if (!row) return fail(row.status().withContext("row " + m));
     std::fprintf(stderr, "[ttft] %-8s mean %.1f ms p50 %.1f ms p99 %.1f ms  %.2f req/s  %lld tokens/request  hit %.3f\n",
-                 m.c_str(), 1e3 * std::accumulate(row->ttft.begin(), row->ttft.end(), 0.0) / std::max<size_t>(1, row->ttft.size()),
+                 m.c_str(), 1e3 * row->meanTtft(),
                  1e3 * percentile(row->ttft, 0.5), 1e3 * percentile(row->ttft, 0.99),
                  static_cast<double>(row->completed) / row->seconds, static_cast<long long>(row->promptTokens), row->hitRate);
     ttft[m] = std::move(*row);
@@ -463,7 +446,7 @@ int cmdBenchDepcache(Args& args) {
   for (const std::string& m : modes) {
     if (!doTtft) break;
     const TtftRow& r = ttft[m];
-    w.key(m).value(1e3 * std::accumulate(r.ttft.begin(), r.ttft.end(), 0.0) / static_cast<double>(std::max<size_t>(1, r.ttft.size())));
+    w.key(m).value(1e3 * r.meanTtft());
   }
   w.endObject();
   w.key("serve").beginObject();
@@ -480,11 +463,9 @@ int cmdBenchDepcache(Args& args) {
   }
   w.endObject();
   w.key("ttft_ratio").beginObject();
-  const double dc = ttft["depcache"].ttft.empty() ? 0 : std::accumulate(ttft["depcache"].ttft.begin(), ttft["depcache"].ttft.end(), 0.0);
-  for (const std::string& m : {std::string("none"), std::string("radix"), std::string("depattn")}) {
-    const double s = std::accumulate(ttft[m].ttft.begin(), ttft[m].ttft.end(), 0.0);
-    w.key(m + "_over_depcache").value(dc > 0 ? s / dc : 0.0);
-  }
+  const double dc = ttft["depcache"].meanTtft();
+  for (const std::string& m : {std::string("none"), std::string("radix"), std::string("depattn")})
+    w.key(m + "_over_depcache").value(dc > 0 ? ttft[m].meanTtft() / dc : 0.0);
   w.endObject();
   w.key("hit_rate").beginObject();
   for (const PopRow& pr : hit) {

@@ -98,23 +98,6 @@ private:
 
 constexpr int32_t kBlockSize = 16;  // the runner's KV block (RunnerParams::blockSize)
 
-// Blocks a radix tree holding every prompt would hold: the distinct full-block prefixes.
-int64_t distinctBlocks(std::span<const std::vector<int32_t>* const> prompts) {
-  std::unordered_map<uint64_t, int> seen;
-  for (const std::vector<int32_t>* p : prompts) {
-    uint64_t h = 1469598103934665603ull;  // FNV-1a over the prefix, one value per block end
-    const size_t blocks = p->size() / kBlockSize;
-    for (size_t b = 0; b < blocks; ++b) {
-      for (size_t t = b * kBlockSize; t < (b + 1) * kBlockSize; ++t) {
-        h ^= static_cast<uint32_t>((*p)[t]);
-        h *= 1099511628211ull;
-      }
-      seen.emplace(h, 0);
-    }
-  }
-  return static_cast<int64_t>(seen.size());
-}
-
 struct SimResult {
   double hitRate = 0;
   int64_t evictedBlocks = 0;
@@ -265,7 +248,7 @@ int cmdBenchPrefix(Args& args) {
     if (!ps) return fail(ps.status());
     Row row;
     row.popularity = popName;
-    row.distinctTokens = distinctBlocks(*ps) * kBlockSize;
+    row.distinctTokens = distinctBlocks(*ps, kBlockSize) * kBlockSize;
     for (const std::vector<int32_t>* p : *ps) row.totalTokens += static_cast<int64_t>(p->size());
     for (double size : sizes) {
       const auto blocks = static_cast<int32_t>(std::max<int64_t>(1, std::llround(size * static_cast<double>(row.distinctTokens) / kBlockSize)));

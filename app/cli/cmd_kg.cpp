@@ -12,11 +12,9 @@
 #include "core/clock.h"
 #include "core/fs.h"
 #include "core/json_writer.h"
-#include "corpus/qa_prompt.h"
 #include "knowledge/kg_retriever.h"
 #include "model/dep_prompt.h"
 #include "model/tokenizer.h"
-#include "retrieval/bm25_index.h"
 #include "model_choice.h"
 #include "retriever.h"
 
@@ -45,29 +43,19 @@ int cmdKgRetrieve(Args& args) {
   if (Status st = params.validate(); !st) return fail(st);
 
   const Stopwatch load;
-  auto kg = knowledge::KnowledgeGraph::load(corpusPath);
-  if (!kg) return fail(kg.status());
   auto embedder = model::TextEmbedder::load(*embedderDir);
   if (!embedder) return fail(embedder.status());
-  auto bm25 = retrieval::Bm25Index::openOrBuild(corpusPath);
-  if (!bm25) return fail(bm25.status());
-  auto reader = corpus::QaPromptReader::open(corpusPath);
-  if (!reader) return fail(reader.status());
+  auto setup = KgSetup::open(corpusPath, **embedder);
+  if (!setup) return fail(setup.status());
   auto tok = model::Tokenizer::load(tokenizerPath);
   if (!tok) return fail(tok.status());
   const double loadSeconds = load.elapsedSeconds();
-  knowledge::KgRetriever retriever(
-      *kg, [&](std::span<const std::string> t) { return (*embedder)->embed(t); },
-      [&](std::string_view q, int32_t k) { return bm25->search(q, k); },
-      [&](int64_t pid) -> Result<std::string> {
-        RAG_ASSIGN_OR_RETURN(Passage p, reader->passage(pid));
-        return std::move(p.text);
-      });
+  const std::shared_ptr<const knowledge::KnowledgeGraph>& kg = setup->graph;
   const Stopwatch sw;
-  auto res = retriever.retrieve(question, params);
+  auto res = setup->retriever->retrieve(question, params);
   if (!res) return fail(res.status());
   const double seconds = sw.elapsedSeconds();
-  model::GraphVariables graphs{{"graph", knowledge::subgraphTexts(**kg, res->subgraphs)}};
+  model::GraphVariables graphs{{"graph", knowledge::subgraphTexts(*kg, res->subgraphs)}};
   Variables vars{{"question", question}, {"graph", model::flatGraphText(graphs["graph"])}};
   model::ElementTokens elements(*tok);
   auto dep = model::dependencyPrompt(elements, "Knowledge graph paths:\n{graph}Question: {question}\nAnswer:", vars, graphs);
@@ -84,18 +72,18 @@ int cmdKgRetrieve(Args& args) {
     w.key("seconds").value(seconds);
     w.key("name_candidates").beginArray();
     for (const knowledge::LinkedEntity& c : res->nameCandidates)
-      w.beginObject().key("entity").value(int64_t{c.entity}).key("name").value((*kg)->name(c.entity))
+      w.beginObject().key("entity").value(int64_t{c.entity}).key("name").value(kg->name(c.entity))
           .key("matched").value(c.matched).key("score").value(c.score).endObject();
     w.endArray();
     w.key("subgraphs").beginArray();
     for (const knowledge::Subgraph& g : res->subgraphs) {
       w.beginObject();
-      w.key("entity").value(int64_t{g.link.entity}).key("name").value((*kg)->name(g.link.entity));
+      w.key("entity").value(int64_t{g.link.entity}).key("name").value(kg->name(g.link.entity));
       w.key("source").value(source(g.link.source)).key("score").value(g.link.score);
       w.key("cut_edges").value(g.cutEdges);
       w.key("paths").beginArray();
       for (const knowledge::KgPath& p : g.paths)
-        w.beginObject().key("text").value(knowledge::pathText(**kg, p)).key("score").value(p.score).key("kept").value(p.kept).endObject();
+        w.beginObject().key("text").value(knowledge::pathText(*kg, p)).key("score").value(p.score).key("kept").value(p.kept).endObject();
       w.endArray();
       w.endObject();
     }
@@ -107,21 +95,21 @@ int cmdKgRetrieve(Args& args) {
     return 0;
   }
   std::printf("loaded the graph (%lld entities, %lld edges), the embedder and BM25 in %.1f s; retrieved in %.0f ms\n",
-              static_cast<long long>((*kg)->stats().entities), static_cast<long long>((*kg)->stats().edges), loadSeconds,
+              static_cast<long long>(kg->stats().entities), static_cast<long long>(kg->stats().edges), loadSeconds,
               seconds * 1e3);
   if (!res->note.empty()) std::printf("note: %s\n", res->note.c_str());
   for (const knowledge::LinkedEntity& c : res->nameCandidates)
-    std::printf("  \"%s\" -> #%d %s (%.3f)\n", c.matched.c_str(), c.entity, std::string((*kg)->name(c.entity)).c_str(), c.score);
+    std::printf("  \"%s\" -> #%d %s (%.3f)\n", c.matched.c_str(), c.entity, std::string(kg->name(c.entity)).c_str(), c.score);
   for (const knowledge::Subgraph& g : res->subgraphs) {
     int kept = 0;
     for (const knowledge::KgPath& p : g.paths) kept += p.kept;
     std::printf("\nsubgraph of #%d %s (by %s, %.3f): %d of %zu paths kept%s\n", g.link.entity,
-                std::string((*kg)->name(g.link.entity)).c_str(), source(g.link.source), g.link.score, kept, g.paths.size(),
+                std::string(kg->name(g.link.entity)).c_str(), source(g.link.source), g.link.score, kept, g.paths.size(),
                 g.cutEdges > 0 ? (", " + std::to_string(g.cutEdges) + " edges over the fan-out cap").c_str() : "");
     int64_t pruned = 0;
     for (const knowledge::KgPath& p : g.paths) {
       if (!p.kept && pruned++ >= *showPruned) break;
-      std::printf("  %s %.3f  %s\n", p.kept ? "+" : "-", p.score, knowledge::pathText(**kg, p).c_str());
+      std::printf("  %s %.3f  %s\n", p.kept ? "+" : "-", p.score, knowledge::pathText(*kg, p).c_str());
     }
   }
   std::printf("\nprompt: %lld tokens as dependency trees, %lld as flat paths\n",

@@ -48,4 +48,23 @@ Result<std::vector<std::vector<int64_t>>> Retriever::search(std::span<const std:
   return index->searchIvf(q, k, nprobe);
 }
 
+Result<KgSetup> KgSetup::open(const std::filesystem::path& corpus, const model::TextEmbedder& embedder) {
+  KgSetup k;
+  RAG_ASSIGN_OR_RETURN(k.graph, knowledge::KnowledgeGraph::load(corpus));
+  RAG_ASSIGN_OR_RETURN(retrieval::Bm25Index bm25, retrieval::Bm25Index::openOrBuild(corpus));
+  k.bm25 = std::make_unique<retrieval::Bm25Index>(std::move(bm25));
+  RAG_ASSIGN_OR_RETURN(corpus::QaPromptReader reader, corpus::QaPromptReader::open(corpus));
+  k.reader = std::make_unique<corpus::QaPromptReader>(std::move(reader));
+  retrieval::Bm25Index* b = k.bm25.get();
+  corpus::QaPromptReader* r = k.reader.get();
+  k.retriever = std::make_unique<knowledge::KgRetriever>(
+      k.graph, [&embedder](std::span<const std::string> t) { return embedder.embed(t); },
+      [b](std::string_view q, int32_t n) { return b->search(q, n); },
+      [r](int64_t pid) -> Result<std::string> {
+        RAG_ASSIGN_OR_RETURN(Passage p, r->passage(pid));
+        return std::move(p.text);
+      });
+  return k;
+}
+
 }  // namespace rag::cli

@@ -12,6 +12,9 @@
 #include <vector>
 
 #include "args.h"
+#include "corpus/qa_prompt.h"
+#include "knowledge/kg_retriever.h"
+#include "retrieval/bm25_index.h"
 #include "model/text_embedder.h"
 #include "retrieval/passage_index.h"
 
@@ -35,6 +38,19 @@ struct Retriever {
   static Result<Retriever> open(Args& args, const std::filesystem::path& corpus);
   // The top-k passage ids of each text, best first.
   Result<std::vector<std::vector<int64_t>>> search(std::span<const std::string> texts, int32_t k) const;
+};
+
+// Knowledge-graph retrieval as the CLI runs it outside the engine (`kg retrieve`, `bench
+// depcache`): the corpus's graph, BM25 for related entities and the passage reader for linking,
+// over `embedder` (which must outlive it). The serving engine builds the same on its retrieval
+// worker (sched/retrieval_worker.cpp).
+struct KgSetup {
+  std::shared_ptr<const knowledge::KnowledgeGraph> graph;
+  std::unique_ptr<retrieval::Bm25Index> bm25;
+  std::unique_ptr<corpus::QaPromptReader> reader;
+  std::unique_ptr<knowledge::KgRetriever> retriever;
+
+  static Result<KgSetup> open(const std::filesystem::path& corpus, const model::TextEmbedder& embedder);
 };
 
 }  // namespace rag::cli

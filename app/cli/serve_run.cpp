@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <thread>
+#include <unordered_set>
 
 #include "core/clock.h"
 #include "memory/eviction_policy.h"
@@ -63,6 +64,22 @@ double ceilingRps(double genSec, double retSec, double genThreads, double retThr
   const double threadSeconds = genSec * std::min(genThreads, cores) + retSec * std::min(retThreads, cores);
   if (threadSeconds > 0) c = std::min(c, cores / threadSeconds);
   return std::isfinite(c) ? c : 0.0;
+}
+
+int64_t distinctBlocks(std::span<const std::vector<int32_t>* const> prompts, int32_t blockSize) {
+  std::unordered_set<uint64_t> seen;
+  const auto bs = static_cast<size_t>(blockSize);
+  for (const std::vector<int32_t>* p : prompts) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the prefix, one value per block end
+    for (size_t b = 0; b + bs <= p->size(); b += bs) {
+      for (size_t t = b; t < b + bs; ++t) {
+        h ^= static_cast<uint32_t>((*p)[t]);
+        h *= 1099511628211ull;
+      }
+      seen.insert(h);
+    }
+  }
+  return static_cast<int64_t>(seen.size());
 }
 
 double percentile(std::vector<double> v, double q) {

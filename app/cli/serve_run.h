@@ -63,5 +63,8 @@ Result<RunFigures> serveRun(const std::shared_ptr<const ServingAssets>& assets, 
                             const ResultSink& onResult = {});
 
 double percentile(std::vector<double> v, double q);  // nearest rank; 0 for an empty vector
+// Blocks a radix tree holding every one of `prompts` would hold: their distinct full-block
+// prefixes of `blockSize` tokens (what `bench prefix` and `bench depcache` size caches by).
+int64_t distinctBlocks(std::span<const std::vector<int32_t>* const> prompts, int32_t blockSize);
 
 }  // namespace rag::cli

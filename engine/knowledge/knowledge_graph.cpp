@@ -66,13 +66,7 @@ Result<std::shared_ptr<const KnowledgeGraph>> KnowledgeGraph::load(const std::fi
     for (; next <= maxId + 1; ++next) g->m_nameOffset[static_cast<size_t>(next)] = static_cast<uint32_t>(g->m_names.size());
   }
   {
-    struct Row {
-      EntityId src;
-      int32_t rel;
-      EntityId dst;
-    };
     std::vector<Row> rows;
-    std::unordered_map<std::string, int32_t> relIds;
     RAG_ASSIGN_OR_RETURN(sql::Stmt st, db.prepare("SELECT src, type, dst FROM relations"));
     while (true) {
       RAG_ASSIGN_OR_RETURN(bool row, st.step());
@@ -80,19 +74,9 @@ Result<std::shared_ptr<const KnowledgeGraph>> KnowledgeGraph::load(const std::fi
       const auto src = static_cast<EntityId>(st.columnInt64(0));
       const auto dst = static_cast<EntityId>(st.columnInt64(2));
       if (src < 1 || src > maxId || dst < 1 || dst > maxId) continue;  // the schema's REFERENCES make this impossible
-      std::string type(st.columnTextView(1));
-      auto [it, fresh] = relIds.try_emplace(type, static_cast<int32_t>(g->m_relations.size()));
-      if (fresh) g->m_relations.push_back(type);
-      rows.push_back({src, it->second, dst});
+      rows.push_back({src, g->internRelation(st.columnTextView(1)), dst});
     }
-    std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.src < b.src; });
-    g->m_edgeOffset.assign(static_cast<size_t>(maxId) + 2, 0);
-    g->m_edges.reserve(rows.size());
-    size_t r = 0;
-    for (int64_t id = 1; id <= maxId + 1; ++id) {
-      g->m_edgeOffset[static_cast<size_t>(id)] = static_cast<uint32_t>(g->m_edges.size());
-      for (; r < rows.size() && rows[r].src == id; ++r) g->m_edges.push_back({rows[r].rel, rows[r].dst});
-    }
+    g->setEdges(std::move(rows));
   }
   {
     RAG_ASSIGN_OR_RETURN(int64_t maxPassage, db.queryInt64("SELECT COALESCE(MAX(id), 0) FROM passages"));
@@ -123,25 +107,35 @@ std::shared_ptr<const KnowledgeGraph> KnowledgeGraph::fromParts(std::vector<std:
     if (i < kinds.size()) g->m_kind[i + 1] = kinds[i];
   }
   g->m_nameOffset[n + 1] = static_cast<uint32_t>(g->m_names.size());
-  std::vector<EdgeSpec> sorted(edges.begin(), edges.end());
-  std::stable_sort(sorted.begin(), sorted.end(), [](const EdgeSpec& a, const EdgeSpec& b) { return a.src < b.src; });
-  g->m_edgeOffset.assign(n + 2, 0);
-  size_t r = 0;
-  for (size_t id = 1; id <= n + 1; ++id) {
-    g->m_edgeOffset[id] = static_cast<uint32_t>(g->m_edges.size());
-    for (; r < sorted.size() && static_cast<size_t>(sorted[r].src) == id; ++r) {
-      int32_t rel = g->relationId(sorted[r].relation);
-      if (rel < 0) {
-        rel = static_cast<int32_t>(g->m_relations.size());
-        g->m_relations.push_back(sorted[r].relation);
-      }
-      g->m_edges.push_back({rel, sorted[r].dst});
-    }
-  }
+  std::vector<Row> rows;
+  for (const EdgeSpec& e : edges) rows.push_back({e.src, g->internRelation(e.relation), e.dst});
+  g->setEdges(std::move(rows));
   g->m_passageEntity.assign(1, 0);
   g->m_passageEntity.insert(g->m_passageEntity.end(), passageEntity.begin(), passageEntity.end());
   g->buildIndexes();
   return g;
+}
+
+int32_t KnowledgeGraph::internRelation(std::string_view name) {
+  int32_t r = relationId(name);
+  if (r < 0) {
+    r = static_cast<int32_t>(m_relations.size());
+    m_relations.emplace_back(name);
+  }
+  return r;
+}
+
+void KnowledgeGraph::setEdges(std::vector<Row> rows) {
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.src < b.src; });
+  const size_t n = m_kind.size() - 1;  // entities 1..n
+  m_edgeOffset.assign(n + 2, 0);
+  m_edges.clear();
+  m_edges.reserve(rows.size());
+  size_t r = 0;
+  for (size_t id = 1; id <= n + 1; ++id) {
+    m_edgeOffset[id] = static_cast<uint32_t>(m_edges.size());
+    for (; r < rows.size() && static_cast<size_t>(rows[r].src) == id; ++r) m_edges.push_back({rows[r].rel, rows[r].dst});
+  }
 }
 
 void KnowledgeGraph::buildIndexes() {

@@ -76,6 +76,13 @@ public:
 
 private:
   KnowledgeGraph() = default;
+  struct Row {
+    EntityId src;
+    int32_t rel;
+    EntityId dst;
+  };
+  int32_t internRelation(std::string_view name);  // its index in m_relations, added when new
+  void setEdges(std::vector<Row> rows);           // the CSR over entities 1..m_kind.size() - 1
   void buildIndexes();
 
   std::vector<EntityKind> m_kind;        // by id; [0] unused

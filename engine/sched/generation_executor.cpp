@@ -142,11 +142,10 @@ bool GenerationExecutor::roomToSpeculate() const {
 
 Adoption GenerationExecutor::adopt(const StageJob& real) {
   auto it = m_live.find(real.key);
-  if (it == m_live.end()) return Adoption::None;
+  if (it == m_live.end() || it->second.dependency) return Adoption::None;  // a rollback would keep the old mask
   Result<model::SequenceRequest> seq = sequenceFor(real);
-  if (!seq) return Adoption::None;  // the real run reports the error when the scheduler starts it
+  if (!seq || !seq->mask.isCausal()) return Adoption::None;  // an error is reported by the real run
   Live& l = it->second;
-  if (l.dependency || !seq->mask.isCausal()) return Adoption::None;  // a rollback would keep the old mask
   if (seq->prompt == l.prompt) {
     l.speculative = false;
     if (l.done) m_live.erase(it);
