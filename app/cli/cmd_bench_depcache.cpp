@@ -17,7 +17,7 @@
 // TTFT and throughput (Fig. 10/11's shape): one zipf:1.1 trace, Poisson arrivals at `--rps`,
 // through a real ModelRunner (4 sequences at once) four ways: flat causal prompts with no
 // cache (the vLLM row), with the radix cache (SGLang), dependency prompts (the ancestor mask,
-// pre-order trees) without a cache, and DepCache (its KV path, sched/dep_kv.h, with LACR).
+// pre-order trees) without a cache, and DepCache (its KV path, sched/segment_kv.h, with LACR).
 // TTFT runs from a request's arrival to its first token.
 #include <algorithm>
 #include <cmath>
@@ -42,7 +42,7 @@
 #include "model/text_embedder.h"
 #include "model/tokenizer.h"
 #include "rag/arrivals.h"
-#include "sched/dep_kv.h"
+#include "sched/segment_kv.h"
 #include "sched/serving_assets.h"
 #include "retriever.h"
 #include "serve_run.h"
@@ -57,7 +57,7 @@ constexpr int32_t kBlock = 16;  // the runner's KV block
 
 
 struct GraphPrompt {
-  model::DepPrompt dep;
+  model::SegmentedPrompt dep;
   std::vector<std::vector<int32_t>> keys;  // each segment's structural keys
   std::vector<int32_t> flat;               // the causal rendering's tokens
   int64_t root = 0;                        // the first subgraph's entity (LSP groups by it)
@@ -174,10 +174,10 @@ Result<TtftRow> serveRow(const ServingAssets& assets, const std::vector<const Gr
   rp.prefixCache = mode == "radix" || mode == "depcache";
   rp.evictionPolicy = mode == "depcache" ? "lacr" : "lru";
   RAG_ASSIGN_OR_RETURN(auto runner, model::ModelRunner::create(assets.model, rp, assets.tokenizer));
-  std::unique_ptr<sched::DepKvBuilder> builder;
-  if (mode == "depcache") builder = std::make_unique<sched::DepKvBuilder>(*runner);
+  std::unique_ptr<sched::SegmentKvBuilder> builder;
+  if (mode == "depcache") builder = std::make_unique<sched::SegmentKvBuilder>(*runner);
   std::map<model::SeqId, size_t> live;                       // sequence -> request
-  std::vector<std::pair<sched::DepKvBuilder::Ticket, size_t>> building;
+  std::vector<std::pair<sched::SegmentKvBuilder::Ticket, size_t>> building;
   std::vector<size_t> waiting;                               // arrived, not yet given to the runner
   if (builder)
     runner->prefixCache()->setPendingQueue([&] {
@@ -216,7 +216,7 @@ Result<TtftRow> serveRow(const ServingAssets& assets, const std::vector<const Gr
         q.prompt = p.dep.tokens();
         q.mask = p.dep.mask();
       } else {
-        RAG_ASSIGN_OR_RETURN(sched::DepKvBuilder::Ticket t, builder->begin(p.dep));
+        RAG_ASSIGN_OR_RETURN(sched::SegmentKvBuilder::Ticket t, builder->begin(p.dep));
         building.push_back({t, i});
         continue;
       }
@@ -347,7 +347,7 @@ int cmdBenchDepcache(Args& args) {
       continue;
     }
     p.dep = std::move(**dep);
-    for (const model::DepSegment& s : p.dep.segments) p.keys.push_back(model::structuralKeys(s.tree, vocab));
+    for (const model::ContextSegment& s : p.dep.segments) p.keys.push_back(model::structuralKeys(s.tree, vocab));
     p.root = res->subgraphs.empty() ? 0 : res->subgraphs.front().link.entity;
     prompts.emplace(q.id, std::move(p));
     if (prompts.size() % 50 == 0)

@@ -60,7 +60,7 @@ int cmdKgRetrieve(Args& args) {
   model::ElementTokens elements(*tok);
   auto dep = model::dependencyPrompt(elements, "Knowledge graph paths:\n{graph}Question: {question}\nAnswer:", vars, graphs);
   if (!dep || !dep->has_value()) return fail(dep ? Status::internal("the prompt lost its graph") : dep.status());
-  const model::DepPrompt& d = **dep;
+  const model::SegmentedPrompt& d = **dep;
   const auto source = [](knowledge::LinkSource s) { return s == knowledge::LinkSource::Name ? "name" : "passage"; };
 
   if (json) {

@@ -35,5 +35,7 @@ int cmdDragonDevice(Args& args);      // cmd_dragon.cpp
 int cmdBenchDragon(Args& args);       // cmd_bench_dragon.cpp
 int cmdServeHttp(Args& args);         // cmd_serve_http.cpp
 int cmdBenchHttp(Args& args);         // cmd_bench_http.cpp
+int cmdBlocksPrecompute(Args& args);  // cmd_blocks.cpp
+int cmdBenchBlocks(Args& args);       // cmd_bench_blocks.cpp
 
 }  // namespace rag::cli

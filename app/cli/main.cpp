@@ -86,7 +86,7 @@ const std::vector<Command>& commands() {
        {"json", "synthetic"}, cmdBenchLlm},
       {"workflow", "run",
        "FILE|--builtin NAME \"question\" [--mode hedra] [--nprobe 128] [--model DIR] [--embedder DIR] "
-       "[--index BASE] [--corpus PATH] [--deterministic] [--prefix-cache on|off] [--graph-attention dependency|causal] "
+       "[--index BASE] [--corpus PATH] [--deterministic] [--prefix-cache on|off] [--graph-attention dependency|causal] [--block-attention on|off] "
        "[--gkvr on|off] [--json]",
        {"json", "deterministic"}, cmdWorkflowRun},
       {"bench", "serve",
@@ -94,13 +94,13 @@ const std::vector<Command>& commands() {
        "[--requests 40] [--min-seconds 10xSLO] [--nprobe 128] [--slo 1] [--json FILE] [--trace FILE] [--quick] "
        "[--split test] [--find-max [--search-steps 4]] [--generation-threads 1] [--retrieval-threads 1] "
        "[--substage-ms MS] [--spec-load 0.5] [--deterministic] [--trace-in FILE] [--prefix-cache on|off] "
-       "[--eviction lru|lfu|pgdsf|lacr] [--host-kv-mb 0] [--graph-attention dependency|causal] [--gkvr on|off] [--model DIR] [--dtype f32|bf16] [--embedder DIR] "
+       "[--eviction lru|lfu|pgdsf|lacr] [--host-kv-mb 0] [--graph-attention dependency|causal] [--block-attention on|off] [--gkvr on|off] [--model DIR] [--dtype f32|bf16] [--embedder DIR] "
        "[--index BASE] [--corpus PATH]",
        {"quick", "deterministic", "find-max"}, cmdBenchServe},
       {"eval", "workflow",
        "--builtin oneshot|hyde|multistep|irg|recomp|graphrag | --file FILE [--split test] [--limit 400] [--method dense|bm25|hybrid] [--mode hedra] "
        "[--nprobe 128] [--deterministic] [--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] "
-       "[--corpus PATH] [--prefix-cache on|off] [--graph-attention dependency|causal] [--gkvr on|off] [--json]",
+       "[--corpus PATH] [--prefix-cache on|off] [--graph-attention dependency|causal] [--block-attention on|off] [--gkvr on|off] [--json]",
        {"json", "deterministic"}, cmdEvalWorkflow},
       {"bench", "prefix",
        "[--quick] [--requests 800] [--rps 16] [--popularity zipf:1.1] [--sim-requests 2000] "
@@ -116,6 +116,16 @@ const std::vector<Command>& commands() {
        "[--quick] [--tables ttft,hit] [--window 16] [--questions 500] [--requests 2000] [--serve-requests 300] [--rps 8] [--paths 30] [--seed 1] "
        "[--json FILE] [--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] [--corpus PATH]",
        {"quick"}, cmdBenchDepcache},
+      {"blocks", "precompute",
+       "[--passages hot|all|N] [--questions 2000] [--split test] [--max-mb 512] [--batch 32] [--model DIR] "
+       "[--dtype f32|bf16] [--embedder DIR] [--index BASE] [--nprobe N] [--corpus PATH] [--quiet] [--json]",
+       {"quiet", "json"}, cmdBlocksPrecompute},
+      {"bench", "blocks",
+       "[--quick] [--tables ttft,accuracy,serving] [--lengths 128,256,512,1024,1984] [--question-tokens 32] "
+       "[--repeats 5] [--questions 400] [--contexts gold,retrieved] [--vanilla-model DIR] [--block-model DIR] "
+       "[--requests 200] [--rps 4] [--slo 1] [--json FILE] [--model DIR] [--dtype f32|bf16] [--embedder DIR] "
+       "[--index BASE] [--corpus PATH]",
+       {"quick"}, cmdBenchBlocks},
       {"bench", "ivf",
        "[--vectors 131072] [--dim 128] [--nlist N] [--nprobe 32] [--queries 1024] [--k 10] "
        "[--repeats 7] [--budget-ms 5] [--seed 1] [--json]",
@@ -146,13 +156,13 @@ const std::vector<Command>& commands() {
        "--listen HOST:PORT [--workflows FILE,...] [--max-inflight 32] [--retry-after 1] [--nprobe 128] "
        "[--mode hedra] [--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] [--corpus PATH] "
        "[--generation-threads 1] [--retrieval-threads 1] [--prefix-cache on|off] [--eviction lru] "
-       "[--host-kv-mb 0] [--graph-attention dependency|causal] [--deterministic]",
+       "[--host-kv-mb 0] [--graph-attention dependency|causal] [--block-attention on|off] [--deterministic]",
        {"deterministic"}, cmdServeHttp},
       {"bench", "http",
        "[--workflow oneshot] [--concurrency 4] [--requests 64] [--rounds 2] [--rps R [--slo 1]] [--stream] [--max-tokens N] "
        "[--split test] [--nprobe 128] [--json FILE] [--mode hedra] [--model DIR] [--dtype f32|bf16] "
        "[--embedder DIR] [--index BASE] [--corpus PATH] [--generation-threads 1] [--retrieval-threads 1] "
-       "[--graph-attention dependency|causal] [--deterministic]",
+       "[--graph-attention dependency|causal] [--block-attention on|off] [--deterministic]",
        {"stream", "deterministic"}, cmdBenchHttp},
   };
   return table;

@@ -15,6 +15,13 @@
 
 namespace rag::cli {
 
+Result<bool> onOff(Args& args, const std::string& name, bool fallback, std::string_view what) {
+  const std::string v = args.getOr(name, fallback ? "on" : "off");
+  if (v != "on" && v != "off")
+    return Status::invalidArgument("--" + name + " takes " + std::string(what) + ", not '" + v + "'");
+  return v == "on";
+}
+
 Result<ServingParams> readServingParams(Args& args, const std::string& defaultMode) {
   ServingParams p;
   RAG_ASSIGN_OR_RETURN(ModelChoice choice, readModelChoice(args, /*allowSynthetic=*/false));
@@ -35,10 +42,7 @@ Result<ServingParams> readServingParams(Args& args, const std::string& defaultMo
   if (!(p.specLoadThreshold >= 0.0))
     return Status::invalidArgument("--spec-load must be a share >= 0 (0.5: speculate while the worker doing it idles half the time; "
                                    "above 1: always, within the request counts)");
-  const std::string cache = args.getOr("prefix-cache", "on");
-  if (cache != "on" && cache != "off")
-    return Status::invalidArgument("--prefix-cache takes on or off, not '" + cache + "'");
-  p.prefixCache = cache == "on";
+  RAG_ASSIGN_OR_RETURN(p.prefixCache, onOff(args, "prefix-cache", true, "on or off"));
   p.evictionPolicy = args.getOr("eviction", p.evictionPolicy);
   if (Result<std::unique_ptr<memory::EvictionPolicy>> e = memory::makeEvictionPolicy(p.evictionPolicy); !e)
     return e.status().withContext("--eviction");  // before anything loads
@@ -50,10 +54,14 @@ Result<ServingParams> readServingParams(Args& args, const std::string& defaultMo
     return Status::invalidArgument("--graph-attention takes dependency (DepCache's prefix trees under the ancestor mask) "
                                    "or causal (flat paths), not '" + attention + "'");
   p.dependencyAttention = attention == "dependency";
-  const std::string gkvr = args.getOr("gkvr", "on");
-  if (gkvr != "on" && gkvr != "off")
-    return Status::invalidArgument("--gkvr takes on (cached subgraph KV re-encoded to its offset) or off (the ablation), not '" + gkvr + "'");
-  p.graphReencode = gkvr == "on";
+  RAG_ASSIGN_OR_RETURN(p.graphReencode, onOff(args, "gkvr", true, "on (cached subgraph KV re-encoded to its offset) or off (the ablation)"));
+  RAG_ASSIGN_OR_RETURN(p.blockAttention,
+                       onOff(args, "block-attention", false,
+                             "on (each retrieved passage a block whose KV is computed once, stored and re-encoded; for a "
+                             "block-fine-tuned model such as datasets/models/rag-llama-block) or off (one causal prefill)"));
+  RAG_ASSIGN_OR_RETURN(int64_t storeMb, args.getInt("block-store-mb", p.blockStoreBytes >> 20));
+  if (storeMb < 0) return Status::invalidArgument("--block-store-mb must be 0 (no disk tier) or more");
+  p.blockStoreBytes = storeMb << 20;
   return p;
 }
 

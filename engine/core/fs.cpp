@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/hash.h"
+
 namespace fs = std::filesystem;
 
 namespace rag {
@@ -23,6 +25,15 @@ Result<std::string> readFile(const fs::path& path) {
   ss << in.rdbuf();
   if (in.bad()) return Status::ioError("error while reading " + path.string());
   return ss.str();
+}
+
+Result<uint64_t> hashFiles(const fs::path& dir, std::initializer_list<const char*> names) {
+  uint64_t h = kFnvOffset;
+  for (const char* name : names) {
+    RAG_ASSIGN_OR_RETURN(std::string bytes, readFile(dir / name));
+    h = fnv1a(bytes, h);
+  }
+  return h;
 }
 
 Result<StagedOutput> stageOutput(const fs::path& target) {

@@ -1,7 +1,9 @@
 // File-system helpers: atomic writes, whole-file reads, and where the product keeps its data.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -45,6 +47,10 @@ Status commitStagedDirectory(const std::filesystem::path& staging,
                              const std::filesystem::path& target);
 // <target> when it exists, else "<target>.old" when that exists, else an empty path.
 std::filesystem::path committedDirectory(const std::filesystem::path& target);
+
+// FNV-1a (core/hash.h) over the bytes of `names` in `dir`, in order: what a model directory's
+// fingerprint is made of. NotFound naming the first file missing.
+Result<uint64_t> hashFiles(const std::filesystem::path& dir, std::initializer_list<const char*> names);
 
 // The running executable (/proc/self/exe).
 std::filesystem::path executablePath();

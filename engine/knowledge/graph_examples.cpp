@@ -101,7 +101,7 @@ Result<model::TrainingExample> GraphExampleSource::example(uint64_t seed, int64_
     Variables vars{{"question", item.question}, {"graph", model::flatGraphText(subgraphs)}};
     model::TrainingExample ex;
     if (m_options.mask == model::MaskKind::Ancestor) {
-      RAG_ASSIGN_OR_RETURN(std::optional<model::DepPrompt> dep,
+      RAG_ASSIGN_OR_RETURN(std::optional<model::SegmentedPrompt> dep,
                            model::dependencyPrompt(m_elements, m_options.promptTemplate, vars, graphs));
       if (!dep) return Status::invalidArgument("the graph example template has no {graph} variable");
       ex.tokens = dep->tokens();

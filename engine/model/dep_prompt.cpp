@@ -61,57 +61,6 @@ DepTree buildDepTree(std::span<const std::vector<int32_t>> sequences) {
   return tree;
 }
 
-DepTree chainTree(std::vector<int32_t> tokens) {
-  DepTree t;
-  t.parents.resize(tokens.size());
-  for (size_t i = 0; i < tokens.size(); ++i) t.parents[i] = static_cast<int32_t>(i) - 1;
-  t.tokens = std::move(tokens);
-  return t;
-}
-
-std::vector<int32_t> structuralKeys(const DepTree& tree, int32_t vocab) {
-  std::vector<int32_t> keys(tree.tokens.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const int64_t dist = tree.parents[i] < 0 ? 0 : static_cast<int64_t>(i) - tree.parents[i];
-    keys[i] = static_cast<int32_t>(tree.tokens[i] + static_cast<int64_t>(vocab) * dist);
-  }
-  return keys;
-}
-
-int64_t DepPrompt::contextTokens() const {
-  int64_t n = 0;
-  for (const DepSegment& s : segments) n += static_cast<int64_t>(s.tree.tokens.size());
-  return n;
-}
-
-std::vector<int32_t> DepPrompt::tokens() const {
-  std::vector<int32_t> out;
-  out.reserve(static_cast<size_t>(contextTokens()) + tail.size());
-  for (const DepSegment& s : segments) out.insert(out.end(), s.tree.tokens.begin(), s.tree.tokens.end());
-  out.insert(out.end(), tail.begin(), tail.end());
-  return out;
-}
-
-std::vector<int32_t> DepPrompt::parents() const {
-  std::vector<int32_t> out;
-  out.reserve(static_cast<size_t>(contextTokens()));
-  for (const DepSegment& s : segments) {
-    const auto offset = static_cast<int32_t>(out.size());
-    for (int32_t p : s.tree.parents) out.push_back(p < 0 ? -1 : p + offset);
-  }
-  return out;
-}
-
-std::vector<int64_t> DepPrompt::segmentOffsets() const {
-  std::vector<int64_t> out;
-  int64_t at = 0;
-  for (const DepSegment& s : segments) {
-    out.push_back(at);
-    at += static_cast<int64_t>(s.tree.tokens.size());
-  }
-  return out;
-}
-
 const std::vector<int32_t>& ElementTokens::operator()(const std::string& element) {
   auto it = m_cache.find(element);
   if (it != m_cache.end()) return it->second;
@@ -119,7 +68,7 @@ const std::vector<int32_t>& ElementTokens::operator()(const std::string& element
   return m_cache.emplace(element, m_tok.encode(element, {.parseSpecial = false})).first->second;
 }
 
-Result<std::optional<DepPrompt>> dependencyPrompt(ElementTokens& tokens, std::string_view tmpl, const Variables& vars,
+Result<std::optional<SegmentedPrompt>> dependencyPrompt(ElementTokens& tokens, std::string_view tmpl, const Variables& vars,
                                                   const GraphVariables& graphs) {
   RAG_ASSIGN_OR_RETURN(std::vector<TemplatePiece> parts, parseTemplate(tmpl));
   size_t graphAt = parts.size();
@@ -128,7 +77,7 @@ Result<std::optional<DepPrompt>> dependencyPrompt(ElementTokens& tokens, std::st
       graphAt = i;
       break;
     }
-  if (graphAt == parts.size()) return std::optional<DepPrompt>();
+  if (graphAt == parts.size()) return std::optional<SegmentedPrompt>();
   auto text = [&](size_t b, size_t e) -> Result<std::string> {
     std::string s;
     for (size_t i = b; i < e; ++i) {
@@ -144,7 +93,7 @@ Result<std::optional<DepPrompt>> dependencyPrompt(ElementTokens& tokens, std::st
   };
   RAG_ASSIGN_OR_RETURN(std::string head, text(0, graphAt));
   RAG_ASSIGN_OR_RETURN(std::string tail, text(graphAt + 1, parts.size()));
-  DepPrompt p;
+  SegmentedPrompt p;
   const std::vector<SubgraphText>& subgraphs = graphs.find(parts[graphAt].text)->second;
   if (!head.empty()) {
     std::vector<int32_t> ids = tokens(head);
@@ -172,7 +121,7 @@ Result<std::optional<DepPrompt>> dependencyPrompt(ElementTokens& tokens, std::st
   if (p.tail.empty())
     return Status::invalidArgument("a knowledge-graph prompt must end with text after the graph variable {" +
                                    parts[graphAt].text + "} (the question); add it to the template");
-  return std::optional<DepPrompt>(std::move(p));
+  return std::optional<SegmentedPrompt>(std::move(p));
 }
 
 }  // namespace rag::model

@@ -16,7 +16,7 @@
 // question and the rest of the template), which sees everything. RoPE positions follow the
 // layout.
 //
-//   RAG_ASSIGN_OR_RETURN(std::optional<DepPrompt> p, dependencyPrompt(tok, node.promptTemplate, vars, graphs));
+//   RAG_ASSIGN_OR_RETURN(std::optional<SegmentedPrompt> p, dependencyPrompt(tok, node.promptTemplate, vars, graphs));
 //   if (p) { q.prompt = p->tokens(); q.mask = p->mask(); }
 #pragma once
 
@@ -28,7 +28,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/attention_mask.h"
+#include "model/segmented_prompt.h"
 #include "model/tokenizer.h"
 #include "rag/workflow.h"
 
@@ -46,34 +46,7 @@ using GraphVariables = std::map<std::string, std::vector<SubgraphText>, std::les
 std::string flatGraphText(std::span<const SubgraphText> subgraphs);
 
 // A prefix tree of token sequences laid out in pre-order (children in first-insertion order).
-struct DepTree {
-  std::vector<int32_t> tokens;
-  std::vector<int32_t> parents;  // index of each token's parent in `tokens`; -1 for a root
-};
 DepTree buildDepTree(std::span<const std::vector<int32_t>> sequences);
-// A chain: every token's parent is the one before it.
-DepTree chainTree(std::vector<int32_t> tokens);
-// What a prefix cache keys a tree by: one id per token that encodes the token and the distance to
-// its parent (token + vocab · (i − parent), 0 distance for a root), so that two trees with equal
-// key prefixes have equal token prefixes *and* equal structure there, hence equal KV.
-std::vector<int32_t> structuralKeys(const DepTree& tree, int32_t vocab);
-
-struct DepSegment {
-  DepTree tree;
-  int64_t subgraphRoot = -1;  // the subgraph's entity; -1 for the template's text
-};
-
-struct DepPrompt {
-  std::vector<DepSegment> segments;  // each sees only itself
-  std::vector<int32_t> tail;         // sees everything before it
-  int64_t flatTokens = 0;            // what the flat (causal) rendering of the same prompt costs
-
-  int64_t contextTokens() const;     // tokens of the segments
-  std::vector<int32_t> tokens() const;  // segments then tail
-  std::vector<int32_t> parents() const; // the segments' parents, offset into tokens()
-  AttentionMask mask() const { return AttentionMask::ancestors(parents()); }
-  std::vector<int64_t> segmentOffsets() const;
-};
 
 // Tokenizes elements once each (the same element recurs across paths and requests).
 class ElementTokens {
@@ -92,7 +65,7 @@ private:
 // subgraphs are in `graphs`); nullopt when it uses none. The template's other variables are
 // text. InvalidArgument when nothing follows the graph (a prompt must end with its question), or
 // for the template's own errors.
-Result<std::optional<DepPrompt>> dependencyPrompt(ElementTokens& tokens, std::string_view tmpl, const Variables& vars,
+Result<std::optional<SegmentedPrompt>> dependencyPrompt(ElementTokens& tokens, std::string_view tmpl, const Variables& vars,
                                                   const GraphVariables& graphs);
 
 }  // namespace rag::model

@@ -1,9 +1,11 @@
 #include "model/model_config.h"
 
 #include "core/fs.h"
+#include "core/hash.h"
 #include "core/json.h"
 #include "core/json_writer.h"
 
+#include <cstdio>
 #include <sstream>
 
 namespace fs = std::filesystem;
@@ -247,6 +249,14 @@ Result<BertConfig> parseBertConfig(std::string_view json, std::string_view origi
     return Status::invalidArgument(where + ": position_embedding_type '" + positions +
                                    "' is not supported; supported: absolute");
   return c;
+}
+
+Result<std::string> llamaFingerprint(const fs::path& dir, std::string_view dtype) {
+  RAG_ASSIGN_OR_RETURN(uint64_t h, hashFiles(dir, {"config.json", "model.safetensors", "tokenizer.json"}));
+  h = fnv1a(dtype, h);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return std::string("llama-") + hex;
 }
 
 Result<LlamaConfig> loadLlamaConfig(const fs::path& path) {

@@ -87,6 +87,10 @@ Result<BertConfig> parseBertConfig(std::string_view json, std::string_view origi
 
 // Read config.json from a file or a model directory.
 Result<LlamaConfig> loadLlamaConfig(const std::filesystem::path& path);
+// "llama-<16 hex digits>": FNV-1a over a model directory's config.json, model.safetensors and
+// tokenizer.json and the dtype it is served in: everything a token's KV depends on, so a
+// cache kept across runs (memory/block_store.h) is never read by another model.
+Result<std::string> llamaFingerprint(const std::filesystem::path& dir, std::string_view dtype);
 
 // config.json text for a Llama or Qwen2 config (what LlamaModel::save writes); parseLlamaConfig
 // reads it back to an equal config. rope_scaling is not written (the runtime refuses it).

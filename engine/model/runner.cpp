@@ -12,12 +12,58 @@
 
 #include "core/clock.h"
 #include "core/heap.h"
+#include "model/decode_kernels.h"
 #include "model/runner_impl.h"
 
 namespace rag::model {
 
 namespace detail {
 namespace {
+
+// Copies K/V rows `src` -> `dst` (pool slots) of every layer of an F32 pool; with `moved`, the
+// keys are re-encoded from the segment's positions to start at moved->position on the way
+// (values unchanged), as reencodeKeys does, with one rotation table per distinct shift (a
+// segment placed as a whole has one).
+void importRowsF32(memory::KvPool& pool, const std::vector<int64_t>& src, const std::vector<int64_t>& dst,
+                   const KvSegment* moved, ReencodeMode mode, double theta) {
+  const memory::KvPoolParams& pp = pool.params();
+  const int64_t d = pp.headDim, row = static_cast<int64_t>(pp.kvHeads) * d;
+  std::vector<double> inv(static_cast<size_t>(d / 2));
+  for (int64_t i = 0; i < d / 2; ++i)
+    inv[static_cast<size_t>(i)] = std::exp(-std::log(theta) * static_cast<double>(2 * i) / static_cast<double>(d));
+  std::vector<float> cosA(static_cast<size_t>(d)), sinA(static_cast<size_t>(d)), cosB(static_cast<size_t>(d)),
+      sinB(static_cast<size_t>(d));
+  auto table = [&](int64_t pos, std::vector<float>& cs, std::vector<float>& sn) {
+    for (int64_t i = 0; i < d / 2; ++i) {
+      const double a = static_cast<double>(pos) * inv[static_cast<size_t>(i)];
+      cs[static_cast<size_t>(i)] = cs[static_cast<size_t>(i + d / 2)] = static_cast<float>(std::cos(a));
+      sn[static_cast<size_t>(i)] = sn[static_cast<size_t>(i + d / 2)] = static_cast<float>(std::sin(a));
+    }
+  };
+  int64_t lastA = std::numeric_limits<int64_t>::min();
+  for (size_t t = 0; t < src.size(); ++t) {
+    const bool rotate = moved != nullptr;
+    const bool viaZero = rotate && mode == ReencodeMode::ViaZero;
+    if (rotate) {
+      const int64_t from = moved->kv.positions[t], to = moved->position + static_cast<int64_t>(t);
+      const int64_t a = viaZero ? -from : to - from;
+      if (a != lastA) table(a, cosA, sinA);
+      lastA = a;
+      if (viaZero) table(to, cosB, sinB);
+    }
+    for (int32_t l = 0; l < pp.layers; ++l) {
+      const float* ks = static_cast<const float*>(pool.keys(l)) + src[t] * row;
+      float* kd = static_cast<float*>(pool.keys(l)) + dst[t] * row;
+      std::copy(ks, ks + row, kd);
+      if (rotate) {
+        cpu::rope(kd, pp.kvHeads, d, cosA.data(), sinA.data());
+        if (viaZero) cpu::rope(kd, pp.kvHeads, d, cosB.data(), sinB.data());
+      }
+      const float* vs = static_cast<const float*>(pool.values(l)) + src[t] * row;
+      std::copy(vs, vs + row, static_cast<float*>(pool.values(l)) + dst[t] * row);
+    }
+  }
+}
 std::mutex g_teamMutex;
 std::shared_ptr<ForkJoin> g_team = std::make_shared<ForkJoin>(1);
 }  // namespace
@@ -427,6 +473,9 @@ Result<SeqId> ModelRunner::add(SequenceRequest req) {
         src.push_back(static_cast<int64_t>(seg.kv.blocks[static_cast<size_t>(i / m.bs)]) * m.bs + i % m.bs);
         dst.push_back(m.slot(s, offset + i));
       }
+      if (m.pool->params().elementBytes == 4) {  // F32 pool: copy and rotate rows directly
+        detail::importRowsF32(*m.pool, src, dst, move ? &seg : nullptr, req.reencode, c.ropeTheta);
+      } else {
       torch::Tensor srcT = torch::tensor(src, torch::kLong), dstT = torch::tensor(dst, torch::kLong);
       torch::NoGradGuard noGrad;
       for (size_t l = 0; l < m.kPool.size(); ++l) {
@@ -438,6 +487,7 @@ Result<SeqId> ModelRunner::add(SequenceRequest req) {
         }
         m.kPool[l].index_copy_(0, dstT, k);
         m.vPool[l].index_copy_(0, dstT, m.vPool[l].index_select(0, srcT));
+      }
       }
     }
     s.tokens.insert(s.tokens.end(), seg.kv.tokens.begin(), seg.kv.tokens.end());

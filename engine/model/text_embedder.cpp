@@ -109,11 +109,7 @@ void TextEmbedder::Impl::embedWithKernels(std::span<const std::vector<int32_t>* 
 namespace {
 
 Result<std::string> fingerprintOf(const std::filesystem::path& dir) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a 64
-  for (const char* name : {"config.json", "model.safetensors", "tokenizer.json"}) {
-    RAG_ASSIGN_OR_RETURN(std::string bytes, readFile(dir / name));
-    for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
-  }
+  RAG_ASSIGN_OR_RETURN(uint64_t h, hashFiles(dir, {"config.json", "model.safetensors", "tokenizer.json"}));
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return std::string("bert-") + hex;

@@ -3,11 +3,36 @@
 #include <algorithm>
 #include <thread>
 
+#include "memory/block_store.h"
+#include "model/model_config.h"
 #include "model/runner.h"
 #include "model/tokenizer.h"
 #include "sched/serving_assets.h"
 
 namespace rag::sched {
+
+namespace {
+
+// Block-Attention's disk tier for this model: <corpus>.blocks/<fingerprint>.kvblocks.
+Result<std::shared_ptr<memory::BlockStore>> openBlockStore(const std::filesystem::path& modelDir, std::string_view dtype,
+                                                           const std::filesystem::path& corpus,
+                                                           model::ModelRunner& runner, int64_t maxBytes) {
+  RAG_ASSIGN_OR_RETURN(std::string fp, model::llamaFingerprint(modelDir, dtype));
+  const memory::KvPoolParams& pp = runner.kvPool().params();
+  std::filesystem::path dir = corpus;
+  dir += ".blocks";
+  RAG_ASSIGN_OR_RETURN(std::unique_ptr<memory::BlockStore> s,
+                       memory::BlockStore::open({.file = dir / (fp + ".kvblocks"),
+                                                 .fingerprint = fp,
+                                                 .layers = pp.layers,
+                                                 .kvHeads = pp.kvHeads,
+                                                 .headDim = pp.headDim,
+                                                 .elementBytes = pp.elementBytes,
+                                                 .maxBytes = maxBytes}));
+  return std::shared_ptr<memory::BlockStore>(std::move(s));
+}
+
+}  // namespace
 
 GenerationExecutor::GenerationExecutor(const ServingAssets& assets, const ServingParams& params)
     : m_assets(assets), m_params(params), m_load(usableCores(params.generationThreads)) {}
@@ -30,6 +55,11 @@ Result<std::unique_ptr<GenerationExecutor>> GenerationExecutor::create(const Ser
   rp.ring = ring;
   RAG_ASSIGN_OR_RETURN(std::unique_ptr<model::ModelRunner> runner,
                        model::ModelRunner::create(assets.model, rp, assets.tokenizer));
+  std::shared_ptr<memory::BlockStore> store;
+  if (params.blockAttention && params.prefixCache && params.blockStoreBytes > 0) {
+    RAG_ASSIGN_OR_RETURN(store, openBlockStore(params.modelDir, params.dtype, assets.corpus, *runner, params.blockStoreBytes));
+    ex->m_blockStoreReport = store->openReport();
+  }
   GenerationExecutor* self = ex.get();
   ex->m_worker = std::make_unique<GenerationWorker>(
       std::move(runner), GenerationWorkerParams{.threads = params.generationThreads,
@@ -41,29 +71,32 @@ Result<std::unique_ptr<GenerationExecutor>> GenerationExecutor::create(const Ser
                                                   for (GenerationUpdate& u : us) self->m_updates.push(std::move(u));
                                                   self->m_wake();
                                                 },
-                                                .graphReencode = params.graphReencode});
+                                                .graphReencode = params.graphReencode,
+                                                .blockStore = std::move(store)});
   return ex;
 }
 
 Result<model::SequenceRequest> GenerationExecutor::sequenceFor(const StageJob& job,
-                                                                std::optional<model::DepPrompt>* dep) const {
+                                                                std::optional<model::SegmentedPrompt>* segmented) const {
   const WorkflowNode& node = *job.node;
   model::SequenceRequest q;
+  std::optional<model::SegmentedPrompt> p;
   if (m_params.dependencyAttention && !job.inputs->graphs.empty()) {
-    RAG_ASSIGN_OR_RETURN(std::optional<model::DepPrompt> p,
-                         model::dependencyPrompt(*m_elementTokens, node.promptTemplate, job.inputs->vars, job.inputs->graphs));
-    if (p) {
-      q.prompt = p->tokens();
-      q.mask = p->mask();
-      if (dep) *dep = std::move(p);
-    }
+    RAG_ASSIGN_OR_RETURN(p, model::dependencyPrompt(*m_elementTokens, node.promptTemplate, job.inputs->vars,
+                                                    job.inputs->graphs));
   }
-  if (q.prompt.empty()) {
+  if (!p) {
     RAG_ASSIGN_OR_RETURN(std::vector<model::PromptPiece> pieces,
                          model::promptPieces(node.promptTemplate, job.inputs->vars, job.inputs->passages));
     model::PromptTokens prompt = model::tokenizePieces(*m_assets.tokenizer, pieces);
     if (prompt.tokens.empty()) return Status::invalidArgument("its prompt renders to no tokens");
-    q.prompt = std::move(prompt.tokens);
+    if (m_params.blockAttention) p = model::blockPrompt(prompt);
+    if (!p) q.prompt = std::move(prompt.tokens);
+  }
+  if (p) {
+    q.prompt = p->tokens();
+    q.mask = p->mask();
+    if (segmented) *segmented = std::move(p);
   }
   q.sampling.maxTokens = static_cast<int32_t>(node.generation.maxTokens);
   q.sampling.temperature = static_cast<float>(node.generation.temperature);
@@ -73,13 +106,17 @@ Result<model::SequenceRequest> GenerationExecutor::sequenceFor(const StageJob& j
 }
 
 Status GenerationExecutor::start(const StageJob& job) {
-  std::optional<model::DepPrompt> dep;
-  RAG_ASSIGN_OR_RETURN(model::SequenceRequest seq, sequenceFor(job, &dep));
+  std::optional<model::SegmentedPrompt> segmented;
+  RAG_ASSIGN_OR_RETURN(model::SequenceRequest seq, sequenceFor(job, &segmented));
   Live& l = m_live[job.key];
-  l = Live{.requestId = job.requestId, .speculative = job.speculative, .dependency = dep.has_value(), .prompt = seq.prompt};
+  const char* attention = !segmented ? "causal"
+                          : segmented->attention == model::SegmentAttention::Block ? "block"
+                                                                                   : "dependency";
+  l = Live{.requestId = job.requestId, .speculative = job.speculative, .segmented = segmented.has_value(),
+           .attention = attention, .prompt = seq.prompt};
   ++m_running;
   m_worker->add(GenerationJob{.key = job.key, .requestId = job.requestId, .request = std::move(seq),
-                              .speculative = job.speculative, .dep = std::move(dep)});
+                              .speculative = job.speculative, .segmented = std::move(segmented)});
   return Status::ok();
 }
 
@@ -122,7 +159,8 @@ void GenerationExecutor::collect(std::vector<StageUpdate>& out) {
       s.output = NodeOutput{.text = trimmedText(u.output),
                             .work = u.generatedTokens,
                             .promptTokens = static_cast<int64_t>(l.prompt.size()),
-                            .cachedPromptTokens = l.cachedPromptTokens};
+                            .cachedPromptTokens = l.cachedPromptTokens,
+                            .attention = l.attention};
       --m_running;
       if (l.speculative && !failed) l.done = true;  // adopt() may still take it
       else m_live.erase(it);
@@ -142,7 +180,7 @@ bool GenerationExecutor::roomToSpeculate() const {
 
 Adoption GenerationExecutor::adopt(const StageJob& real) {
   auto it = m_live.find(real.key);
-  if (it == m_live.end() || it->second.dependency) return Adoption::None;  // a rollback would keep the old mask
+  if (it == m_live.end() || it->second.segmented) return Adoption::None;  // a rollback would keep the old mask
   Result<model::SequenceRequest> seq = sequenceFor(real);
   if (!seq || !seq->mask.isCausal()) return Adoption::None;  // an error is reported by the real run
   Live& l = it->second;
@@ -155,7 +193,7 @@ Adoption GenerationExecutor::adopt(const StageJob& real) {
   const auto diverge = std::mismatch(l.prompt.begin(), l.prompt.end(), seq->prompt.begin(), seq->prompt.end());
   const auto keep = static_cast<int64_t>(diverge.first - l.prompt.begin());
   if (keep == 0) return Adoption::None;
-  l = Live{.requestId = l.requestId, .epoch = l.epoch + 1, .prompt = seq->prompt};
+  l = Live{.requestId = l.requestId, .attention = "causal", .epoch = l.epoch + 1, .prompt = seq->prompt};
   m_worker->retarget(GenerationJob{.key = real.key, .requestId = real.requestId, .request = std::move(*seq)}, keep,
                      l.epoch);
   return Adoption::Retargeted;

@@ -43,19 +43,24 @@ public:
   Adoption adopt(const StageJob& real) override;
 
   const GenerationWorker& worker() const { return *m_worker; }
+  // Why an old block store file was set aside when serving started (empty: it was not).
+  const std::string& blockStoreReport() const { return m_blockStoreReport; }
   LoadGauge& load() { return m_load; }
 
 private:
   GenerationExecutor(const ServingAssets& assets, const ServingParams& params);
-  // The node's sequence; a prompt over a knowledge node's subgraphs under dependency attention
-  // also gives its DepPrompt in `dep` (the worker builds its KV through the prefix cache).
-  Result<model::SequenceRequest> sequenceFor(const StageJob& job, std::optional<model::DepPrompt>* dep = nullptr) const;
+  // The node's sequence; a prompt over a knowledge node's subgraphs under dependency attention,
+  // or over passages under Block-Attention, also gives its SegmentedPrompt in `segmented` (the
+  // worker builds its KV through the prefix cache).
+  Result<model::SequenceRequest> sequenceFor(const StageJob& job,
+                                             std::optional<model::SegmentedPrompt>* segmented = nullptr) const;
 
   struct Live {
     uint32_t requestId = 0;
     bool speculative = false;
     bool done = false;       // reported final (kept for adopt() while speculative)
-    bool dependency = false; // a dependency prompt (never retargeted)
+    bool segmented = false;  // a segmented prompt (never retargeted)
+    std::string attention;   // StageTiming::attention
     uint32_t epoch = 0;
     std::vector<int32_t> prompt;
     int64_t tokens = 0;
@@ -70,6 +75,7 @@ private:
   std::unordered_map<JobKey, Live> m_live;
   std::unique_ptr<model::ElementTokens> m_elementTokens;  // scheduler thread only
   int32_t m_running = 0;  // live entries not yet done: the stage's T_curr
+  std::string m_blockStoreReport;
   std::unique_ptr<GenerationWorker> m_worker;  // last: stopped first
 };
 

@@ -15,7 +15,7 @@ GenerationWorker::GenerationWorker(std::unique_ptr<model::ModelRunner> runner, G
   m_memory.pool = m_runner->kvStats();
   m_memory.cacheOn = m_runner->prefixCache() != nullptr;
   if (memory::PrefixCache* cache = m_runner->prefixCache()) {
-    m_dep = std::make_unique<DepKvBuilder>(*m_runner, m_params.graphReencode);
+    m_segments = std::make_unique<SegmentKvBuilder>(*m_runner, m_params.graphReencode, m_params.blockStore.get());
     cache->setPendingQueue([this] { return pendingPrompts(); });  // LACR's look-ahead (worker thread)
   }
   if (m_params.ring) m_lane = m_params.ring->registerLane("generation", LaneKind::Generation);
@@ -26,6 +26,9 @@ GenerationWorker::~GenerationWorker() {
   m_stop = true;
   m_inbox.poke();
   if (m_thread.joinable()) m_thread.join();
+  m_segments.reset();
+  // What this run computed stays for the next (a failure costs only recomputation then).
+  if (m_params.blockStore && m_params.blockStore->stats().pending > 0) (void)m_params.blockStore->save();
 }
 
 void GenerationWorker::add(GenerationJob job) { m_inbox.push(Command{.kind = Command::Kind::Add, .job = std::move(job)}); }
@@ -57,9 +60,12 @@ void GenerationWorker::postError(const GenerationJob& job, uint32_t epoch, Statu
 }
 
 bool GenerationWorker::addToRunner(GenerationJob& job, uint32_t epoch, std::vector<GenerationUpdate>& out) {
-  if (job.dep && m_dep) {  // phase 1 first: the segments' KV through the prefix cache
-    Result<DepKvBuilder::Ticket> t = m_dep->begin(std::move(*job.dep));
-    job.dep.reset();
+  if (job.segmented && m_segments) {  // phase 1 first: the segments' KV through the prefix cache
+    // arg0: segment tokens found (cache or block store), arg1: 1 (lookup).
+    RAG_TRACE_ZONE(zone, m_params.ring, m_lane, TraceStage::KvAssemble, job.requestId);
+    Result<SegmentKvBuilder::Ticket> t = m_segments->begin(std::move(*job.segmented));
+    if (t) zone.setArgs(static_cast<uint32_t>(m_segments->hitTokens(*t)), 1);
+    job.segmented.reset();
     if (!t) {
       postError(job, epoch, t.status(), out);
       return false;
@@ -79,18 +85,23 @@ bool GenerationWorker::addToRunner(GenerationJob& job, uint32_t epoch, std::vect
 
 void GenerationWorker::admitBuilt(std::vector<GenerationUpdate>& out) {
   std::erase_if(m_building, [&](Building& b) {
-    if (!m_dep->ready(b.ticket)) return false;
-    Result<model::SequenceRequest> q = m_dep->request(b.ticket);
+    if (!m_segments->ready(b.ticket)) return false;
+    Result<model::SequenceRequest> q = m_segments->request(b.ticket);
     Result<model::SeqId> id = q ? Result<model::SeqId>(Status::ok()) : Result<model::SeqId>(q.status());
     if (q) {
       q->sampling = b.job.request.sampling;
+      // Copying the segments' KV into the sequence and re-encoding their keys; arg0: tokens, arg1: 2.
+      RAG_TRACE_ZONE(zone, m_params.ring, m_lane, TraceStage::KvAssemble, b.job.requestId);
+      uint32_t placed = 0;
+      for (const model::KvSegment& s : q->cached) placed += static_cast<uint32_t>(s.kv.numTokens);
+      zone.setArgs(placed, 2);
       id = m_runner->add(std::move(*q));
       // No room yet to copy the segments in: retry after a step, while running sequences will
       // finish and free blocks (only a pool with nothing else to free is an error).
       if (!id && id.status().code() == StatusCode::Busy && m_runner->hasWork()) return false;
     }
-    const int64_t hits = m_dep->hitTokens(b.ticket);
-    m_dep->finish(b.ticket);  // the sequence holds its own copies (or references) now
+    const int64_t hits = m_segments->hitTokens(b.ticket);
+    m_segments->finish(b.ticket);  // the sequence holds its own copies (or references) now
     if (!id) {
       postError(b.job, b.epoch, id.status(), out);
       return true;
@@ -102,16 +113,16 @@ void GenerationWorker::admitBuilt(std::vector<GenerationUpdate>& out) {
 
 std::vector<memory::PendingPrompt> GenerationWorker::pendingPrompts() const {
   std::vector<memory::PendingPrompt> out;
-  const int32_t vocab = m_dep ? m_dep->vocab() : 0;
+  const int32_t vocab = m_segments ? m_segments->vocab() : 0;
   for (const GenerationJob& j : m_waiting) {
-    if (j.dep) {
-      for (const model::DepSegment& s : j.dep->segments)
-        out.push_back({kDepCacheNamespace, model::structuralKeys(s.tree, vocab)});
+    if (j.segmented) {
+      for (const model::ContextSegment& s : j.segmented->segments)
+        out.push_back({segmentNamespace(j.segmented->attention), segmentKeys(s, j.segmented->attention, vocab)});
     } else {
       out.push_back({0, j.request.prompt});
     }
   }
-  if (m_dep) m_dep->appendPending(out);
+  if (m_segments) m_segments->appendPending(out);
   return out;
 }
 
@@ -153,7 +164,7 @@ void GenerationWorker::applyCommands(std::vector<Command>& commands, std::vector
         std::erase_if(m_waiting, [&](const GenerationJob& j) { return j.key == c.job.key; });
         std::erase_if(m_building, [&](const Building& b) {
           if (b.job.key != c.job.key) return false;
-          m_dep->cancel(b.ticket);
+          m_segments->cancel(b.ticket);
           return true;
         });
         auto it = std::find_if(m_live.begin(), m_live.end(), [&](const auto& l) { return l.second.key == c.job.key; });
@@ -166,7 +177,7 @@ void GenerationWorker::applyCommands(std::vector<Command>& commands, std::vector
   if (m_params.pacing == GenerationPacing::StageBatches && m_runner->hasWork()) return;
   std::vector<GenerationJob> later;
   for (GenerationJob& job : m_waiting) {
-    if (job.dep && m_dep && !roomForTicket(*job.dep)) later.push_back(std::move(job));
+    if (job.segmented && m_segments && !roomForTicket(*job.segmented)) later.push_back(std::move(job));
     else addToRunner(job, 0, out);
   }
   m_waiting = std::move(later);
@@ -177,7 +188,7 @@ void GenerationWorker::applyCommands(std::vector<Command>& commands, std::vector
 // half-built tickets and none completes. So a dependency prompt starts building only while few
 // do and the pool (free blocks, plus what the prefix cache holds and may give way) has room
 // for twice its segments; the first always starts.
-bool GenerationWorker::roomForTicket(const model::DepPrompt& p) const {
+bool GenerationWorker::roomForTicket(const model::SegmentedPrompt& p) const {
   if (m_building.empty()) return true;
   if (m_building.size() >= kMaxBuildingTickets) return false;
   const memory::KvPool& pool = m_runner->kvPool();
@@ -197,7 +208,7 @@ void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
     zone.setArgs(static_cast<uint32_t>(r.stats.decodeRows + r.stats.prefillRows),
                  static_cast<uint32_t>(r.stats.sequences));
   }
-  if (m_dep) m_dep->absorb(r.events);
+  if (m_segments) m_segments->absorb(r.events);
   for (model::SeqEvent& e : r.events) {
     auto it = std::find_if(m_live.begin(), m_live.end(), [&](const auto& l) { return l.first == e.id; });
     if (it == m_live.end()) continue;
@@ -206,7 +217,7 @@ void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
     u.epoch = it->second.epoch;
     u.text = std::move(e.text);
     u.newTokens = static_cast<int32_t>(e.tokens.size());
-    u.promptCachedTokens = e.promptCachedTokens >= 0 && it->second.depHitTokens >= 0 ? it->second.depHitTokens
+    u.promptCachedTokens = e.promptCachedTokens >= 0 && it->second.segmentHitTokens >= 0 ? it->second.segmentHitTokens
                                                                                      : e.promptCachedTokens;
     it->second.generated += u.newTokens;
     it->second.text += u.text;
@@ -220,7 +231,7 @@ void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
     }
     if (u.finished || u.newTokens > 0 || !u.text.empty()) out.push_back(std::move(u));
   }
-  if (m_dep && !m_building.empty()) admitBuilt(out);
+  if (m_segments && !m_building.empty()) admitBuilt(out);
   const uint64_t busyNs = nowNs() - t0;
   if (m_params.load) m_params.load->addBusy(busyNs);
   const double secs = static_cast<double>(busyNs) * 1e-9;
@@ -245,7 +256,11 @@ void GenerationWorker::refreshMemoryStats() {
     mem.cache = cache->stats();
     mem.cacheOn = true;
   }
-  if (m_dep) mem.dep = m_dep->stats();
+  if (m_segments) {
+    mem.depSegments = m_segments->stats(model::SegmentAttention::Dependency);
+    mem.blockSegments = m_segments->stats(model::SegmentAttention::Block);
+  }
+  if (m_params.blockStore) mem.blockStore = m_params.blockStore->stats();
   mem.prefillPerRow = m_runner->recomputeCost().perRow();
   mem.prefillPerPair = m_runner->recomputeCost().perPair();
   std::lock_guard lock(m_memoryMutex);

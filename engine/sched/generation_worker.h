@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "model/runner.h"
-#include "sched/dep_kv.h"
+#include "sched/segment_kv.h"
 #include "rag/engine.h"
 #include "sched/load_gauge.h"
 #include "sched/mailbox.h"
@@ -45,9 +45,10 @@ struct GenerationJob {
   uint32_t requestId = 0;
   model::SequenceRequest request;
   bool speculative = false;  // traced with kTraceSpeculative
-  // A dependency prompt (request.prompt = its tokens, request.mask its ancestors): with a prefix
-  // cache, its segments' KV is built through it first (sched/dep_kv.h, DepCache's GKVR).
-  std::optional<model::DepPrompt> dep = {};
+  // A segmented prompt (DepCache's dependency prompt, Block-Attention's block prompt; request.prompt
+  // = its tokens, request.mask its mask): with a prefix cache, its segments' KV is built through it
+  // first (sched/segment_kv.h), and only its tail is prefilled with the request.
+  std::optional<model::SegmentedPrompt> segmented = {};
 };
 
 struct GenerationUpdate {
@@ -70,7 +71,9 @@ struct GenerationWorkerParams {
   TraceRing* ring = nullptr;
   LoadGauge* load = nullptr;  // told each step's time
   std::function<void(std::vector<GenerationUpdate>)> post;  // called on the worker thread
-  bool graphReencode = true;  // DepKvBuilder's GKVR switch
+  bool graphReencode = true;  // SegmentKvBuilder's GKVR switch
+  // Block-Attention's disk tier (memory/block_store.h); saved when the worker stops. Null: none.
+  std::shared_ptr<memory::BlockStore> blockStore = nullptr;
 };
 
 class GenerationWorker {
@@ -96,7 +99,9 @@ public:
     model::KvPoolStats pool;
     memory::PrefixCacheStats cache;
     bool cacheOn = false;
-    DepKvStats dep;  // dependency prompts' segments through the cache
+    SegmentKvStats depSegments;    // dependency prompts' subgraphs through the cache
+    SegmentKvStats blockSegments;  // block prompts' blocks through the cache and the block store
+    memory::BlockStoreStats blockStore;
     double prefillPerRow = 0, prefillPerPair = 0;  // seconds (ModelRunner::recomputeCost)
   };
   MemoryStats memoryStats() const;
@@ -132,18 +137,18 @@ private:
     uint32_t epoch = 0;
     int64_t generated = 0;  // tokens sampled so far
     std::string text;       // their text, as the events gave it
-    int64_t depHitTokens = -1;  // a dependency prompt: its segments' tokens found in the cache
+    int64_t segmentHitTokens = -1;  // a segmented prompt: its segments' tokens found in the cache
   };
   bool addToRunner(GenerationJob& job, uint32_t epoch, std::vector<GenerationUpdate>& out);
-  // Adds the sequences of dependency prompts whose segments' KV is ready.
+  // Adds the sequences of segmented prompts whose segments' KV is ready.
   void admitBuilt(std::vector<GenerationUpdate>& out);
   void postError(const GenerationJob& job, uint32_t epoch, Status error, std::vector<GenerationUpdate>& out);
   std::vector<memory::PendingPrompt> pendingPrompts() const;
   static constexpr size_t kMaxBuildingTickets = 8;
-  bool roomForTicket(const model::DepPrompt& p) const;
-  std::unique_ptr<DepKvBuilder> m_dep;  // with a prefix cache
+  bool roomForTicket(const model::SegmentedPrompt& p) const;
+  std::unique_ptr<SegmentKvBuilder> m_segments;  // with a prefix cache
   struct Building {
-    DepKvBuilder::Ticket ticket;
+    SegmentKvBuilder::Ticket ticket;
     GenerationJob job;
     uint32_t epoch;
   };

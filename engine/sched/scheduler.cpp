@@ -202,6 +202,13 @@ ServingStats Scheduler::stats() const {
   s.prefixCachedBlocks = mem.cache.computeBlocks;
   s.prefillSecondsPerToken = mem.prefillPerRow;
   s.prefillSecondsPerPair = mem.prefillPerPair;
+  s.depSegmentTokens = mem.depSegments.segmentTokens;
+  s.depHitTokens = mem.depSegments.hitTokens;
+  s.blockTokens = mem.blockSegments.segmentTokens;
+  s.blockHitTokens = mem.blockSegments.hitTokens;
+  s.blockStoreHitTokens = mem.blockSegments.storeHitTokens;
+  s.blockStoreRecords = mem.blockStore.records;
+  s.blockStoreNotice = m_gen->blockStoreReport();
   return s;
 }
 
@@ -362,6 +369,7 @@ void Scheduler::finishNode(Req& r, NodeOutput output, bool speculative) {
   if (r.firstTokenNs != 0) t.firstTokenSeconds = secondsBetween(r.submitNs, r.firstTokenNs);
   t.promptTokens = output.promptTokens;
   t.cachedPromptTokens = output.cachedPromptTokens;
+  t.attention = output.attention;
   r.result.stages.push_back(t);
   traceNode(r, node->kind == NodeKind::Generation ? TraceStage::Decode : TraceStage::RetrievalStep, r.nodeBeginNs,
             static_cast<uint32_t>(std::max<int64_t>(0, output.work)), speculative ? kTraceSpeculative : 0);

@@ -41,6 +41,7 @@ struct NodeOutput {
   int64_t work = 0;                           // tokens generated, or clusters searched
   int64_t promptTokens = 0;                   // generation: the prompt, and the part of it the
   int64_t cachedPromptTokens = 0;             // prefix cache supplied
+  std::string attention = {};                 // generation: StageTiming::attention
 };
 
 struct StageJob {

@@ -45,6 +45,7 @@ std::string_view traceStageName(TraceStage s) {
     case TraceStage::Aggregate: return "aggregate";
     case TraceStage::CorpusBuild: return "corpus-build";
     case TraceStage::User: return "user";
+    case TraceStage::KvAssemble: return "kv-assemble";
     case TraceStage::Count_: break;
   }
   return "unknown";

@@ -116,7 +116,7 @@ private Q_SLOTS:
     auto p = dependencyPrompt(elements, "Paths:\n{graph}Question: {question}\nAnswer:", vars, graphs);
     QVERIFY_OK(p);
     QVERIFY(p->has_value());
-    const DepPrompt& d = **p;
+    const SegmentedPrompt& d = **p;
     QCOMPARE(d.segments.size(), size_t{3});  // the head, then one tree per subgraph
     QCOMPARE(d.segments[1].subgraphRoot, int64_t{2});
     // The shared prefix "dog hypernym canine" is stored once: fewer tokens than the flat paths.

@@ -239,6 +239,55 @@ private Q_SLOTS:
     QVERIFY(drained(*f));
   }
 
+  // Block-Attention through the engine: One-shot's passages become blocks; each request's stage
+  // record says so; the first pass computes every block alone (and the block store keeps them),
+  // a second finds them and answers token for token as the first, and a new engine over the
+  // same corpus loads them from the block store instead of computing them; nothing leaks.
+  void blockAttentionServesFromStoredBlocks() {
+    auto graph = builtinWorkflow(Workflow::OneShot);
+    QVERIFY(graph.isOk());
+    EngineParams p = params("hedra");
+    p.serving.blockAttention = true;
+    std::vector<RequestResult> first, again;
+    {
+      auto e = engine(p);
+      QVERIFY(e);
+      first = runAll(*e, *graph);
+      const ServingStats s1 = e->servingStats();
+      again = runAll(*e, *graph);
+      const ServingStats s2 = e->servingStats();
+      QVERIFY(s1.blockTokens > 0);
+      QVERIFY(s2.blockHitTokens > s1.blockHitTokens);
+      QCOMPARE(s2.depSegmentTokens, int64_t{0});
+      QVERIFY(drained(*e));
+    }  // stopping the engine saves the block store
+    QCOMPARE(first.size(), m_questions.size());
+    QCOMPARE(again.size(), m_questions.size());
+    for (size_t i = 0; i < first.size(); ++i) {
+      const StageTiming& gen = first[i].stages.back();
+      QCOMPARE(gen.kind, NodeKind::Generation);
+      QCOMPARE(gen.attention, std::string("block"));
+      QCOMPARE(again[i].answer, first[i].answer);
+      QVERIFY(again[i].stages.back().cachedPromptTokens > 0);
+    }
+    auto restarted = engine(p);
+    QVERIFY(restarted);
+    const std::vector<RequestResult> third = runAll(*restarted, *graph);
+    const ServingStats s3 = restarted->servingStats();
+    QVERIFY(s3.blockStoreRecords > 0);
+    QVERIFY2(s3.blockStoreHitTokens > 0, "a restarted engine computed blocks the store had");
+    QVERIFY(s3.blockStoreNotice.empty());
+    for (size_t i = 0; i < third.size(); ++i) QCOMPARE(third[i].answer, first[i].answer);
+    QVERIFY(drained(*restarted));
+    // Off: one causal prefill, recorded as such.
+    EngineParams off = params("hedra");
+    auto plain = engine(off);
+    QVERIFY(plain);
+    const std::vector<RequestResult> causal = runAll(*plain, *graph);
+    for (const RequestResult& r : causal) QCOMPARE(r.stages.back().attention, std::string("causal"));
+    QCOMPARE(plain->servingStats().blockTokens, int64_t{0});
+  }
+
   // Many GraphRAG requests at once on a small KV pool all finish: a DepCache ticket holds its
   // finished segments' KV until its last segment is computed, so unbounded tickets building at
   // once filled the pool with half-built tickets and nothing finished (a hang found by `eval

@@ -112,6 +112,14 @@ struct ServingParams {
   // GKVR: cached subgraph KV is re-encoded to its offset in the prompt. false: the paper's
   // ablation (KV reused at the positions it was computed at).
   bool graphReencode = true;
+  // Block-Attention: a generation prompt holding retrieved passages reads each passage as a block
+  // that sees only itself (model/segmented_prompt.h); with prefixCache each block's KV is computed
+  // once, kept in the prefix cache and the block store, and re-encoded to its offset, and only the
+  // last block (the question) is prefilled. Meant for a block-fine-tuned model.
+  bool blockAttention = false;
+  // Block-Attention's disk tier: <corpus>.blocks/<model fingerprint>.kvblocks, at most this many
+  // bytes (0: no disk tier; blocks live in the prefix cache only).
+  int64_t blockStoreBytes = 512ll << 20;
   // Speculation triggers (§4.3): speculate while fewer than this many requests are in the
   // stage that would do the speculative work (T_curr < τ·T_max).
   int32_t specGenerationLimit = 16;
@@ -164,6 +172,12 @@ struct ServingStats {
   // n·perToken + p·perPair seconds (what PGDSF prices a cached prefix at).
   double prefillSecondsPerToken = 0;
   double prefillSecondsPerPair = 0;
+  // Segmented prompts' segments through the prefix cache: tokens looked up and found.
+  int64_t depSegmentTokens = 0, depHitTokens = 0;        // DepCache's subgraphs
+  int64_t blockTokens = 0, blockHitTokens = 0;           // Block-Attention's passage blocks
+  int64_t blockStoreHitTokens = 0;                       // ... of the hits, loaded from the block store
+  int64_t blockStoreRecords = 0;                         // passages the block store holds
+  std::string blockStoreNotice;  // why an old block store file was set aside at start (empty: it was not)
   double prefixHitRate() const {
     return prefixQueriedTokens > 0 ? static_cast<double>(prefixHitTokens) / static_cast<double>(prefixQueriedTokens) : 0.0;
   }

@@ -26,6 +26,10 @@ struct StageTiming {
   double firstTokenSeconds = -1;
   int64_t promptTokens = 0;
   int64_t cachedPromptTokens = 0;
+  // Generation: how its prompt's context was attended and where its KV came from: "causal" (one
+  // prefill, prefix cache), "block" (Block-Attention: passage blocks from the block KV path, only
+  // the last block prefilled), "dependency" (DepCache: subgraph trees from the KV path).
+  std::string attention;
 };
 
 struct RequestResult {

@@ -29,6 +29,8 @@ enum class TraceStage : uint8_t {
   Aggregate,      // DRAGON output aggregation
   CorpusBuild,
   User,           // anything else; arg fields say what
+  KvAssemble,     // a segmented prompt's KV: segments looked up (arg1 1, arg0 tokens found) or
+                  // copied into the sequence and re-encoded (arg1 2, arg0 tokens placed)
   Count_
 };
 
