@@ -381,11 +381,16 @@ int cmdWorkflowRun(Args& args) {
   if (!r) return fail(r.status());
   if (!json) {
     std::printf("%s\n", r->answer.c_str());
-    for (const StageTiming& s : r->stages)
-      std::fprintf(stderr, "  %-14s %-10s %7.3f -> %7.3f s  %lld %s%s\n", s.node.c_str(),
+    for (const StageTiming& s : r->stages) {
+      std::string attention;  // generation: how the prompt was attended and how much of it was reused
+      if (s.kind == NodeKind::Generation)
+        attention = "; " + s.attention + " attention, " + std::to_string(s.cachedPromptTokens) + " of " +
+                    std::to_string(s.promptTokens) + " prompt tokens reused";
+      std::fprintf(stderr, "  %-14s %-10s %7.3f -> %7.3f s  %lld %s%s%s\n", s.node.c_str(),
                    std::string(nodeKindName(s.kind)).c_str(), s.beginSeconds, s.endSeconds,
                    static_cast<long long>(s.work), s.kind == NodeKind::Generation ? "tokens" : s.kind == NodeKind::Knowledge ? "paths" : "clusters",
-                   s.speculative ? " (speculative, kept)" : "");
+                   attention.c_str(), s.speculative ? " (speculative, kept)" : "");
+    }
     return 0;
   }
   JsonWriter w(std::cout, true);
@@ -399,6 +404,10 @@ int cmdWorkflowRun(Args& args) {
   for (const StageTiming& s : r->stages) {
     w.beginObject().key("node").value(s.node).key("kind").value(nodeKindName(s.kind));
     w.key("begin_s").value(s.beginSeconds).key("end_s").value(s.endSeconds).key("work").value(s.work);
+    if (s.kind == NodeKind::Generation) {
+      w.key("attention").value(s.attention);
+      w.key("prompt_tokens").value(s.promptTokens).key("cached_prompt_tokens").value(s.cachedPromptTokens);
+    }
     w.key("speculative").value(s.speculative).endObject();
   }
   w.endArray();

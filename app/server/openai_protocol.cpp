@@ -114,6 +114,7 @@ void writeExtension(JsonWriter& w, const WorkflowGraph& g, const RequestResult& 
       if (s.firstTokenSeconds >= 0) w.value(s.firstTokenSeconds);
       else w.null();
       w.key("prompt_tokens").value(s.promptTokens).key("cached_prompt_tokens").value(s.cachedPromptTokens);
+      w.key("attention").value(s.attention);
     }
     w.endObject();
   }

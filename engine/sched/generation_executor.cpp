@@ -13,14 +13,12 @@ namespace rag::sched {
 
 namespace {
 
-// Block-Attention's disk tier for this model: <corpus>.blocks/<fingerprint>.kvblocks.
+// Block-Attention's disk tier for this model: <dir>/<fingerprint>.kvblocks.
 Result<std::shared_ptr<memory::BlockStore>> openBlockStore(const std::filesystem::path& modelDir, std::string_view dtype,
-                                                           const std::filesystem::path& corpus,
+                                                           const std::filesystem::path& dir,
                                                            model::ModelRunner& runner, int64_t maxBytes) {
   RAG_ASSIGN_OR_RETURN(std::string fp, model::llamaFingerprint(modelDir, dtype));
   const memory::KvPoolParams& pp = runner.kvPool().params();
-  std::filesystem::path dir = corpus;
-  dir += ".blocks";
   RAG_ASSIGN_OR_RETURN(std::unique_ptr<memory::BlockStore> s,
                        memory::BlockStore::open({.file = dir / (fp + ".kvblocks"),
                                                  .fingerprint = fp,
@@ -57,7 +55,9 @@ Result<std::unique_ptr<GenerationExecutor>> GenerationExecutor::create(const Ser
                        model::ModelRunner::create(assets.model, rp, assets.tokenizer));
   std::shared_ptr<memory::BlockStore> store;
   if (params.blockAttention && params.prefixCache && params.blockStoreBytes > 0) {
-    RAG_ASSIGN_OR_RETURN(store, openBlockStore(params.modelDir, params.dtype, assets.corpus, *runner, params.blockStoreBytes));
+    std::filesystem::path dir = params.blockStoreDir;
+    if (dir.empty()) (dir = assets.corpus) += ".blocks";
+    RAG_ASSIGN_OR_RETURN(store, openBlockStore(params.modelDir, params.dtype, dir, *runner, params.blockStoreBytes));
     ex->m_blockStoreReport = store->openReport();
   }
   GenerationExecutor* self = ex.get();

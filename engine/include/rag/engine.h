@@ -117,9 +117,11 @@ struct ServingParams {
   // once, kept in the prefix cache and the block store, and re-encoded to its offset, and only the
   // last block (the question) is prefilled. Meant for a block-fine-tuned model.
   bool blockAttention = false;
-  // Block-Attention's disk tier: <corpus>.blocks/<model fingerprint>.kvblocks, at most this many
-  // bytes (0: no disk tier; blocks live in the prefix cache only).
+  // Block-Attention's disk tier: <blockStoreDir>/<model fingerprint>.kvblocks (empty dir:
+  // <corpus>.blocks), at most this many bytes (0: no disk tier; blocks live in the prefix cache
+  // only, and a passage's partial last KV block is recomputed at every use).
   int64_t blockStoreBytes = 512ll << 20;
+  std::filesystem::path blockStoreDir;
   // Speculation triggers (§4.3): speculate while fewer than this many requests are in the
   // stage that would do the speculative work (T_curr < τ·T_max).
   int32_t specGenerationLimit = 16;
