@@ -70,6 +70,7 @@ struct Scheduler::Req {
     uint64_t beginNs = 0;
     uint64_t firstTokenNs = 0;
     bool finished = false;
+    std::string text;  // streamed so far: published if the run is adopted
     NodeOutput output;
   };
   std::optional<Candidate> spec;
@@ -303,6 +304,7 @@ void Scheduler::handle(StageUpdate& u) {
   Req& r = *it->second;
   if (r.spec && r.spec->key == u.key) {
     if (u.firstToken && r.spec->firstTokenNs == 0) r.spec->firstTokenNs = nowNs();
+    r.spec->text += u.text;
     if (!u.final) return;
     if (!u.error.isOk()) {
       r.spec.reset();  // the real run reports the error, if it happens again
@@ -414,9 +416,15 @@ void Scheduler::adoptOrDropSpeculation(Req& r) {
     ++r.result.specAccepted;
     r.nodeBeginNs = spec.beginNs;
     r.firstTokenNs = spec.firstTokenNs;
-    r.activeText.clear();
     r.speculated = false;
     emit(RequestEvent::Kind::NodeStarted, r, r.node);
+    // What it streamed while speculative is this node's text: published now, the rest as it comes.
+    r.activeText = std::move(spec.text);
+    {
+      std::lock_guard lock(r.shared->mutex);
+      r.shared->streamed = r.activeText;
+    }
+    if (!r.activeText.empty()) emit(RequestEvent::Kind::Tokens, r, r.activeText);
     if (spec.finished) return finishNode(r, std::move(spec.output), true);
     r.active = spec.key;
     return;

@@ -462,6 +462,36 @@ private Q_SLOTS:
     QVERIFY(e->servingStats().retrievalBusySeconds > 0.0);
   }
 
+  // A client streaming a request sees each node's whole text, also when the node's run was a
+  // speculation adopted once its input was final (its text so far is published at adoption).
+  void streamedTextIsEveryGenerationsOutput() {
+    EngineParams p = params("hedra");
+    std::mutex mu;
+    std::map<uint32_t, std::string> streamed, lastNode;  // per request: text since its last NodeStarted
+    p.onEvent = [&](const RequestEvent& ev) {
+      std::lock_guard lock(mu);
+      if (ev.kind == RequestEvent::Kind::NodeStarted) streamed[ev.requestId].clear();
+      if (ev.kind == RequestEvent::Kind::Tokens) streamed[ev.requestId] += ev.text;
+      if (ev.kind == RequestEvent::Kind::NodeFinished) lastNode[ev.requestId] = streamed[ev.requestId];
+    };
+    auto e = engine(p);
+    QVERIFY(e);
+    int accepted = 0;
+    for (Workflow w : {Workflow::OneShot, Workflow::Hyde}) {
+      const std::vector<RequestResult> rs = runAll(*e, *builtinWorkflow(w));
+      QCOMPARE(rs.size(), m_questions.size());
+      std::lock_guard lock(mu);
+      for (const RequestResult& r : rs) {
+        accepted += r.specAccepted;
+        std::string s = lastNode[r.id];
+        const auto b = s.find_first_not_of(" \t\n"), en = s.find_last_not_of(" \t\n");
+        s = b == std::string::npos ? std::string() : s.substr(b, en - b + 1);
+        QCOMPARE(s, r.answer);
+      }
+    }
+    QVERIFY2(accepted > 0, "no speculation was adopted: the test did not exercise what it checks");
+  }
+
   void eventsAndTraceDescribeTheRun() {
     EngineParams p = params("hedra");
     std::mutex mu;
