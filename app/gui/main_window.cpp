@@ -48,12 +48,7 @@ MainWindow::MainWindow(std::filesystem::path corpus, QWidget* parent)
   });
   connect(m_editor, &GraphEditor::statusMessage, this, [this](const QString& m) { statusBar()->showMessage(m, 6000); });
   // The run panel offers (and, until the user picks a built-in there, runs) the editor's graph.
-  auto offerEditorGraph = [this] { m_runPanel->setEditorGraph(m_editor->model()->graph()); };
-  for (auto signal : {&GraphModel::modelReset, &GraphModel::edgesChanged, &GraphModel::graphPropertiesChanged})
-    connect(m_editor->model(), signal, this, offerEditorGraph);
-  for (auto signal : {&GraphModel::nodeAdded, &GraphModel::nodeRemoved, &GraphModel::nodeChanged})
-    connect(m_editor->model(), signal, this, offerEditorGraph);
-  offerEditorGraph();
+  m_runPanel->followEditor(m_editor->model());
   connect(m_editor, &GraphEditor::runRequested, this, [this](const rag::WorkflowGraph& g) {
     m_runPanel->setEditorGraph(g, /*select=*/true);
     m_runPanel->start();
