@@ -87,10 +87,10 @@ int main(int argc, char** argv) {
     QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window,
                      [&window, shoot, next, startNext](qint64 id, const rag::RunMetrics& m) {
                        std::printf("demo run %lld (%s): %lld/%lld answered, accuracy %.2f, mean latency %.3f s, "
-                                   "longest GUI stall %.1f ms\n",
+                                   "longest GUI stall %.1f ms (GUI thread working %.1f ms of it)\n",
                                    static_cast<long long>(id), std::string(rag::workflowName(kOrder[*next])).c_str(),
                                    static_cast<long long>(m.completed), static_cast<long long>(m.requests), m.accuracy,
-                                   m.meanLatency, window.stallMeter()->maxStallMs());
+                                   m.meanLatency, window.stallMeter()->maxStallMs(), window.stallMeter()->maxStallBusyMs());
                        std::fflush(stdout);
                        if (++*next < std::size(kOrder)) QTimer::singleShot(0, &window, startNext);
                        else shoot();
