@@ -1,9 +1,10 @@
 // ragraph-workbench: the desktop workbench.
 //   ragraph-workbench [--corpus PATH] [--screenshot FILE.png] [--demo] [--bench-timeline [--spans N]]
+//                     [--bench-kvtree [--nodes N]] [--show TOOL]
 // --screenshot renders the window once its pages have loaded (with --demo: once the demo run has
 // finished), saves the PNG and exits; --demo runs a short IRG workload on the default
 // corpus through the editor's graph, so the timeline, heatmap and tables fill; --bench-timeline
-// prints the timeline's drawing speed as JSON and exits.
+// and --bench-kvtree print the timeline's and the KV-tree inspector's drawing speed as JSON and exit.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QJsonDocument>
@@ -18,7 +19,9 @@
 #include "overview/overview_page.h"
 #include "rag/corpus.h"
 #include "run/run_panel.h"
+#include "inspectors/kv_tree_bench.h"
 #include "timeline/timeline_bench.h"
+#include "tools/tool_registry.h"
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -35,7 +38,10 @@ int main(int argc, char** argv) {
   QCommandLineOption demoOpt("demo", "Run a short IRG workload (hedra) so every view fills.");
   QCommandLineOption benchOpt("bench-timeline", "Print the timeline's frames per second as JSON and exit.");
   QCommandLineOption spansOpt("spans", "Spans for --bench-timeline (default 200000).", "N", "200000");
-  parser.addOptions({corpusOpt, shotOpt, demoOpt, benchOpt, spansOpt});
+  QCommandLineOption kvBenchOpt("bench-kvtree", "Print the KV-tree inspector's frames per second as JSON and exit.");
+  QCommandLineOption nodesOpt("nodes", "Nodes for --bench-kvtree (default 20000).", "N", "20000");
+  QCommandLineOption showOpt("show", "Bring the tool TOOL to the front (its dock id, e.g. kvTreeDock).", "TOOL");
+  parser.addOptions({corpusOpt, shotOpt, demoOpt, benchOpt, spansOpt, kvBenchOpt, nodesOpt, showOpt});
   parser.process(app);
 
   if (parser.isSet(benchOpt)) {
@@ -50,11 +56,28 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  if (parser.isSet(kvBenchOpt)) {
+    bool ok = false;
+    const int nodes = parser.value(nodesOpt).toInt(&ok);
+    if (!ok || nodes < 1) {
+      std::fprintf(stderr, "error: --nodes takes a positive number, not '%s'\n", qPrintable(parser.value(nodesOpt)));
+      return 2;
+    }
+    const ragwb::KvTreeBenchResult r = ragwb::benchmarkKvTree(nodes);
+    std::printf("%s\n", QJsonDocument(r.toJson()).toJson(QJsonDocument::Indented).constData());
+    return 0;
+  }
+
   std::filesystem::path corpus = parser.isSet(corpusOpt)
                                      ? std::filesystem::path(parser.value(corpusOpt).toStdString())
                                      : rag::defaultCorpusLocation();
   ragwb::MainWindow window(corpus);
   window.show();
+  if (parser.isSet(showOpt) && !window.tools()->raise(parser.value(showOpt))) {
+    std::fprintf(stderr, "error: --show: no tool '%s'; the tools are: %s\n", qPrintable(parser.value(showOpt)),
+                 qPrintable(window.tools()->ids().join(", ")));
+    return 2;
+  }
 
   const QString shotFile = parser.value(shotOpt);
   auto shoot = [&window, shotFile] {

@@ -17,6 +17,7 @@
 #include "bridge/gui_stall_meter.h"
 #include "heatmap/cluster_heatmap.h"
 #include "history/run_history_panel.h"
+#include "inspectors/kv_tree_inspector.h"
 #include "nodegraph/graph_editor.h"
 #include "overview/overview_page.h"
 #include "run/run_panel.h"
@@ -136,6 +137,7 @@ void MainWindow::buildDocks() {
   m_runPanel = new RunPanel(&m_bridge);
   m_history = new RunHistoryPanel;
   m_overview = new OverviewPage;
+  m_kvTree = new KvTreeInspector(&m_bridge);
 
   // The ids are the docks' object names, which saved layouts (QSettings) refer to: keep them.
   m_tools = new ToolRegistry(this);
@@ -145,7 +147,9 @@ void MainWindow::buildDocks() {
   addTool("runDock", tr("Run"), m_runPanel, P::inArea(Qt::RightDockWidgetArea));
   addTool("historyDock", tr("Run history"), m_history, P::tabbedWith("runDock"));
   addTool("overviewDock", tr("Corpus"), m_overview, P::tabbedWith("historyDock"));
+  addTool("kvTreeDock", tr("KV tree"), m_kvTree, P::tabbedWith("heatmapDock"));
   m_tools->raise("runDock");
+  m_tools->raise("heatmapDock");
   resizeDocks({m_tools->dock("timelineDock"), m_tools->dock("heatmapDock")}, {1000, 500}, Qt::Horizontal);
   resizeDocks({m_tools->dock("timelineDock")}, {380}, Qt::Vertical);
   resizeDocks({m_tools->dock("runDock")}, {640}, Qt::Horizontal);

@@ -1,6 +1,6 @@
 // The workbench's main window: the RAGraph editor in the middle; tools in docks, registered
 // through a ToolRegistry: the live pipeline timeline, the cluster heatmap, the run panel, the run
-// history and the corpus overview (the layout is saved with QSettings); menus and shortcuts; a status bar with the engine's state and
+// history, the corpus overview and the KV-tree inspector (the layout is saved with QSettings); menus and shortcuts; a status bar with the engine's state and
 // the longest GUI-thread stall. The engine lives behind the EngineBridge, on its own threads.
 #pragma once
 
@@ -21,6 +21,7 @@ class ClusterHeatmap;
 class RunPanel;
 class RunHistoryPanel;
 class GuiStallMeter;
+class KvTreeInspector;
 class ToolRegistry;
 struct ToolPlacement;
 
@@ -37,6 +38,7 @@ public:
   LaneModel* lanes() { return m_lanes; }
   ClusterHeatmap* heatmap() { return m_heatmap; }
   RunHistoryPanel* history() { return m_history; }
+  KvTreeInspector* kvTree() { return m_kvTree; }
   EngineBridge* bridge() { return &m_bridge; }
   GuiStallMeter* stallMeter() { return m_stall; }
   ToolRegistry* tools() { return m_tools; }
@@ -62,6 +64,7 @@ private:
   ClusterHeatmap* m_heatmap;
   RunPanel* m_runPanel;
   RunHistoryPanel* m_history;
+  KvTreeInspector* m_kvTree = nullptr;
   GuiStallMeter* m_stall;
   ToolRegistry* m_tools = nullptr;
   QMenu* m_viewMenu = nullptr;

@@ -2,6 +2,7 @@
 
 #include <QMetaObject>
 #include <QPointer>
+#include <QtConcurrent/QtConcurrentRun>
 
 #include "rag/arrivals.h"
 #include "rag/corpus.h"
@@ -148,6 +149,23 @@ void EngineBridge::drainTrace() {
     m_runTrace.insert(m_runTrace.end(), fresh.begin(), fresh.end());
   }
   Q_EMIT traceEvents(fresh, m_lanes);
+}
+
+void EngineBridge::requestKvTree() {
+  if (!m_engine || m_kvTreeInFlight) return;
+  m_kvTreeInFlight = true;
+  QPointer<EngineBridge> self(this);
+  // On Qt's pool, which the application waits for when it quits (the task may hold the engine).
+  (void)QtConcurrent::run([self, engine = m_engine] {
+    runBelowTheGuiThread();
+    auto nodes = std::make_shared<std::vector<rag::KvTreeNode>>(engine->kvTreeSnapshot());
+    if (!self) return;
+    onGuiThread(self.data(), [self, nodes] {
+      if (!self) return;
+      self->m_kvTreeInFlight = false;
+      Q_EMIT self->kvTree(*nodes);
+    });
+  });
 }
 
 void EngineBridge::pollHeat() {
