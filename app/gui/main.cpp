@@ -44,29 +44,20 @@ int main(int argc, char** argv) {
   parser.addOptions({corpusOpt, shotOpt, demoOpt, benchOpt, spansOpt, kvBenchOpt, nodesOpt, showOpt});
   parser.process(app);
 
-  if (parser.isSet(benchOpt)) {
+  // --bench-*: its count option must be a positive number; the result is printed as JSON.
+  auto bench = [&parser](const QCommandLineOption& countOpt, auto run) {
     bool ok = false;
-    const int spans = parser.value(spansOpt).toInt(&ok);
-    if (!ok || spans < 1) {
-      std::fprintf(stderr, "error: --spans takes a positive number, not '%s'\n", qPrintable(parser.value(spansOpt)));
+    const int n = parser.value(countOpt).toInt(&ok);
+    if (!ok || n < 1) {
+      std::fprintf(stderr, "error: --%s takes a positive number, not '%s'\n", qPrintable(countOpt.names().constFirst()),
+                   qPrintable(parser.value(countOpt)));
       return 2;
     }
-    const ragwb::TimelineBenchResult r = ragwb::benchmarkTimeline(spans);
-    std::printf("%s\n", QJsonDocument(r.toJson()).toJson(QJsonDocument::Indented).constData());
+    std::printf("%s\n", QJsonDocument(run(n).toJson()).toJson(QJsonDocument::Indented).constData());
     return 0;
-  }
-
-  if (parser.isSet(kvBenchOpt)) {
-    bool ok = false;
-    const int nodes = parser.value(nodesOpt).toInt(&ok);
-    if (!ok || nodes < 1) {
-      std::fprintf(stderr, "error: --nodes takes a positive number, not '%s'\n", qPrintable(parser.value(nodesOpt)));
-      return 2;
-    }
-    const ragwb::KvTreeBenchResult r = ragwb::benchmarkKvTree(nodes);
-    std::printf("%s\n", QJsonDocument(r.toJson()).toJson(QJsonDocument::Indented).constData());
-    return 0;
-  }
+  };
+  if (parser.isSet(benchOpt)) return bench(spansOpt, [](int n) { return ragwb::benchmarkTimeline(n); });
+  if (parser.isSet(kvBenchOpt)) return bench(nodesOpt, [](int n) { return ragwb::benchmarkKvTree(n); });
 
   std::filesystem::path corpus = parser.isSet(corpusOpt)
                                      ? std::filesystem::path(parser.value(corpusOpt).toStdString())
