@@ -12,6 +12,7 @@
 #include "corpus/corpus_db.h"
 #include "corpus/qa_reader.h"
 #include "sched/scheduler.h"
+#include "model/tokenizer.h"
 #include "sched/serving_assets.h"
 #include "storage/sqlite.h"
 #include "telemetry/trace_ring.h"
@@ -163,6 +164,22 @@ ServingStats Engine::servingStats() const {
 
 ClusterHeat Engine::clusterHeat() const {
   return m_impl->scheduler ? m_impl->scheduler->clusterHeat() : ClusterHeat{};
+}
+
+std::vector<KvTreeNode> Engine::kvTreeSnapshot() const {
+  if (!m_impl->scheduler) return {};
+  const std::vector<memory::PrefixNodeInfo> tree = m_impl->scheduler->kvTree();
+  std::vector<KvTreeNode> out;
+  out.reserve(tree.size());
+  for (const memory::PrefixNodeInfo& n : tree) {
+    KvTreeNode k{.id = n.id, .parent = n.parent, .ns = n.ns, .tokens = n.tokens, .text = {},
+                 .depthTokens = n.depthTokens, .hostTier = n.tier == memory::KvTier::Host, .locks = n.locks,
+                 .hits = n.hits, .priority = n.priority};
+    if (m_impl->assets && m_impl->assets->tokenizer)
+      if (auto text = m_impl->assets->tokenizer->decode(n.tokens); text) k.text = std::move(*text);
+    out.push_back(std::move(k));
+  }
+  return out;
 }
 
 size_t Engine::drainTrace(std::vector<TraceEvent>& out) { return m_impl->ring.drain(out); }

@@ -1,9 +1,10 @@
 // ragraph-workbench: the desktop workbench.
 //   ragraph-workbench [--corpus PATH] [--screenshot FILE.png] [--demo] [--bench-timeline [--spans N]]
+//                     [--bench-kvtree [--nodes N]] [--show TOOL]
 // --screenshot renders the window once its pages have loaded (with --demo: once the demo run has
 // finished), saves the PNG and exits; --demo runs a short IRG workload on the default
 // corpus through the editor's graph, so the timeline, heatmap and tables fill; --bench-timeline
-// prints the timeline's drawing speed as JSON and exits.
+// and --bench-kvtree print the timeline's and the KV-tree inspector's drawing speed as JSON and exit.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QJsonDocument>
@@ -18,7 +19,9 @@
 #include "overview/overview_page.h"
 #include "rag/corpus.h"
 #include "run/run_panel.h"
+#include "inspectors/kv_tree_bench.h"
 #include "timeline/timeline_bench.h"
+#include "tools/tool_registry.h"
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -35,26 +38,37 @@ int main(int argc, char** argv) {
   QCommandLineOption demoOpt("demo", "Run a short IRG workload (hedra) so every view fills.");
   QCommandLineOption benchOpt("bench-timeline", "Print the timeline's frames per second as JSON and exit.");
   QCommandLineOption spansOpt("spans", "Spans for --bench-timeline (default 200000).", "N", "200000");
-  parser.addOptions({corpusOpt, shotOpt, demoOpt, benchOpt, spansOpt});
+  QCommandLineOption kvBenchOpt("bench-kvtree", "Print the KV-tree inspector's frames per second as JSON and exit.");
+  QCommandLineOption nodesOpt("nodes", "Nodes for --bench-kvtree (default 20000).", "N", "20000");
+  QCommandLineOption showOpt("show", "Bring the tool TOOL to the front (its dock id, e.g. kvTreeDock).", "TOOL");
+  parser.addOptions({corpusOpt, shotOpt, demoOpt, benchOpt, spansOpt, kvBenchOpt, nodesOpt, showOpt});
   parser.process(app);
 
-  if (parser.isSet(benchOpt)) {
+  // --bench-*: its count option must be a positive number; the result is printed as JSON.
+  auto bench = [&parser](const QCommandLineOption& countOpt, auto run) {
     bool ok = false;
-    const int spans = parser.value(spansOpt).toInt(&ok);
-    if (!ok || spans < 1) {
-      std::fprintf(stderr, "error: --spans takes a positive number, not '%s'\n", qPrintable(parser.value(spansOpt)));
+    const int n = parser.value(countOpt).toInt(&ok);
+    if (!ok || n < 1) {
+      std::fprintf(stderr, "error: --%s takes a positive number, not '%s'\n", qPrintable(countOpt.names().constFirst()),
+                   qPrintable(parser.value(countOpt)));
       return 2;
     }
-    const ragwb::TimelineBenchResult r = ragwb::benchmarkTimeline(spans);
-    std::printf("%s\n", QJsonDocument(r.toJson()).toJson(QJsonDocument::Indented).constData());
+    std::printf("%s\n", QJsonDocument(run(n).toJson()).toJson(QJsonDocument::Indented).constData());
     return 0;
-  }
+  };
+  if (parser.isSet(benchOpt)) return bench(spansOpt, [](int n) { return ragwb::benchmarkTimeline(n); });
+  if (parser.isSet(kvBenchOpt)) return bench(nodesOpt, [](int n) { return ragwb::benchmarkKvTree(n); });
 
   std::filesystem::path corpus = parser.isSet(corpusOpt)
                                      ? std::filesystem::path(parser.value(corpusOpt).toStdString())
                                      : rag::defaultCorpusLocation();
   ragwb::MainWindow window(corpus);
   window.show();
+  if (parser.isSet(showOpt) && !window.tools()->raise(parser.value(showOpt))) {
+    std::fprintf(stderr, "error: --show: no tool '%s'; the tools are: %s\n", qPrintable(parser.value(showOpt)),
+                 qPrintable(window.tools()->ids().join(", ")));
+    return 2;
+  }
 
   const QString shotFile = parser.value(shotOpt);
   auto shoot = [&window, shotFile] {
@@ -87,10 +101,10 @@ int main(int argc, char** argv) {
     QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window,
                      [&window, shoot, next, startNext](qint64 id, const rag::RunMetrics& m) {
                        std::printf("demo run %lld (%s): %lld/%lld answered, accuracy %.2f, mean latency %.3f s, "
-                                   "longest GUI stall %.1f ms\n",
+                                   "longest GUI stall %.1f ms (GUI thread working %.1f ms of it)\n",
                                    static_cast<long long>(id), std::string(rag::workflowName(kOrder[*next])).c_str(),
                                    static_cast<long long>(m.completed), static_cast<long long>(m.requests), m.accuracy,
-                                   m.meanLatency, window.stallMeter()->maxStallMs());
+                                   m.meanLatency, window.stallMeter()->maxStallMs(), window.stallMeter()->maxStallBusyMs());
                        std::fflush(stdout);
                        if (++*next < std::size(kOrder)) QTimer::singleShot(0, &window, startNext);
                        else shoot();

@@ -17,11 +17,13 @@
 #include "bridge/gui_stall_meter.h"
 #include "heatmap/cluster_heatmap.h"
 #include "history/run_history_panel.h"
+#include "inspectors/kv_tree_inspector.h"
 #include "nodegraph/graph_editor.h"
 #include "overview/overview_page.h"
 #include "run/run_panel.h"
 #include "timeline/lane_model.h"
 #include "timeline/timeline_view.h"
+#include "tools/tool_registry.h"
 
 namespace ragwb {
 
@@ -48,12 +50,7 @@ MainWindow::MainWindow(std::filesystem::path corpus, QWidget* parent)
   });
   connect(m_editor, &GraphEditor::statusMessage, this, [this](const QString& m) { statusBar()->showMessage(m, 6000); });
   // The run panel offers (and, until the user picks a built-in there, runs) the editor's graph.
-  auto offerEditorGraph = [this] { m_runPanel->setEditorGraph(m_editor->model()->graph()); };
-  for (auto signal : {&GraphModel::modelReset, &GraphModel::edgesChanged, &GraphModel::graphPropertiesChanged})
-    connect(m_editor->model(), signal, this, offerEditorGraph);
-  for (auto signal : {&GraphModel::nodeAdded, &GraphModel::nodeRemoved, &GraphModel::nodeChanged})
-    connect(m_editor->model(), signal, this, offerEditorGraph);
-  offerEditorGraph();
+  m_runPanel->followEditor(m_editor->model());
   connect(m_editor, &GraphEditor::runRequested, this, [this](const rag::WorkflowGraph& g) {
     m_runPanel->setEditorGraph(g, /*select=*/true);
     m_runPanel->start();
@@ -110,12 +107,13 @@ MainWindow::MainWindow(std::filesystem::path corpus, QWidget* parent)
 
 MainWindow::~MainWindow() = default;
 
-QDockWidget* MainWindow::dock(const QString& title, const QString& objectName, QWidget* w, Qt::DockWidgetArea area) {
-  auto* d = new QDockWidget(title, this);
-  d->setObjectName(objectName);  // for saveState()
-  d->setWidget(w);
-  addDockWidget(area, d);
-  return d;
+void MainWindow::addTool(const QString& id, const QString& title, QWidget* widget, const ToolPlacement& where) {
+  // A refused tool is a programming error (a duplicate or misspelt id): say which, and go on
+  // without it rather than lose the window.
+  if (auto added = m_tools->add(id, title, widget, where); !added) {
+    qWarning("%s", added.status().message().c_str());
+    delete widget;
+  }
 }
 
 void MainWindow::buildDocks() {
@@ -139,19 +137,22 @@ void MainWindow::buildDocks() {
   m_runPanel = new RunPanel(&m_bridge);
   m_history = new RunHistoryPanel;
   m_overview = new OverviewPage;
+  m_kvTree = new KvTreeInspector(&m_bridge);
 
-  QDockWidget* timelineDock = dock(tr("Pipeline timeline"), "timelineDock", timelineBox, Qt::BottomDockWidgetArea);
-  QDockWidget* heatDock = dock(tr("Cluster heatmap"), "heatmapDock", m_heatmap, Qt::BottomDockWidgetArea);
-  QDockWidget* runDock = dock(tr("Run"), "runDock", m_runPanel, Qt::RightDockWidgetArea);
-  QDockWidget* historyDock = dock(tr("Run history"), "historyDock", m_history, Qt::RightDockWidgetArea);
-  QDockWidget* overviewDock = dock(tr("Corpus"), "overviewDock", m_overview, Qt::RightDockWidgetArea);
-  splitDockWidget(timelineDock, heatDock, Qt::Horizontal);
-  tabifyDockWidget(runDock, historyDock);
-  tabifyDockWidget(historyDock, overviewDock);
-  runDock->raise();
-  resizeDocks({timelineDock, heatDock}, {1000, 500}, Qt::Horizontal);
-  resizeDocks({timelineDock}, {380}, Qt::Vertical);
-  resizeDocks({runDock}, {640}, Qt::Horizontal);
+  // The ids are the docks' object names, which saved layouts (QSettings) refer to: keep them.
+  m_tools = new ToolRegistry(this);
+  using P = ToolPlacement;
+  addTool("timelineDock", tr("Pipeline timeline"), timelineBox, P::inArea(Qt::BottomDockWidgetArea));
+  addTool("heatmapDock", tr("Cluster heatmap"), m_heatmap, P::besideOf("timelineDock"));
+  addTool("runDock", tr("Run"), m_runPanel, P::inArea(Qt::RightDockWidgetArea));
+  addTool("historyDock", tr("Run history"), m_history, P::tabbedWith("runDock"));
+  addTool("overviewDock", tr("Corpus"), m_overview, P::tabbedWith("historyDock"));
+  addTool("kvTreeDock", tr("KV tree"), m_kvTree, P::tabbedWith("heatmapDock"));
+  m_tools->raise("runDock");
+  m_tools->raise("heatmapDock");
+  resizeDocks({m_tools->dock("timelineDock"), m_tools->dock("heatmapDock")}, {1000, 500}, Qt::Horizontal);
+  resizeDocks({m_tools->dock("timelineDock")}, {380}, Qt::Vertical);
+  resizeDocks({m_tools->dock("runDock")}, {640}, Qt::Horizontal);
 }
 
 void MainWindow::buildMenus() {
@@ -182,7 +183,7 @@ void MainWindow::buildMenus() {
   run->addAction(m_editor->runAction());
 
   m_viewMenu = menuBar()->addMenu(tr("&View"));
-  for (QDockWidget* d : findChildren<QDockWidget*>()) m_viewMenu->addAction(d->toggleViewAction());
+  m_viewMenu->addActions(m_tools->toggleActions());
   m_viewMenu->addSeparator();
   m_viewMenu->addAction(tr("Zoom Timeline to &Fit"), m_timeline, &TimelineView::zoomToFit);
 

@@ -1,6 +1,6 @@
-// The workbench's main window: the RAGraph editor in the middle; docks for the live pipeline
-// timeline, the cluster heatmap, the run panel, the run history and the corpus overview (the
-// layout is saved with QSettings); menus and shortcuts; a status bar with the engine's state and
+// The workbench's main window: the RAGraph editor in the middle; tools in docks, registered
+// through a ToolRegistry: the live pipeline timeline, the cluster heatmap, the run panel, the run
+// history, the corpus overview and the KV-tree inspector (the layout is saved with QSettings); menus and shortcuts; a status bar with the engine's state and
 // the longest GUI-thread stall. The engine lives behind the EngineBridge, on its own threads.
 #pragma once
 
@@ -10,7 +10,6 @@
 
 #include "bridge/engine_bridge.h"
 
-class QDockWidget;
 
 namespace ragwb {
 
@@ -22,6 +21,9 @@ class ClusterHeatmap;
 class RunPanel;
 class RunHistoryPanel;
 class GuiStallMeter;
+class KvTreeInspector;
+class ToolRegistry;
+struct ToolPlacement;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -36,8 +38,10 @@ public:
   LaneModel* lanes() { return m_lanes; }
   ClusterHeatmap* heatmap() { return m_heatmap; }
   RunHistoryPanel* history() { return m_history; }
+  KvTreeInspector* kvTree() { return m_kvTree; }
   EngineBridge* bridge() { return &m_bridge; }
   GuiStallMeter* stallMeter() { return m_stall; }
+  ToolRegistry* tools() { return m_tools; }
 
 protected:
   void closeEvent(QCloseEvent* e) override;
@@ -49,7 +53,7 @@ private:
   void exportTrace();
   void about();
   void updateStatus();
-  QDockWidget* dock(const QString& title, const QString& objectName, QWidget* w, Qt::DockWidgetArea area);
+  void addTool(const QString& id, const QString& title, QWidget* widget, const ToolPlacement& where);
 
   std::filesystem::path m_corpus;
   EngineBridge m_bridge;
@@ -60,7 +64,9 @@ private:
   ClusterHeatmap* m_heatmap;
   RunPanel* m_runPanel;
   RunHistoryPanel* m_history;
+  KvTreeInspector* m_kvTree = nullptr;
   GuiStallMeter* m_stall;
+  ToolRegistry* m_tools = nullptr;
   QMenu* m_viewMenu = nullptr;
   QLabel* m_engineState;
   QLabel* m_servingState;

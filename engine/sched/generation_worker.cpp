@@ -48,6 +48,12 @@ GenerationWorker::MemoryStats GenerationWorker::memoryStats() const {
   return m_memory;
 }
 
+std::vector<memory::PrefixNodeInfo> GenerationWorker::kvTree() const {
+  m_kvTreeAskedNs.store(nowNs(), std::memory_order_relaxed);
+  std::lock_guard lock(m_memoryMutex);
+  return m_kvTree;
+}
+
 void GenerationWorker::postError(const GenerationJob& job, uint32_t epoch, Status error,
                                  std::vector<GenerationUpdate>& out) {
   GenerationUpdate u;
@@ -249,6 +255,11 @@ void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
   }
 }
 
+bool GenerationWorker::kvTreeDue(uint64_t now) const {
+  return m_runner->prefixCache() && now - m_kvTreeAtNs >= kKvTreePeriodNs &&
+         now - m_kvTreeAskedNs.load(std::memory_order_relaxed) < 1'000'000'000;
+}
+
 void GenerationWorker::refreshMemoryStats() {
   MemoryStats mem;
   mem.pool = m_runner->kvStats();
@@ -263,8 +274,17 @@ void GenerationWorker::refreshMemoryStats() {
   if (m_params.blockStore) mem.blockStore = m_params.blockStore->stats();
   mem.prefillPerRow = m_runner->recomputeCost().perRow();
   mem.prefillPerPair = m_runner->recomputeCost().perPair();
+  // The whole tree only for an inspector that asked lately, and at most every 200 ms.
+  const uint64_t now = nowNs();
+  std::vector<memory::PrefixNodeInfo> tree;
+  const bool takeTree = kvTreeDue(now);
+  if (takeTree) {
+    tree = m_runner->prefixCache()->snapshot();
+    m_kvTreeAtNs = now;
+  }
   std::lock_guard lock(m_memoryMutex);
   m_memory = mem;
+  if (takeTree) m_kvTree = std::move(tree);
 }
 
 void GenerationWorker::loop() {
@@ -279,7 +299,10 @@ void GenerationWorker::loop() {
     m_inbox.takeAll(commands, m_runner->hasWork() ? std::chrono::milliseconds(0) : std::chrono::milliseconds(50));
     applyCommands(commands, out);
     flush();
-    if (!m_runner->hasWork()) continue;
+    if (!m_runner->hasWork()) {
+      if (kvTreeDue(nowNs())) refreshMemoryStats();  // an inspector opened after the last step
+      continue;
+    }
     if (m_params.pacing != GenerationPacing::Turns) {
       stepOnce(out);
       flush();

@@ -105,6 +105,10 @@ public:
     double prefillPerRow = 0, prefillPerPair = 0;  // seconds (ModelRunner::recomputeCost)
   };
   MemoryStats memoryStats() const;
+  // The prefix KV tree as of the last snapshot (PrefixCache::snapshot, taken with the memory
+  // stats at most every kKvTreePeriodNs, and only while someone asked in the last second); empty
+  // without a prefix cache. The first call after a pause may answer an older or empty tree.
+  std::vector<memory::PrefixNodeInfo> kvTree() const;
 
 private:
   struct Command {
@@ -128,6 +132,11 @@ private:
   mutable std::mutex m_memoryMutex;
   MemoryStats m_memory;
   uint64_t m_memoryAtNs = 0;  // when m_memory was taken (worker thread only)
+  static constexpr uint64_t kKvTreePeriodNs = 200'000'000;
+  std::vector<memory::PrefixNodeInfo> m_kvTree;   // under m_memoryMutex
+  uint64_t m_kvTreeAtNs = 0;                       // worker thread only
+  mutable std::atomic<uint64_t> m_kvTreeAskedNs{0};  // last kvTree() call
+  bool kvTreeDue(uint64_t now) const;  // a snapshot was asked for and the last one is old
   void refreshMemoryStats();
   uint16_t m_lane = 0;
   struct Live {

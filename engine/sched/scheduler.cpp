@@ -173,6 +173,8 @@ Status Scheduler::cancel(uint32_t requestId) {
   return Status::ok();
 }
 
+std::vector<memory::PrefixNodeInfo> Scheduler::kvTree() const { return m_gen ? m_gen->worker().kvTree() : std::vector<memory::PrefixNodeInfo>{}; }
+
 ServingStats Scheduler::stats() const {
   ServingStats s;
   s.liveRequests = m_live.load();

@@ -29,6 +29,7 @@
 #include <variant>
 #include <vector>
 
+#include "memory/prefix_cache.h"
 #include "rag/engine.h"
 #include "sched/mailbox.h"
 #include "sched/stage_executor.h"
@@ -65,6 +66,7 @@ public:
   Result<RequestHandle> submit(std::string question, std::shared_ptr<const WorkflowGraph> graph);
   Status cancel(uint32_t requestId);
   ServingStats stats() const;
+  std::vector<memory::PrefixNodeInfo> kvTree() const;  // GenerationWorker::kvTree
   ClusterHeat clusterHeat() const;
 
 private:

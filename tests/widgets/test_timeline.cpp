@@ -9,6 +9,7 @@
 #include <set>
 
 #include "timeline/lane_model.h"
+#include "timeline/span_colors.h"
 #include "timeline/timeline_bench.h"
 #include "timeline/timeline_view.h"
 
@@ -16,6 +17,10 @@ using ragwb::DrawItem;
 using ragwb::DrawList;
 using ragwb::LaneModel;
 using ragwb::TimelineView;
+using ragwb::dominantStage;
+using ragwb::foldedColor;
+using ragwb::kFoldSamples;
+using ragwb::spanColor;
 using rag::LaneKind;
 using rag::TraceEvent;
 using rag::TraceStage;
@@ -246,6 +251,52 @@ private Q_SLOTS:
     QCOMPARE(std::count_if(list.items.begin(), list.items.end(),
                            [](const DrawItem& it) { return it.kind == DrawItem::Highlight; }),
              3L);
+  }
+
+  // The pure function behind a folded block's colour: the stage with the most time wins, not the
+  // one with the most spans; periodic runs longer than the sample budget are not aliased; ties and
+  // empty runs are decided.
+  void dominantStageIsByTime() {
+    using rag::TraceStage;
+    QCOMPARE(dominantStage({}), TraceStage::Unknown);
+    std::vector<TraceEvent> run;
+    for (int i = 0; i < 10; ++i)  // ten 100 ns decode steps ...
+      run.push_back(span(0, uint64_t(i) * 100, uint64_t(i) * 100 + 100, 1, TraceStage::Decode));
+    run.push_back(span(0, 1000, 6000, 1, TraceStage::Prefill));  // ... and one 5 µs prefill
+    QCOMPARE(dominantStage(run), TraceStage::Prefill);
+    run.back().endNs = 1500;  // a 500 ns prefill: the decode steps' 1 µs wins
+    QCOMPARE(dominantStage(run), TraceStage::Decode);
+    // Equal time: the lower stage value, whatever the order.
+    std::vector<TraceEvent> tie = {span(0, 0, 100, 0, TraceStage::Embed), span(0, 100, 200, 0, TraceStage::Decode)};
+    QCOMPARE(dominantStage(tie), std::min(TraceStage::Embed, TraceStage::Decode));
+    std::reverse(tie.begin(), tie.end());
+    QCOMPARE(dominantStage(tie), std::min(TraceStage::Embed, TraceStage::Decode));
+    // Far more spans than kFoldSamples, every third a long retrieval step (a stride of 3 would
+    // see only one kind): retrieval has 8x the time of the two short embeds beside each.
+    std::vector<TraceEvent> periodic;
+    for (int i = 0; i < 3000; ++i) {
+      const bool longOne = i % 3 == 0;
+      periodic.push_back(span(0, uint64_t(i) * 1000, uint64_t(i) * 1000 + (longOne ? 800 : 50), 0,
+                              longOne ? TraceStage::RetrievalStep : TraceStage::Embed));
+    }
+    QVERIFY(periodic.size() > kFoldSamples);
+    QCOMPARE(dominantStage(periodic), TraceStage::RetrievalStep);
+    for (TraceEvent& e : periodic) e.endNs = e.beginNs + (e.stage == TraceStage::Embed ? 800 : 50);
+    QCOMPARE(dominantStage(periodic), TraceStage::Embed);
+  }
+
+  // A folded block is drawn in its dominant stage's hue (not grey), paler than a span of that
+  // stage, and two stages' blocks tell apart.
+  void foldedColourIsTheDominantStagesHue() {
+    using rag::TraceStage;
+    for (TraceStage s : {TraceStage::Decode, TraceStage::Embed, TraceStage::RetrievalStep, TraceStage::Prefill}) {
+      TraceEvent e = span(0, 0, 1, 0, s);
+      const QColor spanC = spanColor(e), folded = foldedColor(s);
+      QCOMPARE(folded.hsvHue(), spanC.hsvHue());
+      QVERIFY2(folded.hsvSaturation() > 40, qPrintable(QString::number(folded.hsvSaturation())));  // not grey
+      QVERIFY(folded.lightness() >= spanC.lightness());
+    }
+    QVERIFY(foldedColor(TraceStage::Decode).hsvHue() != foldedColor(TraceStage::Embed).hsvHue());
   }
 
   // A folded run keeps the stage that takes most of its time (drawn in that stage's colour).

@@ -5,6 +5,7 @@
 #include <QtTest>
 
 #include <QComboBox>
+#include <QLabel>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <filesystem>
@@ -120,6 +121,68 @@ private Q_SLOTS:
     Q_EMIT box->activated(0);
     panel.setEditorGraph(*rag::builtinWorkflow(rag::Workflow::OneShot));
     QCOMPARE(panel.chosenWorkflowLabel(), QString("editor: oneshot"));
+  }
+
+  // Issue 25: a new user picked multistep in the editor's Template box, pressed Start in the run
+  // panel, and One-shot ran. Through the real parts as the main window wires them: the template
+  // chosen in the editor is what Start runs (the run recorded in the history is multistep), the
+  // panel says so before the run, and a built-in the user picks in the panel wins over later
+  // editor changes.
+  void startRunsTheTemplateChosenInTheEditor() {
+    GraphEditor editor;
+    editor.loadTemplate(rag::Workflow::OneShot);  // what the window showed before the user chose
+    EngineBridge bridge;
+    RunPanel panel(&bridge);
+    panel.followEditor(editor.model());
+    QCOMPARE(panel.chosenWorkflowLabel(), QString("editor: oneshot"));
+
+    QComboBox* templates = editor.templatesBox();
+    const int multistep = templates->findText("multistep");
+    QVERIFY(multistep >= 0);
+    templates->setCurrentIndex(multistep);
+    Q_EMIT templates->activated(multistep);  // as a click on the item does
+    QCOMPARE(panel.chosenWorkflowLabel(), QString("editor: multistep"));
+    QVERIFY(panel.findChild<QPushButton*>("start")->toolTip().contains("multistep"));
+    QString error;
+    std::optional<rag::WorkflowGraph> chosen = panel.chosenGraph(&error);
+    QVERIFY2(chosen, qPrintable(error));
+    QCOMPARE(chosen->toJson(), rag::builtinWorkflow(rag::Workflow::Multistep)->toJson());
+    // An edit in the editor reaches the panel too.
+    QVERIFY(editor.model()->setGraphProperty(GraphModel::GraphProperty::Name, "my multistep").isOk());
+    QCOMPARE(panel.chosenWorkflowLabel(), QString("editor: my multistep"));
+
+    // Start: the run that reaches the engine (and the history) is the editor's graph.
+    QSignalSpy ready(&bridge, &EngineBridge::engineReady);
+    bridge.startEngine(config());
+    QVERIFY(ready.wait(60000));
+    QSignalSpy done(&bridge, &EngineBridge::runFinished);
+    panel.configure(panel.chosenWorkflowLabel(), "hedra", 0.0, 2);  // mode and count; keeps the workflow
+    QCOMPARE(panel.chosenWorkflowLabel(), QString("editor: my multistep"));
+    panel.findChild<QPushButton*>("start")->click();
+    QVERIFY2(done.wait(120000), qPrintable(panel.findChild<QLabel*>("status")->text()));
+    auto store = rag::RunStore::open(bridge.runStorePath());
+    QVERIFY(store.isOk());
+    auto runs = store->listRuns();
+    QVERIFY(runs.isOk() && !runs->empty());
+    QCOMPARE((*runs)[0].id, done.at(0).at(0).toLongLong());
+    QCOMPARE((*runs)[0].settings.workflow, std::string("my multistep"));
+    QCOMPARE((*runs)[0].settings.workflowJson, editor.model()->graph().toJson());
+
+    // Undoing the edit reaches the panel as well (and leaves nothing to discard).
+    editor.undoAction()->trigger();
+    QCOMPARE(panel.chosenWorkflowLabel(), QString("editor: multistep"));
+
+    // The user picks a built-in in the panel: a template chosen in the editor later does not
+    // take it back.
+    QComboBox* box = panel.findChild<QComboBox*>("workflow");
+    const int hyde = box->findText("hyde");
+    box->setCurrentIndex(hyde);
+    Q_EMIT box->activated(hyde);
+    const int irg = templates->findText("irg");
+    templates->setCurrentIndex(irg);
+    Q_EMIT templates->activated(irg);
+    QCOMPARE(panel.chosenWorkflowLabel(), QString("hyde"));
+    QCOMPARE(panel.chosenGraph(&error)->name(), std::string("hyde"));
   }
 
   void closingMidRunKeepsFinishedRequests() {

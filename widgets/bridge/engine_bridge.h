@@ -73,6 +73,9 @@ public:
   bool running() const { return m_running.load(); }
 
   rag::ServingStats stats() const;
+  // Asks for the prefix KV tree, taken and decoded off the GUI thread; answered by kvTree (not
+  // when no engine is loaded, and at most one request in flight).
+  void requestKvTree();
   // The trace collected so far in the current (or last) run, for exports.
   std::vector<rag::TraceEvent> runTrace() const;
   std::vector<rag::TraceLane> lanes() const;
@@ -91,6 +94,7 @@ Q_SIGNALS:
   // Cluster visits and residency (twice a second while an engine is up).
   void clusterHeat(const rag::ClusterHeat& heat, const rag::ServingStats& stats);
   void requestEvent(const rag::RequestEvent& event);
+  void kvTree(const std::vector<rag::KvTreeNode>& nodes);
 
 private:
   void drainTrace();
@@ -105,6 +109,7 @@ private:
   std::thread m_driver;
   std::atomic<bool> m_running{false};
   std::atomic<bool> m_stop{false};
+  bool m_kvTreeInFlight = false;  // GUI thread only
   QTimer m_traceTimer, m_heatTimer;
   mutable std::mutex m_traceMutex;
   std::vector<rag::TraceEvent> m_runTrace;

@@ -2,7 +2,24 @@
 
 #include <algorithm>
 
+#ifdef __linux__
+#include <time.h>
+#endif
+
 namespace ragwb {
+
+namespace {
+
+// CPU time of the calling thread in ms; -1 where there is no per-thread clock.
+double threadCpuMs() {
+#ifdef __linux__
+  timespec t{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) == 0) return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) * 1e-6;
+#endif
+  return -1;
+}
+
+}  // namespace
 
 GuiStallMeter::GuiStallMeter(QObject* parent) : QObject(parent) {
   m_timer.setInterval(kIntervalMs);
@@ -21,17 +38,24 @@ void GuiStallMeter::stop() { m_timer.stop(); }
 
 void GuiStallMeter::reset() {
   m_maxMs = m_sumMs = 0;
+  m_maxBusyMs = -1;
   m_ticks = 0;
   if (m_clock.isValid()) m_lastNs = m_clock.nsecsElapsed();
+  m_lastCpuMs = threadCpuMs();
 }
 
 void GuiStallMeter::tick() {
   const qint64 now = m_clock.nsecsElapsed();
   const double gapMs = static_cast<double>(now - m_lastNs) * 1e-6;
   m_lastNs = now;
+  const double cpuMs = threadCpuMs();
   ++m_ticks;
   m_sumMs += gapMs;
-  m_maxMs = std::max(m_maxMs, gapMs - kIntervalMs);
+  if (gapMs - kIntervalMs > m_maxMs || m_ticks == 1) {
+    m_maxMs = std::max(0.0, gapMs - kIntervalMs);
+    m_maxBusyMs = cpuMs >= 0 && m_lastCpuMs >= 0 ? cpuMs - m_lastCpuMs : -1;
+  }
+  m_lastCpuMs = cpuMs;
 }
 
 }  // namespace ragwb

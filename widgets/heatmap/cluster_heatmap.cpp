@@ -77,6 +77,9 @@ ClusterHeatmap::ClusterHeatmap(QWidget* parent) : QWidget(parent) {
   auto* bar = new QHBoxLayout;
   m_status = new QLabel;
   m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  // Its text changes twice a second during a run: a width that followed the text would re-lay
+  // out the dock (and the main window's docks around it) each time.
+  m_status->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   m_sortBox = new QCheckBox(tr("Sort by heat"));
   m_sortBox->setToolTip(tr("Rank clusters by their visits in the window, hottest on top"));
   m_sortBox->setChecked(m_sortByHeat);

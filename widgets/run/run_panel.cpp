@@ -16,6 +16,7 @@
 #include "plot/qcustomplot_include.h"
 
 #include "history/request_table_model.h"
+#include "nodegraph/graph_model.h"
 #include "plot/plot_export.h"
 
 namespace ragwb {
@@ -78,6 +79,7 @@ RunPanel::RunPanel(EngineBridge* bridge, QWidget* parent) : QWidget(parent), m_b
   m_progress->setRange(0, 1);
   m_progress->setValue(0);
   m_status = new QLabel(tr("Loading the engine…"));
+  m_status->setObjectName("status");
   m_status->setWordWrap(true);
 
   m_plot = new QCustomPlot;
@@ -200,6 +202,15 @@ void RunPanel::setEditorGraph(const rag::WorkflowGraph& graph, bool select) {
   }
   if (!m_userPickedBuiltin) m_workflow->setCurrentIndex(0);
   updateStartTooltip();
+}
+
+void RunPanel::followEditor(const GraphModel* model) {
+  auto offer = [this, model] { setEditorGraph(model->graph()); };
+  for (auto signal : {&GraphModel::modelReset, &GraphModel::edgesChanged, &GraphModel::graphPropertiesChanged})
+    connect(model, signal, this, offer);
+  for (auto signal : {&GraphModel::nodeAdded, &GraphModel::nodeRemoved, &GraphModel::nodeChanged})
+    connect(model, signal, this, offer);
+  offer();
 }
 
 QString RunPanel::chosenWorkflowLabel() const { return m_workflow->currentText(); }

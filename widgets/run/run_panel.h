@@ -22,6 +22,7 @@ class QCustomPlot;
 
 namespace ragwb {
 
+class GraphModel;
 class RequestTableModel;
 
 class RunPanel : public QWidget {
@@ -34,8 +35,14 @@ public:
   // then; picking the editor entry again resumes following). `select`: select it anyway and
   // follow the editor again (the editor's own Run).
   void setEditorGraph(const rag::WorkflowGraph& graph, bool select = false);
+  // Offers `model`'s graph through setEditorGraph now and whenever it changes (a template or a
+  // file loaded, any edit), so Start runs what the editor shows until the user picks a built-in
+  // here. `model` must outlive the panel or be destroyed with it.
+  void followEditor(const GraphModel* model);
   // What Start would run now, as the Workflow box and Start's tooltip say it ("editor: multistep").
   QString chosenWorkflowLabel() const;
+  // The graph Start would run now; nullopt (and `error` set) for an unknown built-in.
+  std::optional<rag::WorkflowGraph> chosenGraph(QString* error) const;
   // Selects a built-in workflow, mode, rate and count (the demo and tests use this).
   void configure(const QString& workflow, const QString& mode, double rps, int requests);
   RequestTableModel* requests() const { return m_model; }
@@ -49,7 +56,6 @@ Q_SIGNALS:
   void runFinished(qint64 runId);
 
 private:
-  std::optional<rag::WorkflowGraph> chosenGraph(QString* error) const;
   void launch();
   void onRequestFinished(const rag::RequestRecord& r);
   void setRunning(bool running);

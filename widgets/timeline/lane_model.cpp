@@ -6,6 +6,21 @@
 
 namespace ragwb {
 
+rag::TraceStage dominantStage(std::span<const rag::TraceEvent> spans) {
+  if (spans.empty()) return rag::TraceStage::Unknown;
+  std::array<uint64_t, static_cast<size_t>(rag::TraceStage::Count_)> ns{};
+  const size_t n = spans.size();
+  const size_t samples = std::min(n, kFoldSamples);
+  for (size_t s = 0; s < samples; ++s) {
+    const double phase = static_cast<double>(s) * 0.6180339887498949;
+    const size_t k = n <= kFoldSamples ? s : static_cast<size_t>((phase - std::floor(phase)) * static_cast<double>(n));
+    const rag::TraceEvent& e = spans[k];
+    const auto stage = static_cast<size_t>(e.stage);
+    if (stage < ns.size()) ns[stage] += std::max<uint64_t>(1, e.durationNs());
+  }
+  return static_cast<rag::TraceStage>(std::max_element(ns.begin(), ns.end()) - ns.begin());
+}
+
 namespace {
 
 bool overlaps(const rag::TraceEvent& e, uint64_t t0, uint64_t t1) {
@@ -145,23 +160,6 @@ std::vector<PlacedSpan> LaneModel::query(int lane, uint64_t t0, uint64_t t1) con
   return out;
 }
 
-// The stage with the most time among spans [i, j) of `row`: all of them when there are at most
-// kFoldSamples, else kFoldSamples at golden-ratio positions (a fixed stride would alias with
-// periodic traces, e.g. every third span a decode step). Ties: the lower stage value.
-rag::TraceStage LaneModel::dominantStage(const Row& row, size_t i, size_t j) {
-  std::array<uint64_t, static_cast<size_t>(rag::TraceStage::Count_)> ns{};
-  const size_t n = j - i;
-  const size_t samples = std::min(n, kFoldSamples);
-  for (size_t s = 0; s < samples; ++s) {
-    const double phase = static_cast<double>(s) * 0.6180339887498949;
-    const size_t k = n <= kFoldSamples ? i + s : i + static_cast<size_t>((phase - std::floor(phase)) * static_cast<double>(n));
-    const rag::TraceEvent& e = row.spans[k];
-    const auto stage = static_cast<size_t>(e.stage);
-    if (stage < ns.size()) ns[stage] += std::max<uint64_t>(1, e.durationNs());
-  }
-  return static_cast<rag::TraceStage>(std::max_element(ns.begin(), ns.end()) - ns.begin());
-}
-
 void LaneModel::foldRow(const Row& row, uint16_t lane, uint16_t rowIndex, uint64_t t0, uint64_t t1,
                         double nsPerPixel, double minPx, DrawList& out) {
   const auto [first, last] = window(row, t0, t1);
@@ -213,7 +211,7 @@ void LaneModel::foldRow(const Row& row, uint16_t lane, uint16_t rowIndex, uint64
       emit(DrawItem::Span, e, e.endNs, 1);
     } else {
       emit(DrawItem::Folded, e, runEnd, count);
-      out.items.back().dominant = dominantStage(row, i, j);
+      out.items.back().dominant = dominantStage(std::span(row.spans).subspan(i, j - i));
       out.foldedSpans += count;
     }
     i = j;

@@ -49,9 +49,18 @@ struct PlacedSpan {
   uint16_t row = 0;
 };
 
+inline constexpr size_t kFoldSamples = 32;
+
+// The stage that takes the most time in `spans` (a run the frame folds into one block, drawn in
+// this stage's colour): by summed duration, not by count, so one long prefill outweighs many
+// short decode steps. Runs of more than kFoldSamples spans are estimated from kFoldSamples of
+// them at golden-ratio positions (a fixed stride would alias with periodic traces such as every
+// third span a decode step), which keeps folding O(log n) per block. Ties go to the lower stage
+// value; an empty run is Unknown.
+rag::TraceStage dominantStage(std::span<const rag::TraceEvent> spans);
+
 // One rectangle of a frame. x is in pixels from the frame's t0 (may be negative or past the
 // width for spans that stick out; painters clip).
-inline constexpr size_t kFoldSamples = 32;
 
 struct DrawItem {
   enum Kind : uint8_t {
@@ -153,7 +162,6 @@ private:
   uint16_t place(Lane& lane, const rag::TraceEvent& ev);
   static bool fits(const Row& row, const rag::TraceEvent& ev);
   static void insert(Row& row, const rag::TraceEvent& ev);
-  static rag::TraceStage dominantStage(const Row& row, size_t i, size_t j);
   static void foldRow(const Row& row, uint16_t lane, uint16_t rowIndex, uint64_t t0, uint64_t t1,
                       double nsPerPixel, double minPx, DrawList& out);
   // [first, last) indices of `row` whose spans may overlap [t0, t1).

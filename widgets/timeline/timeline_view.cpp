@@ -1,5 +1,7 @@
 #include "timeline/timeline_view.h"
 
+#include "timeline/span_colors.h"
+
 #include <QHelpEvent>
 #include <QMouseEvent>
 #include <QPainter>
@@ -33,46 +35,6 @@ const QColor kText(0x26, 0x2a, 0x33);
 const QColor kFolded(0xa4, 0xa8, 0xb0);
 const QColor kRollback(0xd3, 0x20, 0x20);
 const QColor kHighlight(0xff, 0x8f, 0x00);
-
-struct StageStyle {
-  int hue;
-  int saturation;
-  int value;
-};
-
-StageStyle stageStyle(rag::TraceStage s) {
-  switch (s) {
-    case rag::TraceStage::Request: return {210, 60, 215};
-    case rag::TraceStage::Schedule: return {268, 120, 200};
-    case rag::TraceStage::Prefill: return {28, 170, 235};
-    case rag::TraceStage::Decode: return {140, 150, 190};
-    case rag::TraceStage::Embed: return {178, 160, 185};
-    case rag::TraceStage::RetrievalStep: return {214, 165, 225};
-    case rag::TraceStage::ClusterScan: return {45, 190, 230};
-    case rag::TraceStage::CacheSwap: return {322, 140, 210};
-    case rag::TraceStage::KvTransfer: return {95, 150, 185};
-    case rag::TraceStage::Aggregate: return {192, 150, 200};
-    case rag::TraceStage::CorpusBuild: return {20, 110, 160};
-    case rag::TraceStage::User: return {0, 40, 190};
-    case rag::TraceStage::KvAssemble: return {60, 170, 215};
-    case rag::TraceStage::Unknown:
-    case rag::TraceStage::Count_: break;
-  }
-  return {0, 0, 170};
-}
-
-// Stage gives the hue; the request shifts brightness and saturation so neighbouring requests
-// of one stage tell apart while the stage stays recognisable.
-QColor spanColor(const rag::TraceEvent& e) {
-  StageStyle st = stageStyle(e.stage);
-  if (e.requestId != 0) {
-    static constexpr std::array<int, 7> kShade = {0, -34, 20, -18, 32, -48, 10};
-    const uint32_t h = e.requestId * 2654435761u;
-    st.value = std::clamp(st.value + kShade[(h >> 13) % kShade.size()], 70, 255);
-    st.saturation = std::clamp(st.saturation + int((h >> 7) % 5) * 12 - 24, 20, 255);
-  }
-  return QColor::fromHsv(st.hue, st.saturation, st.value);
-}
 
 QString stageName(rag::TraceStage s) {
   const std::string_view n = rag::traceStageName(s);
@@ -560,10 +522,7 @@ void TimelineView::paintItems(QPainter& p) const {
     if (it.kind == DrawItem::Folded) {
       // The colour of the stage that dominates the run, paled, so the whole-run view still shows
       // where the time goes (Tracy draws folded zones in their own colour).
-      rag::TraceEvent dominant = it.event;
-      dominant.stage = it.dominant;
-      dominant.requestId = 0;
-      p.fillRect(r, spanColor(dominant).lighter(125));
+      p.fillRect(r, foldedColor(it.dominant));
       p.fillRect(r, QBrush(QColor(255, 255, 255, 70), Qt::Dense6Pattern));
       if (r.height() >= labelRowHeight && r.width() > 60) {
         p.setPen(kText);

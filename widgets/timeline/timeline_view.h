@@ -8,8 +8,9 @@
 //   model->append(batch);   // follow-live (on by default) keeps the newest span in view
 //
 // Colour: stage picks the hue, the request id the shade; speculative spans are hatched with a
-// dashed outline, rolled-back spans get a red cross; grey rects are runs of spans narrower than
-// 3 px folded into one (click one to zoom into it). Wheel zooms around the cursor, dragging
+// dashed outline, rolled-back spans get a red cross; runs of spans narrower than 3 px fold into
+// one dotted block in the paled colour of the stage that takes most of their time
+// (span_colors.h; click one to zoom into it). Wheel zooms around the cursor, dragging
 // pans (and turns follow-live off), a click selects the request under the cursor and outlines
 // all its spans in every lane, a double click fits the whole trace.
 //

@@ -193,6 +193,21 @@ struct ClusterHeat {
   std::vector<uint8_t> residency;
 };
 
+// One node of the generation worker's prefix KV tree (the radix tree of cached prompt prefixes),
+// as an inspector shows it. Node ids are unique within one snapshot.
+struct KvTreeNode {
+  int32_t id = -1;
+  int32_t parent = -1;          // -1: a child of its namespace's root
+  uint64_t ns = 0;              // the key space (plain prompts and dependency segments differ)
+  std::vector<int32_t> tokens;  // this node's edge
+  std::string text;             // the tokens decoded (special tokens shown)
+  int64_t depthTokens = 0;      // tokens from the root to the end of this node
+  bool hostTier = false;        // its KV is in the host tier (false: compute)
+  int32_t locks = 0;            // sequences using it now (locked nodes are never evicted)
+  int64_t hits = 0;
+  double priority = 0;          // the eviction policy's, now (lowest goes first)
+};
+
 // ---- the engine ------------------------------------------------------------------------------
 
 // The loaded model, tokenizer, embedder and passage index (opaque): loaded once and shared by
@@ -244,6 +259,10 @@ public:
   Status cancel(uint32_t requestId);
   ServingStats servingStats() const;
   ClusterHeat clusterHeat() const;  // empty while serving is off
+  // The prefix KV tree, copied from a snapshot the generation worker takes at most every 200 ms
+  // while this is being called (so the first call after a pause may be empty or old), tokens
+  // decoded here on the caller's thread. Empty while serving or the prefix cache is off.
+  std::vector<KvTreeNode> kvTreeSnapshot() const;
   bool serving() const;
   // What this engine serves with (null while serving is off), to share with another engine.
   std::shared_ptr<const ServingAssets> assets() const;

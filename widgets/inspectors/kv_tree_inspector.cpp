@@ -1,0 +1,150 @@
+#include "inspectors/kv_tree_inspector.h"
+
+#include <QCheckBox>
+#include <QFutureWatcher>
+#include <QtConcurrent/QtConcurrentRun>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QScrollBar>
+#include <QSet>
+#include <QTreeView>
+#include <QVBoxLayout>
+#include <utility>
+
+#include "bridge/engine_bridge.h"
+
+namespace ragwb {
+
+namespace {
+
+// What identifies an open row across snapshots: a node's id, or a namespace (-1 - ns).
+qint64 rowKey(const KvTreeModel& m, const QModelIndex& i) {
+  if (const rag::KvTreeNode* n = m.node(i)) return n->id;
+  if (i.data(KvTreeModel::KindRole).toInt() == static_cast<int>(KvTreeModel::RowKind::Namespace))
+    return -1 - i.data(KvTreeModel::NamespaceRole).toLongLong();
+  return INT64_MIN;
+}
+
+}  // namespace
+
+KvTreeInspector::KvTreeInspector(EngineBridge* bridge, QWidget* parent)
+    : QWidget(parent), m_bridge(bridge), m_model(new KvTreeModel(this)) {
+  m_summary = new QLabel(tr("No prefix cache yet: run a workload with the prefix cache on."));
+  m_summary->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);  // updates never re-lay out the dock
+  m_live = new QCheckBox(tr("Live"));
+  m_live->setChecked(true);
+  m_live->setToolTip(tr("Refresh twice a second from the engine"));
+  auto* bar = new QHBoxLayout;
+  bar->addWidget(m_summary, 1);
+  bar->addWidget(m_live);
+  m_view = new QTreeView;
+  m_view->setModel(m_model);
+  m_view->setUniformRowHeights(true);  // keeps scrolling O(visible rows) at thousands of nodes
+  m_view->setAlternatingRowColors(true);
+  m_view->setIndentation(14);
+  m_view->setToolTip(tr("Bold: locked by a live sequence. Orange: in the host tier. Double-click a \"… more\" row "
+                        "to unfold it."));
+  // Fixed widths for the numbers (measuring contents would visit every open row at each
+  // update); the text takes the rest.
+  QHeaderView* header = m_view->header();
+  header->setStretchLastSection(false);
+  header->setMinimumSectionSize(36);
+  header->setSectionResizeMode(KvTreeModel::Text, QHeaderView::Stretch);
+  const int digit = fontMetrics().horizontalAdvance(QLatin1Char('0'));
+  for (auto [column, chars] : {std::pair{KvTreeModel::Tokens, 5}, {KvTreeModel::SubtreeTokens, 6}, {KvTreeModel::Tier, 7},
+                               {KvTreeModel::Locks, 4}, {KvTreeModel::Hits, 4}, {KvTreeModel::Priority, 5}}) {
+    header->setSectionResizeMode(column, QHeaderView::Interactive);
+    header->resizeSection(column, digit * chars + 10);
+  }
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(4, 4, 4, 4);
+  layout->addLayout(bar);
+  layout->addWidget(m_view, 1);
+
+  connect(m_view, &QTreeView::doubleClicked, this, [this](const QModelIndex& i) { m_model->unfold(i.siblingAtColumn(0)); });
+  m_timer.setInterval(500);
+  connect(&m_timer, &QTimer::timeout, this, &KvTreeInspector::poll);
+  connect(m_live, &QCheckBox::toggled, this, [this](bool on) {
+    if (on && isVisible()) m_timer.start();
+    else m_timer.stop();
+  });
+  if (m_bridge) connect(m_bridge, &EngineBridge::kvTree, this, &KvTreeInspector::layOutInBackground);
+}
+
+void KvTreeInspector::showEvent(QShowEvent* e) {
+  QWidget::showEvent(e);
+  if (m_live->isChecked()) {
+    m_timer.start();
+    poll();
+  }
+}
+
+void KvTreeInspector::hideEvent(QHideEvent* e) {
+  QWidget::hideEvent(e);
+  m_timer.stop();
+}
+
+void KvTreeInspector::poll() {
+  if (m_bridge) m_bridge->requestKvTree();
+}
+
+void KvTreeInspector::layOutInBackground(std::vector<rag::KvTreeNode> nodes) {
+  if (m_layingOut) {
+    m_pending = std::move(nodes);
+    return;
+  }
+  m_layingOut = true;
+  auto* watcher = new QFutureWatcher<KvTreeLayout>(this);
+  connect(watcher, &QFutureWatcher<KvTreeLayout>::finished, this, [this, watcher] {
+    watcher->deleteLater();
+    m_layingOut = false;
+    showLayout(watcher->result());
+    if (m_pending) {
+      std::vector<rag::KvTreeNode> next = std::move(*m_pending);
+      m_pending.reset();
+      layOutInBackground(std::move(next));
+    }
+  });
+  watcher->setFuture(QtConcurrent::run(&KvTreeModel::layOut, std::move(nodes), m_model->foldParams(), m_model->unfoldedKeys()));
+}
+
+void KvTreeInspector::showSnapshot(std::vector<rag::KvTreeNode> nodes) {
+  showLayout(KvTreeModel::layOut(std::move(nodes), m_model->foldParams(), m_model->unfoldedKeys()));
+}
+
+void KvTreeInspector::showLayout(KvTreeLayout layout) {
+  // Keep what the user opened and where they scrolled: a snapshot replaces the whole model.
+  QSet<qint64> open;
+  std::vector<QModelIndex> stack;
+  for (int r = 0; r < m_model->rowCount(); ++r) stack.push_back(m_model->index(r, 0));
+  while (!stack.empty()) {
+    const QModelIndex i = stack.back();
+    stack.pop_back();
+    if (!m_view->isExpanded(i)) continue;
+    open.insert(rowKey(*m_model, i));
+    for (int r = 0; r < m_model->rowCount(i); ++r) stack.push_back(m_model->index(r, 0, i));
+  }
+  const bool first = m_model->rowCount() == 0;
+  const int scroll = m_view->verticalScrollBar()->value();
+  m_model->setLayout(std::move(layout));
+  for (int r = 0; r < m_model->rowCount(); ++r) stack.push_back(m_model->index(r, 0));
+  while (!stack.empty()) {
+    const QModelIndex i = stack.back();
+    stack.pop_back();
+    const bool top = !i.parent().isValid();
+    if (!open.contains(rowKey(*m_model, i)) && !(first && top)) continue;  // namespaces open at first
+    m_view->expand(i);
+    for (int r = 0; r < m_model->rowCount(i); ++r) stack.push_back(m_model->index(r, 0, i));
+  }
+  m_view->verticalScrollBar()->setValue(scroll);
+
+  m_summary->setText(m_model->nodeCount() == 0
+                         ? tr("The prefix cache is empty (or off).")
+                         : tr("%1 nodes · %2 tokens cached · %3 folded rows")
+                               .arg(m_model->nodeCount())
+                               .arg(m_model->cachedTokens())
+                               .arg(m_model->foldedRows()));
+}
+
+}  // namespace ragwb

@@ -1,0 +1,59 @@
+// The KV-tree inspector: the generation worker's prefix KV tree, live, as a folded tree
+// (KvTreeModel) with a summary line. While it is visible and Live is on it asks the bridge for a
+// snapshot twice a second; the snapshot is taken and laid out off the GUI thread, which only
+// swaps the rows in, and the rows the user opened stay open across updates. Double-click a "… more" row to unfold it. Bold rows are locked by a live sequence,
+// orange ones live in the host tier.
+//
+//   auto* inspector = new ragwb::KvTreeInspector(&bridge);
+//   tools.add("kvTreeDock", tr("KV tree"), inspector, ToolPlacement::tabbedWith("heatmapDock"));
+#pragma once
+
+#include <QTimer>
+#include <QWidget>
+#include <optional>
+#include <vector>
+
+#include "inspectors/kv_tree_model.h"
+#include "rag/engine.h"
+
+class QCheckBox;
+class QLabel;
+class QTreeView;
+
+namespace ragwb {
+
+class EngineBridge;
+
+class KvTreeInspector : public QWidget {
+  Q_OBJECT
+public:
+  explicit KvTreeInspector(EngineBridge* bridge, QWidget* parent = nullptr);
+
+  KvTreeModel* model() const { return m_model; }
+  QTreeView* view() const { return m_view; }
+  // Lays out and shows `nodes` on the calling thread (tests and the benchmark; bridge polls are
+  // laid out on Qt's pool and shown with showLayout).
+  void showSnapshot(std::vector<rag::KvTreeNode> nodes);
+  // Shows a layout made by KvTreeModel::layOut with the model's fold settings, keeping the rows
+  // the user opened and the scroll position: the GUI thread's share of an update.
+  void showLayout(KvTreeLayout layout);
+
+protected:
+  void showEvent(QShowEvent* e) override;
+  void hideEvent(QHideEvent* e) override;
+
+private:
+  void poll();
+  void layOutInBackground(std::vector<rag::KvTreeNode> nodes);
+
+  EngineBridge* m_bridge;
+  KvTreeModel* m_model;
+  QTreeView* m_view;
+  QLabel* m_summary;
+  QCheckBox* m_live;
+  QTimer m_timer;
+  bool m_layingOut = false;
+  std::optional<std::vector<rag::KvTreeNode>> m_pending;  // arrived while laying out: the newest
+};
+
+}  // namespace ragwb
