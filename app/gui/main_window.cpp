@@ -237,8 +237,10 @@ void MainWindow::about() {
   QMessageBox::about(this, tr("About RAGraph Workbench"),
                      tr("<h3>RAGraph Workbench %1</h3>"
                         "<p>A workbench for designing, serving and understanding heterogeneous "
-                        "RAG workflows, with an embedded serving engine. Built: HedraRAG and "
-                        "WindVE. Not built yet: DepCache, Block-Attention and DRAGON.</p>")
+                        "RAG workflows, with an embedded serving engine. Built: HedraRAG, "
+                        "WindVE, DepCache's and Block-Attention's serving paths (run from the "
+                        "command line with --graph-attention and --block-attention) and DRAGON "
+                        "(ragraph dragon). Not built yet: their panels in this window.</p>")
                          .arg(QApplication::applicationVersion()));
 }
 
