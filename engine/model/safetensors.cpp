@@ -202,8 +202,21 @@ Result<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
   mapping->base = static_cast<const std::byte*>(base);
   mapping->size = fileSize;
 
+  RAG_ASSIGN_OR_RETURN(SafetensorsFile out,
+                       fromBytes({mapping->base, mapping->size}, path));
+  out.m_mapping = std::move(mapping);
+  return out;
+}
+
+Result<SafetensorsFile> SafetensorsFile::fromBytes(std::span<const std::byte> content,
+                                                   const fs::path& path) {
+  const std::string file = path.string();
+  const uint64_t fileSize = content.size();
+  if (fileSize < 8)
+    return Status::corrupt(file + " is " + std::to_string(fileSize) +
+                           " bytes, too short for a safetensors header");
   uint64_t headerLen = 0;
-  std::memcpy(&headerLen, mapping->base, 8);
+  std::memcpy(&headerLen, content.data(), 8);
   if (headerLen > fileSize - 8)
     return Status::corrupt(file + ": header length " + std::to_string(headerLen) +
                            " runs past the end of the file (" + std::to_string(fileSize) +
@@ -211,7 +224,7 @@ Result<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
   if (headerLen > kMaxHeaderBytes)
     return Status::corrupt(file + ": header length " + std::to_string(headerLen) +
                            " exceeds the 100 MB limit of the format");
-  std::string_view headerText(reinterpret_cast<const char*>(mapping->base) + 8, headerLen);
+  std::string_view headerText(reinterpret_cast<const char*>(content.data()) + 8, headerLen);
   Result<JsonValue> header = parseJson(headerText);
   if (!header) return header.status().withContext("reading the safetensors header of " + file);
   if (!header->isObject())
@@ -219,7 +232,7 @@ Result<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
 
   SafetensorsFile out;
   out.m_path = path;
-  const std::byte* data = mapping->base + 8 + headerLen;
+  const std::byte* data = content.data() + 8 + headerLen;
   const uint64_t dataSize = fileSize - 8 - headerLen;
   struct Span {
     uint64_t begin, end;
@@ -297,7 +310,6 @@ Result<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
     reach = s.end;
     reachTensor = s.tensor;
   }
-  out.m_mapping = std::move(mapping);
   return out;
 }
 
