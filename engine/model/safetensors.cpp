@@ -268,11 +268,18 @@ Result<SafetensorsFile> SafetensorsFile::fromBytes(std::span<const std::byte> co
                              "I64, I32)");
     t.dtype = *d;
     unsigned __int128 bytes = dtypeSize(t.dtype);
+    unsigned __int128 nonZero = 1;  // product of the non-zero dimensions
     for (const JsonValue& dim : shape->asArray()) {
       RAG_ASSIGN_OR_RETURN(int64_t n, nonNegativeInt(dim, where + ": a shape dimension"));
       t.shape.push_back(n);
       bytes *= static_cast<uint64_t>(n);
       if (bytes > fileSize) bytes = uint64_t{fileSize} + 1;  // saturate; reported below
+      // An empty tensor may list huge dimensions beside its zero; numel() multiplies them in
+      // order, so refuse any shape whose non-zero dimensions alone overflow int64.
+      if (n != 0) nonZero *= static_cast<uint64_t>(n);
+      if (nonZero > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        return Status::corrupt(where + " has shape " + shapeToString(t.shape) +
+                               "..., more elements than a 64-bit count holds");
     }
     RAG_ASSIGN_OR_RETURN(int64_t begin,
                          nonNegativeInt(offsets->asArray()[0], where + ": data_offsets[0]"));

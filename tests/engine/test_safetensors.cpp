@@ -309,6 +309,16 @@ private Q_SLOTS:
       QVERIFY(mentions(s, {"huge.safetensors", "'t'"}));
     }
     {
+      // Found by fuzz_safetensors: an empty tensor whose other dimensions multiply past int64
+      // was accepted, and numel() overflowed (undefined behaviour) on it.
+      const std::string h = R"({"t":{"dtype":"F32","shape":[4611686018427387904,)"
+                            R"(4611686018427387904,0],"data_offsets":[0,0]}})";
+      writeRaw(path("numel.safetensors"), h, eight);
+      Status s = openError(path("numel.safetensors"));
+      QCOMPARE(s.code(), StatusCode::Corrupt);
+      QVERIFY(mentions(s, {"numel.safetensors", "'t'", "64-bit"}));
+    }
+    {
       const std::string h = R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
                             R"("t":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})";
       writeRaw(path("twice.safetensors"), h, eight);
