@@ -127,7 +127,7 @@ Status toF32(const TensorView& t, std::span<float> out) {
                                    std::to_string(n));
   switch (t.dtype) {
     case DType::F32:
-      std::memcpy(out.data(), t.data, n * sizeof(float));
+      if (n != 0) std::memcpy(out.data(), t.data, n * sizeof(float));  // an empty span's data() may be null
       return Status::ok();
     case DType::F16:
     case DType::BF16: {
