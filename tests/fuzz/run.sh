@@ -36,13 +36,15 @@ for t in "${targets[@]}"; do
   work="$build/corpus/$t" artifacts="$build/artifacts/$t"
   mkdir -p "$work" "$artifacts"
   log="$build/fuzz_$t.log"
+  touch "$log.start"
   start=$(date +%s.%N)
   rc=0
   nice -n "$niceness" "$build/bin/fuzz_$t" -runs="$runs" -print_final_stats=1 -timeout=30 \
     -rss_limit_mb=2048 -artifact_prefix="$artifacts/" "$work" "$root/tests/fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
   end=$(date +%s.%N)
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  crashes=$(grep -c -E '^==[0-9]+==ERROR|^SUMMARY: (Address|UndefinedBehavior)Sanitizer|broken promise|deadly signal|ERROR: libFuzzer' "$log" || true)
+  # Inputs libFuzzer saved for this run (it stops at the first crash, leak, timeout or OOM).
+  crashes=$(find "$artifacts" -type f -newer "$log.start" | wc -l)
   [ "$rc" -ne 0 ] && [ "$crashes" -eq 0 ] && crashes=1
   [ "$crashes" -ne 0 ] && { status=1; echo "fuzz_$t: crash, see $log and $artifacts/" >&2; }
   seconds=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
