@@ -376,7 +376,12 @@ Result<FoldocDictionary> readFoldoc(const std::filesystem::path& dir) {
       return Status::corrupt(data.status().message() + std::string(kReinstall));
     return data.status();
   }
+  return parseFoldoc(index, *data, indexPath, dictPath);
+}
 
+Result<FoldocDictionary> parseFoldoc(std::string_view index, std::string_view data,
+                                     const std::filesystem::path& indexPath,
+                                     const std::filesystem::path& dictPath) {
   FoldocDictionary dict;
   std::map<uint64_t, size_t> entryAtOffset;  // ordered: entries keep dictionary order
   struct Headword { std::string key; uint64_t offset; };
@@ -397,17 +402,17 @@ Result<FoldocDictionary> readFoldoc(const std::filesystem::path& dir) {
         !decodeDictNumber(trimView(line.substr(t2 + 1)), len))
       return Status::corrupt(indexPath.string() + " line " + std::to_string(lineNo) +
                              " is not `headword TAB offset TAB length`" + std::string(kReinstall));
-    if (off + len > data->size())
+    if (off + len > data.size())
       return Status::corrupt(indexPath.string() + " line " + std::to_string(lineNo) +
                              " points past the end of " + dictPath.string() + " (byte " +
-                             std::to_string(off + len) + " of " + std::to_string(data->size()) +
+                             std::to_string(off + len) + " of " + std::to_string(data.size()) +
                              "): the dictionary is truncated or does not match its index" +
                              std::string(kReinstall));
     std::string_view word = line.substr(0, t1);
     if (word.starts_with("00-database") || word.starts_with("00database")) continue;
     headwords.push_back({lower(word), off});
     if (!entryAtOffset.count(off)) {
-      FoldocEntry e = parseFoldocEntry(std::string_view(*data).substr(off, len));
+      FoldocEntry e = parseFoldocEntry(data.substr(off, len));
       e.offset = off;
       e.length = len;
       if (e.term.empty()) continue;

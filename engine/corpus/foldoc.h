@@ -57,6 +57,11 @@ Result<std::string> gunzipFile(const std::filesystem::path& path);
 // Reads `dir`/foldoc.index and `dir`/foldoc.dict.dz. Errors name the file and the fix
 // (apt-get install dict-foldoc, or --reinstall when the files are damaged).
 Result<FoldocDictionary> readFoldoc(const std::filesystem::path& dir);
+// The same on the index text and the decompressed dictionary already in memory; the paths
+// name them in errors.
+Result<FoldocDictionary> parseFoldoc(std::string_view index, std::string_view data,
+                                     const std::filesystem::path& indexPath,
+                                     const std::filesystem::path& dictPath);
 
 // Splits one raw entry (headword lines, blank line, indented body) into an entry.
 FoldocEntry parseFoldocEntry(std::string_view raw);

@@ -222,7 +222,11 @@ Result<std::vector<WnSynset>> readWordNetFile(const std::filesystem::path& path)
                               "(or pass --wordnet DIR)");
     return text.status();
   }
-  const std::string& data = *text;
+  return parseWordNetData(*text, path);
+}
+
+Result<std::vector<WnSynset>> parseWordNetData(std::string_view data,
+                                               const std::filesystem::path& path) {
   std::vector<WnSynset> out;
   out.reserve(data.size() / 300);
   const std::string fileName = path.filename().string();

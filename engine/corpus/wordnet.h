@@ -61,6 +61,9 @@ Result<WnSynset> parseWordNetLine(std::string_view line, std::string_view where)
 // Reads a whole data file, skipping the license header (lines starting with two spaces).
 // NotFound (naming the package to install) when missing; Corrupt naming the line otherwise.
 Result<std::vector<WnSynset>> readWordNetFile(const std::filesystem::path& path);
+// The same on a data file's text already in memory; `path` names it in errors.
+Result<std::vector<WnSynset>> parseWordNetData(std::string_view data,
+                                               const std::filesystem::path& path);
 
 // The four data files under `dir`, in the order noun, verb, adj, adv.
 std::vector<std::filesystem::path> wordNetDataFiles(const std::filesystem::path& dir);

@@ -127,7 +127,7 @@ Status toF32(const TensorView& t, std::span<float> out) {
                                    std::to_string(n));
   switch (t.dtype) {
     case DType::F32:
-      std::memcpy(out.data(), t.data, n * sizeof(float));
+      if (n != 0) std::memcpy(out.data(), t.data, n * sizeof(float));  // an empty span's data() may be null
       return Status::ok();
     case DType::F16:
     case DType::BF16: {
@@ -202,8 +202,21 @@ Result<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
   mapping->base = static_cast<const std::byte*>(base);
   mapping->size = fileSize;
 
+  RAG_ASSIGN_OR_RETURN(SafetensorsFile out,
+                       fromBytes({mapping->base, mapping->size}, path));
+  out.m_mapping = std::move(mapping);
+  return out;
+}
+
+Result<SafetensorsFile> SafetensorsFile::fromBytes(std::span<const std::byte> content,
+                                                   const fs::path& path) {
+  const std::string file = path.string();
+  const uint64_t fileSize = content.size();
+  if (fileSize < 8)
+    return Status::corrupt(file + " is " + std::to_string(fileSize) +
+                           " bytes, too short for a safetensors header");
   uint64_t headerLen = 0;
-  std::memcpy(&headerLen, mapping->base, 8);
+  std::memcpy(&headerLen, content.data(), 8);
   if (headerLen > fileSize - 8)
     return Status::corrupt(file + ": header length " + std::to_string(headerLen) +
                            " runs past the end of the file (" + std::to_string(fileSize) +
@@ -211,7 +224,7 @@ Result<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
   if (headerLen > kMaxHeaderBytes)
     return Status::corrupt(file + ": header length " + std::to_string(headerLen) +
                            " exceeds the 100 MB limit of the format");
-  std::string_view headerText(reinterpret_cast<const char*>(mapping->base) + 8, headerLen);
+  std::string_view headerText(reinterpret_cast<const char*>(content.data()) + 8, headerLen);
   Result<JsonValue> header = parseJson(headerText);
   if (!header) return header.status().withContext("reading the safetensors header of " + file);
   if (!header->isObject())
@@ -219,7 +232,7 @@ Result<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
 
   SafetensorsFile out;
   out.m_path = path;
-  const std::byte* data = mapping->base + 8 + headerLen;
+  const std::byte* data = content.data() + 8 + headerLen;
   const uint64_t dataSize = fileSize - 8 - headerLen;
   struct Span {
     uint64_t begin, end;
@@ -255,11 +268,18 @@ Result<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
                              "I64, I32)");
     t.dtype = *d;
     unsigned __int128 bytes = dtypeSize(t.dtype);
+    unsigned __int128 nonZero = 1;  // product of the non-zero dimensions
     for (const JsonValue& dim : shape->asArray()) {
       RAG_ASSIGN_OR_RETURN(int64_t n, nonNegativeInt(dim, where + ": a shape dimension"));
       t.shape.push_back(n);
       bytes *= static_cast<uint64_t>(n);
       if (bytes > fileSize) bytes = uint64_t{fileSize} + 1;  // saturate; reported below
+      // An empty tensor may list huge dimensions beside its zero; numel() multiplies them in
+      // order, so refuse any shape whose non-zero dimensions alone overflow int64.
+      if (n != 0) nonZero *= static_cast<uint64_t>(n);
+      if (nonZero > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        return Status::corrupt(where + " has shape " + shapeToString(t.shape) +
+                               "..., more elements than a 64-bit count holds");
     }
     RAG_ASSIGN_OR_RETURN(int64_t begin,
                          nonNegativeInt(offsets->asArray()[0], where + ": data_offsets[0]"));
@@ -297,7 +317,6 @@ Result<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
     reach = s.end;
     reachTensor = s.tensor;
   }
-  out.m_mapping = std::move(mapping);
   return out;
 }
 

@@ -71,6 +71,10 @@ public:
   // an unknown dtype, offsets outside the data section or overlapping another tensor, a byte
   // length that is not dtype size x shape, a repeated tensor name.
   static Result<SafetensorsFile> open(const std::filesystem::path& path);
+  // The same checks on a file's bytes already in memory; `path` only names it in errors. The
+  // views point into `content`, which must outlive the result (and its copies).
+  static Result<SafetensorsFile> fromBytes(std::span<const std::byte> content,
+                                           const std::filesystem::path& path);
 
   const std::filesystem::path& path() const { return m_path; }
   // In header order.

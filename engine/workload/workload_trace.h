@@ -29,6 +29,7 @@
 #include "rag/status.h"
 #include "rag/workflow.h"
 #include "workload/popularity.h"
+#include "workload/workflow_mix.h"
 
 namespace rag::workload {
 
@@ -38,18 +39,6 @@ using ::rag::kAllWorkflows;
 using ::rag::Workflow;
 using ::rag::workflowFromName;
 using ::rag::workflowName;
-
-struct MixEntry {
-  Workflow workflow;
-  double weight;  // relative, >= 0
-};
-using WorkflowMix = std::vector<MixEntry>;
-
-// "oneshot:1,multistep:1" (a bare name means weight 1). Names must be known and not repeated;
-// weights finite and >= 0 with at least one > 0.
-Result<WorkflowMix> parseWorkflowMix(std::string_view text);
-// Canonical text that parseWorkflowMix reads back.
-std::string formatWorkflowMix(const WorkflowMix& mix);
 
 // One QA item of the corpus, as a trace request needs it.
 struct QaItem {

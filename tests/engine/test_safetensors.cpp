@@ -127,6 +127,29 @@ private Q_SLOTS:
     QCOMPARE(*toF32(*f->find("b")), (std::vector<float>{1.0f, 3.140625f}));
   }
 
+  // fromBytes reads a file already in memory, with open()'s checks. An empty tensor converts
+  // to no floats (found by fuzz_safetensors under UBSan: toF32 passed an empty vector's null
+  // data() to memcpy).
+  void readsBytesInMemoryWithEmptyTensors() {
+    const std::string header = R"({"e":{"dtype":"F32","shape":[0,3],"data_offsets":[0,0]},)"
+                               R"("h":{"dtype":"F16","shape":[0],"data_offsets":[0,0]}})";
+    std::string bytes(8, '\0');
+    const uint64_t len = header.size();
+    std::memcpy(bytes.data(), &len, 8);
+    bytes += header;
+    Result<SafetensorsFile> f = SafetensorsFile::fromBytes(std::as_bytes(std::span(bytes)), "mem.safetensors");
+    QVERIFY2(f.isOk(), f.status().toString().c_str());
+    QCOMPARE(f->path().string(), std::string("mem.safetensors"));
+    for (const char* name : {"e", "h"}) {
+      Result<std::vector<float>> values = toF32(*f->find(name));
+      QVERIFY2(values.isOk(), values.status().toString().c_str());
+      QVERIFY(values->empty());
+    }
+    Result<SafetensorsFile> cut = SafetensorsFile::fromBytes(std::as_bytes(std::span(bytes)).first(20), "cut.safetensors");
+    QCOMPARE(cut.status().code(), StatusCode::Corrupt);
+    QVERIFY(mentions(cut.status(), {"cut.safetensors", "past the end"}));
+  }
+
   // Written by Debian's python3-torch (tests/fixtures/safetensors/make_fixture.py).
   void readsTorchWrittenFixture() {
     Result<SafetensorsFile> f = SafetensorsFile::open(kFixture);
@@ -307,6 +330,16 @@ private Q_SLOTS:
       Status s = openError(path("huge.safetensors"));
       QCOMPARE(s.code(), StatusCode::Corrupt);
       QVERIFY(mentions(s, {"huge.safetensors", "'t'"}));
+    }
+    {
+      // Found by fuzz_safetensors: an empty tensor whose other dimensions multiply past int64
+      // was accepted, and numel() overflowed (undefined behaviour) on it.
+      const std::string h = R"({"t":{"dtype":"F32","shape":[4611686018427387904,)"
+                            R"(4611686018427387904,0],"data_offsets":[0,0]}})";
+      writeRaw(path("numel.safetensors"), h, eight);
+      Status s = openError(path("numel.safetensors"));
+      QCOMPARE(s.code(), StatusCode::Corrupt);
+      QVERIFY(mentions(s, {"numel.safetensors", "'t'", "64-bit"}));
     }
     {
       const std::string h = R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
