@@ -206,6 +206,10 @@ void MainWindow::updateStatus() {
     text += tr(" · prefix cache %1 blocks, %2% of prompt tokens hit")
                 .arg(s.prefixCachedBlocks)
                 .arg(qRound(100.0 * s.prefixHitRate()));
+  if (s.blockTokens > 0)  // Block-Attention: passage-block tokens found cached or in the block store
+    text += tr(" · blocks %1% reused (%2 stored passages)")
+                .arg(qRound(100.0 * static_cast<double>(s.blockHitTokens) / static_cast<double>(s.blockTokens)))
+                .arg(s.blockStoreRecords);
   if (m_stall->ticks() > 0) text += tr(" · longest GUI stall %1 ms").arg(m_stall->maxStallMs(), 0, 'f', 1);
   m_servingState->setText(text);
 }

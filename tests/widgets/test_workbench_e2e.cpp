@@ -4,6 +4,7 @@
 // lands in the SQLite history; and a window closed mid-run keeps every finished request.
 #include <QtTest>
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QLabel>
 #include <QPushButton>
@@ -94,6 +95,31 @@ private Q_SLOTS:
       // Its spans reached the timeline: at least the request and its two node runs.
       QTRY_VERIFY_WITH_TIMEOUT(lanes.requestSpans(r.requestId).size() >= 3, 2000);
     }
+  }
+
+  // The run panel's KV switches reach the engine: ticking Block attention reloads it with
+  // Block-Attention, and the run's generations read their passages as blocks (the engine counts
+  // block tokens); unticking the prefix cache unticks Block attention, which needs it.
+  void kvSwitchesReachTheEngine() {
+    EngineBridge bridge;
+    RunPanel panel(&bridge);
+    QSignalSpy ready(&bridge, &EngineBridge::engineReady);
+    bridge.startEngine(config());
+    QVERIFY(ready.wait(60000));
+    panel.configure("oneshot", "hedra", 0.0, 6);
+    panel.setKvSwitches(true, true);
+    QSignalSpy done(&bridge, &EngineBridge::runFinished);
+    panel.start();  // reloads the engine (the switches changed), then runs
+    QVERIFY(done.wait(120000));
+    QVERIFY(bridge.config().blockAttention);
+    QVERIFY(bridge.config().prefixCache);
+    const rag::ServingStats s = bridge.stats();
+    QVERIFY2(s.blockTokens > 0, "the generations did not read their passages as blocks");
+    auto* blocks = panel.findChild<QCheckBox*>("blockAttention");
+    auto* cache = panel.findChild<QCheckBox*>("prefixCache");
+    QVERIFY(blocks && cache);
+    cache->setChecked(false);
+    QVERIFY(!blocks->isChecked());
   }
 
   // The run panel follows the editor's graph (a new template included) until the user picks a

@@ -81,8 +81,14 @@ void EngineBridge::startEngine(const EngineConfig& config) {
     Q_EMIT engineFailed(tr("Stop the running workload before reloading the engine."));
     return;
   }
-  m_config = config;
-  if (m_config.modelDir.empty()) m_config.modelDir = rag::defaultModelDirectory();
+  m_config = config;  // as asked: an empty modelDir stays "the default model of the mode"
+  std::filesystem::path modelDir = m_config.modelDir;
+  if (modelDir.empty() && m_config.blockAttention) {
+    const std::filesystem::path block = rag::defaultModelDirectory().parent_path() / "rag-llama-block";
+    std::error_code ec;
+    if (std::filesystem::exists(block / "config.json", ec)) modelDir = block;
+  }
+  if (modelDir.empty()) modelDir = rag::defaultModelDirectory();
   if (m_config.embedderDir.empty()) m_config.embedderDir = rag::defaultEmbedderDirectory();
   m_traceTimer.stop();
   m_heatTimer.stop();
@@ -95,10 +101,12 @@ void EngineBridge::startEngine(const EngineConfig& config) {
   p.corpus = m_config.corpus;
   p.workerThreads = 1;
   p.traceCapacity = 1u << 18;
-  p.serving.modelDir = m_config.modelDir;
+  p.serving.modelDir = modelDir;
   p.serving.embedderDir = m_config.embedderDir;
   p.serving.policy = m_config.policy;
   p.serving.nprobe = m_config.nprobe;
+  p.serving.prefixCache = m_config.prefixCache;
+  p.serving.blockAttention = m_config.blockAttention;
   QPointer<EngineBridge> self(this);
   p.onEvent = [self](const rag::RequestEvent& e) {
     if (e.kind == rag::RequestEvent::Kind::Tokens) return;  // per-token traffic stays off the GUI queue

@@ -39,6 +39,10 @@ struct EngineConfig {
   std::filesystem::path runStore;     // empty: rag::defaultRunStoreLocation()
   rag::ServePolicy policy;
   int64_t nprobe = 128;
+  bool prefixCache = true;
+  // Block-Attention (rag::ServingParams::blockAttention); with no modelDir given, the shipped
+  // block-fine-tuned model datasets/models/rag-llama-block is served when it exists.
+  bool blockAttention = false;
 };
 
 struct RunQuestion {

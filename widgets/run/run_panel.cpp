@@ -1,5 +1,6 @@
 #include "run/run_panel.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
@@ -55,6 +56,25 @@ RunPanel::RunPanel(EngineBridge* bridge, QWidget* parent) : QWidget(parent), m_b
   m_slo->setValue(1.0);
   m_slo->setSuffix(tr(" s"));
 
+  m_prefixCache = new QCheckBox(tr("Prefix cache"));
+  m_prefixCache->setObjectName("prefixCache");
+  m_prefixCache->setChecked(true);
+  m_prefixCache->setToolTip(tr("Reuse the KV of prompt prefixes earlier requests computed (RadixAttention)"));
+  m_blocks = new QCheckBox(tr("Block attention"));
+  m_blocks->setObjectName("blockAttention");
+  m_blocks->setToolTip(tr("Block-Attention: each retrieved passage is a block whose KV is computed once, kept in "
+                          "the prefix cache and the block store, and re-encoded to its place; only the question "
+                          "is prefilled. Serves the block-fine-tuned model (rag-llama-block). Needs the prefix cache."));
+  connect(m_blocks, &QCheckBox::toggled, this, [this](bool on) {
+    if (on) m_prefixCache->setChecked(true);
+  });
+  connect(m_prefixCache, &QCheckBox::toggled, this, [this](bool on) {
+    if (!on) m_blocks->setChecked(false);
+  });
+  auto* kv = new QHBoxLayout;
+  kv->addWidget(m_prefixCache);
+  kv->addWidget(m_blocks);
+
   auto* form = new QFormLayout;
   form->addRow(tr("&Workflow"), m_workflow);
   form->addRow(tr("&Mode"), m_mode);
@@ -63,6 +83,7 @@ RunPanel::RunPanel(EngineBridge* bridge, QWidget* parent) : QWidget(parent), m_b
   form->addRow(tr("&Rate"), m_rps);
   form->addRow(tr("&nprobe"), m_nprobe);
   form->addRow(tr("S&LO"), m_slo);
+  form->addRow(tr("KV"), kv);
 
   m_start = new QPushButton(tr("&Start"));
   m_start->setObjectName("start");
@@ -253,10 +274,13 @@ void RunPanel::start() {
   }
   setRunning(true);
   const EngineConfig& cur = m_bridge->config();
-  if (!m_bridge->isEngineReady() || !(cur.policy == *policy) || cur.nprobe != m_nprobe->value()) {
+  if (!m_bridge->isEngineReady() || !(cur.policy == *policy) || cur.nprobe != m_nprobe->value() ||
+      cur.prefixCache != m_prefixCache->isChecked() || cur.blockAttention != m_blocks->isChecked()) {
     EngineConfig c = cur;
     c.policy = *policy;
     c.nprobe = m_nprobe->value();
+    c.prefixCache = m_prefixCache->isChecked();
+    c.blockAttention = m_blocks->isChecked();
     m_waitingForEngine = true;
     m_bridge->startEngine(c);
     return;
@@ -283,6 +307,11 @@ void RunPanel::launch() {
   m_finished = m_within = 0;
   m_runStartSeconds = nowSeconds();
   if (!m_bridge->startRun(run)) setRunning(false);
+}
+
+void RunPanel::setKvSwitches(bool prefixCache, bool blockAttention) {
+  m_prefixCache->setChecked(prefixCache);
+  m_blocks->setChecked(blockAttention);
 }
 
 void RunPanel::stop() {

@@ -11,6 +11,7 @@
 #include "bridge/engine_bridge.h"
 #include "rag/workflow.h"
 
+class QCheckBox;
 class QComboBox;
 class QSpinBox;
 class QDoubleSpinBox;
@@ -45,6 +46,9 @@ public:
   std::optional<rag::WorkflowGraph> chosenGraph(QString* error) const;
   // Selects a built-in workflow, mode, rate and count (the demo and tests use this).
   void configure(const QString& workflow, const QString& mode, double rps, int requests);
+  // The KV switches the next Start serves with (the engine reloads when they changed): the
+  // prefix cache, and Block-Attention (passages as blocks whose KV is computed once and reused).
+  void setKvSwitches(bool prefixCache, bool blockAttention);
   RequestTableModel* requests() const { return m_model; }
   QCustomPlot* plot() const { return m_plot; }
 
@@ -66,6 +70,7 @@ private:
   void updateStartTooltip();
   QComboBox *m_workflow, *m_mode, *m_split;
   QSpinBox *m_requests, *m_nprobe;
+  QCheckBox *m_prefixCache, *m_blocks;
   QDoubleSpinBox *m_rps, *m_slo;
   QPushButton *m_start, *m_stop;
   QProgressBar* m_progress;
