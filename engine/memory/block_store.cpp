@@ -81,6 +81,7 @@ Result<std::unique_ptr<BlockStore>> BlockStore::open(const BlockStoreParams& par
     if (s->m_file) std::fclose(s->m_file);
     s->m_file = nullptr;
     s->m_entries.clear();
+    s->m_stats = {};
     fs::path aside = params.file;
     aside += ".corrupt";
     fs::rename(params.file, aside, ec);
@@ -130,6 +131,8 @@ Status BlockStore::readIndex() {
     std::memcpy(e.tokens.data(), buf.data(), e.tokens.size() * 4);
     e.lastUse = head.lastUse;
     m_clock = std::max(m_clock, head.lastUse);
+    if (auto old = m_entries.find(head.passageId); old != m_entries.end()) tally(old->second, -1);
+    tally(e, +1);
     m_entries[head.passageId] = std::move(e);
   }
   return Status::ok();
@@ -219,6 +222,8 @@ Status BlockStore::put(int64_t passageId, std::span<const int32_t> tokens, const
     const auto* src = static_cast<const std::byte*>(key ? pool.keys(l) : pool.values(l));
     std::memcpy(e.payload.data() + at, src + poolAt, static_cast<size_t>(bytes));
   });
+  if (auto old = m_entries.find(passageId); old != m_entries.end()) tally(old->second, -1);
+  tally(e, +1);
   m_entries[passageId] = std::move(e);
   return Status::ok();
 }
@@ -289,11 +294,13 @@ Status BlockStore::save() {
   if (m_file) std::fclose(m_file);
   m_file = std::fopen(m_params.file.c_str(), "rb");
   std::unordered_map<int64_t, Entry> kept;
+  m_stats.records = m_stats.bytes = m_stats.pending = 0;
   for (size_t i = 0; i < order.size(); ++i) {
     Entry e = std::move(*order[i].second);
     e.offset = offsets[i];
     e.payload.clear();
     e.payload.shrink_to_fit();
+    tally(e, +1);
     kept.emplace(order[i].first, std::move(e));
   }
   m_entries = std::move(kept);
@@ -303,16 +310,12 @@ Status BlockStore::save() {
   return Status::ok();
 }
 
-BlockStoreStats BlockStore::stats() const {
-  BlockStoreStats s = m_stats;
-  s.records = static_cast<int64_t>(m_entries.size());
-  s.bytes = 0;
-  s.pending = 0;
-  for (const auto& [id, e] : m_entries) {
-    s.bytes += recordBytes(static_cast<int64_t>(e.tokens.size()));
-    s.pending += e.offset < 0;
-  }
-  return s;
+void BlockStore::tally(const Entry& e, int sign) {
+  m_stats.records += sign;
+  m_stats.bytes += sign * recordBytes(static_cast<int64_t>(e.tokens.size()));
+  m_stats.pending += e.offset < 0 ? sign : 0;
 }
+
+BlockStoreStats BlockStore::stats() const { return m_stats; }
 
 }  // namespace rag::memory

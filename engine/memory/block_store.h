@@ -114,7 +114,9 @@ private:
   std::unordered_map<int64_t, Entry> m_entries;
   uint64_t m_clock = 0;
   std::string m_report;
-  BlockStoreStats m_stats;
+  // Adds (+1) or removes (-1) an entry's share of BlockStoreStats::bytes and pending.
+  void tally(const Entry& e, int sign);
+  BlockStoreStats m_stats;  // records, bytes and pending kept as entries come and go
 };
 
 }  // namespace rag::memory

@@ -13,6 +13,7 @@
 #include "dragon/session.h"
 #include "dragon/side_scheduler.h"
 #include "dragon/transport.h"
+#include "tiny_llama_config.h"
 #include "model/model_config.h"
 #include "model/runner.h"
 #include "status_checks.h"
@@ -22,21 +23,8 @@ using namespace rag::dragon;
 
 namespace {
 
-model::LlamaConfig tinyConfig() {
-  model::LlamaConfig c;
-  c.hiddenSize = 64;
-  c.intermediateSize = 96;
-  c.numHiddenLayers = 2;
-  c.numAttentionHeads = 4;
-  c.numKeyValueHeads = 2;
-  c.headDim = 16;
-  c.maxPositionEmbeddings = 256;
-  c.vocabSize = 96;
-  return c;
-}
-
 std::shared_ptr<const model::LlamaModel> tinyModel() {
-  auto m = model::randomModel(tinyConfig(), 11);
+  auto m = model::randomModel(model::testing::tinyConfig(), 11);
   if (!m) qFatal("random model: %s", m.status().message().c_str());
   return *m;
 }

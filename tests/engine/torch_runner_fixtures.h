@@ -11,22 +11,9 @@
 
 #include "model/llama.h"
 #include "model/runner.h"
+#include "tiny_llama_config.h"
 
 namespace rag::model::testing {
-
-// Two layers of grouped-query attention (4 heads on 2 KV heads of width 16).
-inline LlamaConfig tinyConfig(int64_t vocab = 96) {
-  LlamaConfig c;
-  c.hiddenSize = 64;
-  c.intermediateSize = 96;
-  c.numHiddenLayers = 2;
-  c.numAttentionHeads = 4;
-  c.numKeyValueHeads = 2;
-  c.headDim = 16;
-  c.maxPositionEmbeddings = 256;
-  c.vocabSize = vocab;
-  return c;
-}
 
 inline std::shared_ptr<const LlamaModel> tinyModel(uint64_t seed = 3, int64_t vocab = 96) {
   auto m = LlamaModel::initRandom(tinyConfig(vocab), seed);
