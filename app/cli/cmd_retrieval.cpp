@@ -8,6 +8,7 @@
 //   ragraph eval retrieval --split test --limit 2000 --json
 #include <cstdio>
 #include <numeric>
+#include <optional>
 #include <iostream>
 #include <thread>
 
@@ -20,6 +21,7 @@
 #include "model/training_data.h"
 #include "retriever.h"
 #include "retrieval/bm25_index.h"
+#include "retrieval/reword.h"
 #include "retrieval/locality.h"
 #include "retrieval/nprobe_calibration.h"
 
@@ -32,6 +34,7 @@ namespace fs = std::filesystem;
 struct LabelledQuestions {
   std::vector<std::string> questions;
   std::vector<int64_t> gold;
+  std::vector<std::string> goldText;  // the gold passage's text ("" when none)
 };
 
 Result<LabelledQuestions> labelledQuestions(const fs::path& corpus, const std::string& split, int64_t limit) {
@@ -42,8 +45,31 @@ Result<LabelledQuestions> labelledQuestions(const fs::path& corpus, const std::s
     RAG_ASSIGN_OR_RETURN(auto item, reader.item(id));
     out.questions.push_back(item.question);
     out.gold.push_back(item.goldPassages.empty() ? -1 : item.goldPassages.front().id);
+    out.goldText.push_back(item.goldPassages.empty() ? std::string() : item.goldPassages.front().text);
   }
   return out;
+}
+
+// The held-out wording check: each question reworded away from its passage (retrieval/reword.h).
+// The share of content words a question shares with its gold passage, before and after.
+struct WordingShift {
+  double sharedBefore = 0, sharedAfter = 0, changed = 0;  // means; changed: questions reworded at all
+};
+Result<WordingShift> rewordQuestions(const fs::path& corpus, LabelledQuestions& q) {
+  RAG_ASSIGN_OR_RETURN(retrieval::Rewording rewording, retrieval::Rewording::open(corpus));
+  WordingShift shift;
+  for (size_t i = 0; i < q.questions.size(); ++i) {
+    RAG_ASSIGN_OR_RETURN(std::string reworded, rewording.reword(q.questions[i]));
+    shift.sharedBefore += retrieval::Rewording::sharedWords(q.questions[i], q.goldText[i]);
+    shift.sharedAfter += retrieval::Rewording::sharedWords(reworded, q.goldText[i]);
+    shift.changed += reworded != q.questions[i];
+    q.questions[i] = std::move(reworded);
+  }
+  const double n = std::max<double>(1.0, static_cast<double>(q.questions.size()));
+  shift.sharedBefore /= n;
+  shift.sharedAfter /= n;
+  shift.changed /= n;
+  return shift;
 }
 
 // Measures and stores the default nprobe of `index` (files at `base`), on dev questions: not the
@@ -190,6 +216,7 @@ int cmdEvalRetrieval(Args& args) {
   const std::string split = args.getOr("split", "test");
   Result<int64_t> limit = args.getInt("limit", 0);
   const bool json = args.flag("json");
+  const bool reworded = args.flag("reworded");
   Result<int64_t> threads = args.getInt("threads", static_cast<int64_t>(std::thread::hardware_concurrency()));
   if (!limit || !threads) return fail(!limit ? limit.status() : threads.status());
   if (*limit < 0 || *threads < 1) return fail(Status::invalidArgument("--limit must be >= 0 and --threads >= 1"));
@@ -200,6 +227,12 @@ int cmdEvalRetrieval(Args& args) {
 
   auto labelled = labelledQuestions(corpus, split, *limit);
   if (!labelled) return fail(labelled.status());
+  std::optional<WordingShift> wording;
+  if (reworded) {
+    auto shift = rewordQuestions(corpus, *labelled);
+    if (!shift) return fail(shift.status());
+    wording = *shift;
+  }
   const std::vector<int64_t>& gold = labelled->gold;
   Stopwatch watch;
   auto q = r->embedder->embed(labelled->questions);
@@ -275,6 +308,12 @@ int cmdEvalRetrieval(Args& args) {
     w.beginObject();
     w.key("split").value(split);
     w.key("queries").value(static_cast<int64_t>(gold.size()));
+    if (wording)
+      w.key("reworded").beginObject()
+          .key("shared_words_before").value(wording->sharedBefore)
+          .key("shared_words_after").value(wording->sharedAfter)
+          .key("questions_changed").value(wording->changed)
+          .endObject();
     w.key("embedder").value(r->embedder->fingerprint());
     w.key("passages").value(r->index->size());
     w.key("nlist").value(r->index->ivf().nlist());
@@ -300,6 +339,10 @@ int cmdEvalRetrieval(Args& args) {
     std::cout << std::endl;
   } else {
     std::printf("%zu %s questions, gold = first gold passage\n", gold.size(), split.c_str());
+    if (wording)
+      std::printf("  reworded with WordNet synonyms: %.0f %% of the questions changed; content words shared with "
+                  "the gold passage %.2f -> %.2f\n",
+                  100 * wording->changed, wording->sharedBefore, wording->sharedAfter);
     std::printf("  exact      recall@1 %.3f  @5 %.3f  @20 %.3f\n", flat.at1, flat.at5, flat.at20);
     for (const auto& [nprobe, x] : ivf)
       std::printf("  nprobe %-4lld recall@1 %.3f  @5 %.3f  @20 %.3f  (%.3f s)\n",

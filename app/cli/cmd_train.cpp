@@ -382,51 +382,47 @@ int runTraining(const TrainSetup& setup, bool json, const std::string& what,
   return 0;
 }
 
+// Trains on examples from `Source` (opened with `options`; with --eval-every the same over the
+// dev split for held-out loss), or prints the first ones with --show-examples.
+template <class Source, class Options>
+int trainOn(const LmOptions& o, const Tokenizer& tokenizer, Options options, const std::string& what) {
+  auto source = Source::open(o.corpus, tokenizer, options);
+  if (!source) return fail(source.status());
+  std::unique_ptr<Source> dev;
+  if (o.setup.params.evalEvery > 0) {
+    options.split = "dev";
+    auto d = Source::open(o.corpus, tokenizer, options);
+    if (!d) return fail(d.status().withContext("held-out evaluation (--eval-every)"));
+    dev = std::move(*d);
+  }
+  if (o.showExamples > 0) return showExamples(**source, tokenizer, o);
+  restartWithPassiveOpenMp();  // everything is checked: from here on libtorch computes
+  return runTraining(o.setup, o.json, what, [&](const TrainCallbacks& cb) {
+    return trainLanguageModel(o.setup, **source, dev.get(), cb);
+  });
+}
+
 }  // namespace
 
 int cmdTrainLm(Args& args) {
   Result<LmOptions> opts = readLmOptions(args);
   if (!opts) return fail(opts.status());
-  LmOptions& o = *opts;
+  const LmOptions& o = *opts;
   const Tokenizer& tokenizer = *o.tokenizer;
+  const std::string from = ") from " + o.corpus.string();
 
   if (o.data.data == TrainData::Graph) {
     knowledge::GraphExampleOptions g{.mask = o.data.mask, .subgraphs = o.graphSubgraphs, .paths = o.graphPaths,
                                      .promptLossWeight = o.data.promptLossWeight};
-    auto source = knowledge::GraphExampleSource::open(o.corpus, tokenizer, g);
-    if (!source) return fail(source.status());
-    std::unique_ptr<knowledge::GraphExampleSource> dev;
-    if (o.setup.params.evalEvery > 0) {
-      g.split = "dev";
-      auto d = knowledge::GraphExampleSource::open(o.corpus, tokenizer, g);
-      if (!d) return fail(d.status().withContext("held-out evaluation (--eval-every)"));
-      dev = std::move(*d);
-    }
-    if (o.showExamples > 0) return showExamples(**source, tokenizer, o);
-    restartWithPassiveOpenMp();
-    const std::string what = std::string("graph data (") + std::to_string(g.subgraphs) + " subgraphs of up to " +
+    const std::string what = "graph data (" + std::to_string(g.subgraphs) + " subgraphs of up to " +
                              std::to_string(g.paths) + " paths, " +
                              (g.mask == MaskKind::Ancestor ? "ancestor mask over dependency trees" : "causal mask over flat paths") +
-                             ") from " + o.corpus.string();
-    return runTraining(o.setup, o.json, what, [&](const TrainCallbacks& cb) {
-      return trainLanguageModel(o.setup, **source, dev.get(), cb);
-    });
+                             from;
+    return trainOn<knowledge::GraphExampleSource>(o, tokenizer, g, what);
   }
   if (o.data.data == TrainData::Roles) {
     if (o.data.mask != MaskKind::Causal)
       return fail(Status::invalidArgument("--data roles trains under the causal mask the built-in workflows serve with; drop --mask"));
-    knowledge::RoleExampleOptions r{.mix = o.roleMix, .promptLossWeight = o.data.promptLossWeight};
-    auto source = knowledge::RoleExampleSource::open(o.corpus, tokenizer, r);
-    if (!source) return fail(source.status());
-    std::unique_ptr<knowledge::RoleExampleSource> dev;
-    if (o.setup.params.evalEvery > 0) {
-      r.split = "dev";
-      auto d = knowledge::RoleExampleSource::open(o.corpus, tokenizer, r);
-      if (!d) return fail(d.status().withContext("held-out evaluation (--eval-every)"));
-      dev = std::move(*d);
-    }
-    if (o.showExamples > 0) return showExamples(**source, tokenizer, o);
-    restartWithPassiveOpenMp();
     std::string mix;
     for (const knowledge::RoleWeight& w : o.roleMix) {
       if (w.weight <= 0) continue;
@@ -434,31 +430,15 @@ int cmdTrainLm(Args& args) {
       std::snprintf(weight, sizeof weight, "%g", w.weight);
       mix += (mix.empty() ? "" : ",") + std::string(knowledge::roleName(w.role)) + ":" + weight;
     }
-    return runTraining(o.setup, o.json, "workflow roles (" + mix + ") over BM25-retrieved passages from " + o.corpus.string(),
-                       [&](const TrainCallbacks& cb) { return trainLanguageModel(o.setup, **source, dev.get(), cb); });
+    knowledge::RoleExampleOptions r{.mix = o.roleMix, .promptLossWeight = o.data.promptLossWeight};
+    return trainOn<knowledge::RoleExampleSource>(o, tokenizer, r,
+                                                 "workflow roles (" + mix + ", over BM25-retrieved passages" + from);
   }
   if (o.data.mask == MaskKind::Ancestor) return fail(Status::invalidArgument("--mask ancestor needs --data graph"));
-  Result<std::unique_ptr<CorpusExampleSource>> train = CorpusExampleSource::open(o.corpus, tokenizer, o.data);
-  if (!train) return fail(train.status());
-  std::unique_ptr<CorpusExampleSource> heldOut;
-  if (o.setup.params.evalEvery > 0) {
-    CorpusExampleOptions dev = o.data;
-    dev.split = "dev";
-    Result<std::unique_ptr<CorpusExampleSource>> d = CorpusExampleSource::open(o.corpus, tokenizer, dev);
-    if (!d) return fail(d.status().withContext("held-out evaluation (--eval-every)"));
-    heldOut = std::move(*d);
-  }
-
-  if (o.showExamples > 0) return showExamples(**train, tokenizer, o);
-
-  restartWithPassiveOpenMp();  // everything is checked: from here on libtorch computes
   const std::string what = std::string(trainDataName(o.data.data)) + " data (" +
                            std::string(corpus::qaContextName(o.data.prompt.context)) + " context, " +
-                           (o.data.mask == MaskKind::Block ? "block" : "causal") + " mask) from " +
-                           o.corpus.string();
-  return runTraining(o.setup, o.json, what, [&](const TrainCallbacks& cb) {
-    return trainLanguageModel(o.setup, **train, heldOut.get(), cb);
-  });
+                           (o.data.mask == MaskKind::Block ? "block" : "causal") + " mask" + from;
+  return trainOn<CorpusExampleSource>(o, tokenizer, o.data, what);
 }
 
 int cmdTrainEmbedder(Args& args) {

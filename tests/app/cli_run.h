@@ -2,6 +2,7 @@
 #pragma once
 
 #include <QProcess>
+#include <functional>
 #include <QProcessEnvironment>
 #include <QString>
 #include <QStringList>
@@ -12,10 +13,13 @@ struct CliRun {
   QString err;
 };
 
+// `inChild` runs in the child between fork and exec (e.g. to set a resource limit).
 inline CliRun runRagraph(const QStringList& args, int timeoutMs = 120000,
-                         const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
+                         const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment(),
+                         const std::function<void()>& inChild = {}) {
   QProcess p;
   p.setProcessEnvironment(env);
+  if (inChild) p.setChildProcessModifier(inChild);
   p.start(QStringLiteral(RAGWB_BIN_DIR "/ragraph"), args);
   CliRun r;
   if (!p.waitForFinished(timeoutMs)) {
@@ -27,4 +31,19 @@ inline CliRun runRagraph(const QStringList& args, int timeoutMs = 120000,
   r.out = QString::fromUtf8(p.readAllStandardOutput());
   r.err = QString::fromUtf8(p.readAllStandardError());
   return r;
+}
+
+// Starts `ragraph serve --listen 127.0.0.1:0 ARGS` in `server`; the URL it listens on once it says
+// so (at most 2 minutes to load), empty if it exited or never did.
+inline QString startRagraphServe(QProcess& server, const QStringList& args) {
+  server.start(QStringLiteral(RAGWB_BIN_DIR "/ragraph"), QStringList{"serve", "--listen", "127.0.0.1:0"} + args);
+  for (int i = 0; i < 240; ++i) {
+    if (server.state() == QProcess::NotRunning) return {};
+    server.waitForReadyRead(500);
+    const QString out = QString::fromUtf8(server.peek(4096));
+    const int at = out.indexOf("listening on ");
+    const int nl = out.indexOf('\n', at);
+    if (at >= 0 && nl > at) return out.mid(at + 13, nl - at - 13).trimmed();
+  }
+  return {};
 }

@@ -37,23 +37,11 @@ QByteArray digest(const QString& path) {
 
 // `ragraph ARGS` whose writes fail past `limitBytes` bytes a file, as on a full disk.
 CliRun ragraphWithFileLimit(const QStringList& args, rlim_t limitBytes) {
-  QProcess p;
-  p.setChildProcessModifier([limitBytes] {
+  return runRagraph(args, 120000, QProcessEnvironment::systemEnvironment(), [limitBytes] {
     const rlimit lim{limitBytes, limitBytes};
     setrlimit(RLIMIT_FSIZE, &lim);
     std::signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails (EFBIG) instead of killing
   });
-  p.start(QStringLiteral(RAGWB_BIN_DIR "/ragraph"), args);
-  CliRun r;
-  if (!p.waitForFinished(120000)) {
-    p.kill();
-    p.waitForFinished();
-    return r;
-  }
-  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  return r;
 }
 
 // Files in `dir` whose name holds ".tmp" (the staging names writers rename from).

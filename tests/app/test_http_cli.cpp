@@ -36,17 +36,7 @@ class TestHttpCli : public QObject {
 
   // Starts `ragraph serve` on a free loopback port; its URL once it listens, empty if it did not.
   QString startServer(QProcess& server, const QStringList& extra) const {
-    server.start(QStringLiteral(RAGWB_BIN_DIR "/ragraph"),
-                 QStringList{"serve", "--listen", "127.0.0.1:0"} + extra + servingOptions());
-    for (int i = 0; i < 240; ++i) {  // at most 2 minutes to load
-      if (server.state() == QProcess::NotRunning) return {};
-      server.waitForReadyRead(500);
-      const QString out = QString::fromUtf8(server.peek(4096));
-      const int at = out.indexOf("listening on ");
-      const int nl = out.indexOf('\n', at);
-      if (at >= 0 && nl > at) return out.mid(at + 13, nl - at - 13).trimmed();
-    }
-    return {};
+    return startRagraphServe(server, extra + servingOptions());
   }
 
 private Q_SLOTS:

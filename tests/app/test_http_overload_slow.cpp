@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "../fixtures/serving/tiny_serving.h"
+#include "cli_run.h"
 #include "core/json.h"
 
 using namespace rag;
@@ -84,18 +85,10 @@ private Q_SLOTS:
 
   void overloadIsRefusedNotQueued() {
     QProcess server;
-    server.start(QStringLiteral(RAGWB_BIN_DIR "/ragraph"),
-                 {"serve", "--listen", "127.0.0.1:0", "--max-inflight", "4", "--corpus",
-                  QString::fromStdString(m_fixture.corpus.string()), "--model",
-                  QString::fromStdString(m_fixture.model.string()), "--embedder",
-                  QString::fromStdString(m_fixture.embedder.string()), "--nprobe", "4"});
-    QString url;
-    for (int i = 0; i < 240 && url.isEmpty() && server.state() != QProcess::NotRunning; ++i) {
-      server.waitForReadyRead(500);
-      const QString out = QString::fromUtf8(server.peek(4096));
-      const int at = out.indexOf("listening on "), nl = out.indexOf('\n', at);
-      if (at >= 0 && nl > at) url = out.mid(at + 13, nl - at - 13).trimmed();
-    }
+    const QString url = startRagraphServe(
+        server, {"--max-inflight", "4", "--corpus", QString::fromStdString(m_fixture.corpus.string()), "--model",
+                 QString::fromStdString(m_fixture.model.string()), "--embedder",
+                 QString::fromStdString(m_fixture.embedder.string()), "--nprobe", "4"});
     QVERIFY2(!url.isEmpty(), qPrintable(QString::fromUtf8(server.readAllStandardError())));
     const QUrl u(url);
     const std::string host = u.host().toStdString();
