@@ -17,6 +17,7 @@
 #include "bridge/gui_stall_meter.h"
 #include "heatmap/cluster_heatmap.h"
 #include "history/run_history_panel.h"
+#include "inspectors/kg_inspector.h"
 #include "inspectors/kv_tree_inspector.h"
 #include "nodegraph/graph_editor.h"
 #include "overview/overview_page.h"
@@ -138,6 +139,8 @@ void MainWindow::buildDocks() {
   m_history = new RunHistoryPanel;
   m_overview = new OverviewPage;
   m_kvTree = new KvTreeInspector(&m_bridge);
+  m_kg = new KgInspector(&m_bridge);
+  m_kg->setCorpus(m_corpus);
 
   // The ids are the docks' object names, which saved layouts (QSettings) refer to: keep them.
   m_tools = new ToolRegistry(this);
@@ -148,6 +151,7 @@ void MainWindow::buildDocks() {
   addTool("historyDock", tr("Run history"), m_history, P::tabbedWith("runDock"));
   addTool("overviewDock", tr("Corpus"), m_overview, P::tabbedWith("historyDock"));
   addTool("kvTreeDock", tr("KV tree"), m_kvTree, P::tabbedWith("heatmapDock"));
+  addTool("kgDock", tr("Knowledge graph"), m_kg, P::tabbedWith("kvTreeDock"));
   m_tools->raise("runDock");
   m_tools->raise("heatmapDock");
   resizeDocks({m_tools->dock("timelineDock"), m_tools->dock("heatmapDock")}, {1000, 500}, Qt::Horizontal);
@@ -221,6 +225,7 @@ void MainWindow::openCorpus() {
   if (file.isEmpty()) return;
   m_corpus = file.toStdString();
   m_overview->loadCorpus(m_corpus);
+  m_kg->setCorpus(m_corpus);
   EngineConfig c = m_bridge.config();
   c.corpus = m_corpus;
   m_bridge.startEngine(c);

@@ -374,6 +374,7 @@ void Scheduler::finishNode(Req& r, NodeOutput output, bool speculative) {
   t.promptTokens = output.promptTokens;
   t.cachedPromptTokens = output.cachedPromptTokens;
   t.attention = output.attention;
+  t.knowledge = output.knowledge;
   r.result.stages.push_back(t);
   traceNode(r, node->kind == NodeKind::Generation ? TraceStage::Decode : TraceStage::RetrievalStep, r.nodeBeginNs,
             static_cast<uint32_t>(std::max<int64_t>(0, output.work)), speculative ? kTraceSpeculative : 0);

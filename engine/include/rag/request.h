@@ -14,6 +14,8 @@
 
 namespace rag {
 
+struct KnowledgeUse;  // rag/knowledge.h
+
 struct StageTiming {
   std::string node;
   NodeKind kind = NodeKind::Generation;
@@ -30,6 +32,9 @@ struct StageTiming {
   // prefill, prefix cache), "block" (Block-Attention: passage blocks from the block KV path, only
   // the last block prefilled), "dependency" (DepCache: subgraph trees from the KV path).
   std::string attention;
+  // Knowledge: what the node retrieved (rag/knowledge.h: the entities it linked, every path it
+  // scored, kept or pruned, with its score); null for other kinds and for a failed retrieval.
+  std::shared_ptr<const KnowledgeUse> knowledge;
 };
 
 struct RequestResult {
