@@ -338,6 +338,7 @@ private Q_SLOTS:
   // model with the entities they linked and their paths, kept and pruned, with scores.
   void graphRagRequestsAppearInTheView() {
     const fs::path dir = fs::path(m_dir.path().toStdString()) / "serving";
+    fs::create_directories(dir);
     auto t = rag::testing::makeTinyServing(dir);
     QVERIFY2(t.isOk(), t.status().message().c_str());
     EngineBridge bridge;
