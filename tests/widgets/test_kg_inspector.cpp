@@ -125,6 +125,24 @@ private Q_SLOTS:
       QVERIFY(e.path.length() > 1);
     }
     QVERIFY(l->engine == "neato");
+    // A crowded neighbourhood of wide labels (a centre, 60 leaves, a ring through them): still
+    // no two boxes overlap.
+    KgLayoutInput crowd;
+    crowd.nodes.push_back({.id = 1, .width = 160, .height = 22, .pinned = true});
+    for (int32_t i = 2; i <= 61; ++i) {
+      crowd.nodes.push_back({.id = i, .width = 60.0 + (i * 37) % 120, .height = 22, .pinned = false});
+      crowd.edges.push_back({1, i});
+      crowd.edges.push_back({i, i == 61 ? 2 : i + 1});
+    }
+    auto c = layOutKnowledgeGraph(crowd);
+    QVERIFY2(c.isOk(), c.status().message().c_str());
+    for (size_t a = 0; a < c->nodes.size(); ++a)
+      for (size_t b = a + 1; b < c->nodes.size(); ++b) {
+        const QPointF d = c->nodes[a].centre - c->nodes[b].centre;
+        const bool overlap = std::abs(d.x()) * 2 < crowd.nodes[a].width + crowd.nodes[b].width &&
+                             std::abs(d.y()) * 2 < crowd.nodes[a].height + crowd.nodes[b].height;
+        QVERIFY2(!overlap, qPrintable(QStringLiteral("nodes %1 and %2 overlap").arg(a + 1).arg(b + 1)));
+      }
   }
 
   void layoutRefusesBadInput() {

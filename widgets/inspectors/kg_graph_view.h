@@ -35,6 +35,8 @@ public:
   bool layingOut() const { return m_running; }
   QPointF nodeCentre(int32_t id) const;  // scene coordinates; null point when not drawn
   QString lastError() const { return m_error; }
+  // The longest the GUI thread spent turning a layout into scene items (ms), for the demo's report.
+  double longestApplyMs() const { return m_longestApplyMs; }
   // The entities of a path to draw highlighted (a request's path row); empty: none.
   void setHighlightedPath(std::vector<int32_t> entities);
   void setSelectedEntity(int32_t id);
@@ -71,6 +73,7 @@ private:
   std::vector<int32_t> m_highlight;
   int32_t m_selected = 0;
   QString m_error;
+  double m_longestApplyMs = 0;
 };
 
 }  // namespace ragwb

@@ -2,6 +2,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QElapsedTimer>
 #include <QCompleter>
 #include <QFutureWatcher>
 #include <QHBoxLayout>
@@ -110,11 +111,12 @@ KgInspector::KgInspector(EngineBridge* bridge, QWidget* parent)
   right->addWidget(m_passages);
   right->setStretchFactor(0, 4);
   right->setStretchFactor(1, 1);
+  right->setSizes({640, 160});
   auto* split = new QSplitter(Qt::Horizontal);
   split->addWidget(left);
   split->addWidget(right);
   split->setStretchFactor(1, 3);
-  split->setSizes({360, 900});
+  split->setSizes({440, 960});
   m_status = new QLabel(tr("The knowledge graph opens when this tool is first shown."));
   m_status->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   auto* layout = new QVBoxLayout(this);
@@ -138,7 +140,9 @@ KgInspector::KgInspector(EngineBridge* bridge, QWidget* parent)
     setStatus(tr("%1 entities, %2 edges drawn%3 · Graphviz layout · double-click a node to expand it")
                   .arg(m_view->drawnNodes())
                   .arg(m_view->drawnEdges())
-                  .arg(m_graph->cutEdges() > 0 ? tr(" (%1 more edges not shown)").arg(m_graph->cutEdges()) : QString()));
+                  .arg(m_graph->cutEdges() <= 0      ? QString()
+                       : m_graph->fromRequest() ? tr(" (the request's fan-out cap skipped %1 edges)").arg(m_graph->cutEdges())
+                                                : tr(" (%1 more edges not shown)").arg(m_graph->cutEdges())));
   });
   connect(m_requestView->selectionModel(), &QItemSelectionModel::currentChanged, this,
           [this](const QModelIndex& i) { showRequestRow(i); });
@@ -334,9 +338,27 @@ void KgInspector::showRequestRow(const QModelIndex& index) {
 }
 
 void KgInspector::addRequest(const rag::RequestRecord& record) {
+  QElapsedTimer clock;
+  clock.start();
+  struct Note {  // on every way out
+    QElapsedTimer& c;
+    double& longest;
+    ~Note() { longest = std::max(longest, static_cast<double>(c.nsecsElapsed()) * 1e-6); }
+  } note{clock, m_longestRequestMs};
   if (!m_requests->addRecord(record) || !m_follow->isChecked()) return;
-  const QModelIndex i = m_requests->indexOfRequest(record.requestId);
-  m_requestView->setCurrentIndex(i);  // currentChanged draws it
+  // Open the request and select its first expanded entity: currentChanged draws that subgraph.
+  const QModelIndex req = m_requests->indexOfRequest(record.requestId);
+  QModelIndex pick = req;
+  for (int i = 0; i < m_requests->rowCount(req); ++i)
+    if (m_requests->subgraphAt(m_requests->index(i, 0, req))) {
+      pick = m_requests->index(i, 0, req);
+      break;
+    }
+  m_requestView->collapseAll();
+  m_requestView->expand(req);
+  if (pick != req) m_requestView->expand(pick);
+  m_requestView->setCurrentIndex(pick);
+  m_requestView->scrollTo(pick);
 }
 
 }  // namespace ragwb

@@ -77,6 +77,10 @@ public:
   QString passagesText() const;
   QString statusText() const;
   void setFollowRequests(bool on);
+  // The longest the GUI thread spent on one finished request (adding it, drawing its subgraph's
+  // model) and on one layout's scene items, in ms: the inspector's share of a GUI stall.
+  double longestRequestMs() const { return m_longestRequestMs; }
+  double longestApplyMs() const { return m_view->longestApplyMs(); }
 
 Q_SIGNALS:
   void explorerReady();
@@ -111,7 +115,8 @@ private:
   QTreeView* m_requestView;
   QTextBrowser* m_passages;
   QLabel* m_status;
-  int m_fetchSerial = 0;  // the newest neighbourhood fetch; older answers are dropped
+  int m_fetchSerial = 0;
+  double m_longestRequestMs = 0;  // the newest neighbourhood fetch; older answers are dropped
 };
 
 }  // namespace ragwb

@@ -1,9 +1,13 @@
 #include "inspectors/kg_layout.h"
 
+#include <dlfcn.h>
 #include <graphviz/gvc.h>
 
 #include <algorithm>
+#include <charconv>
+#include <clocale>
 #include <cmath>
+#include <locale.h>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -17,6 +21,39 @@ std::mutex& graphvizMutex() {
   return m;
 }
 
+// Graphviz's layout plugin, loaded with RTLD_DEEPBIND. Loaded the usual way (gvContext() and
+// its config file) the plugin's calls to its own exported functions bind to whatever the process
+// loaded first under the same name: the engine's dependencies bring librttopo, whose `normalize`
+// then replaces neato's, and the layouts come out with boxes on top of each other. Deep binding
+// makes the plugin find its own symbols first.
+struct LayoutPlugin {
+  lt_symlist_t builtins[2] = {{nullptr, nullptr}, {nullptr, nullptr}};
+  std::string error;
+};
+
+const LayoutPlugin& layoutPlugin() {
+  static const LayoutPlugin plugin = [] {
+    LayoutPlugin p;
+    const std::string path = std::string(RAGWB_GRAPHVIZ_PLUGIN_DIR) + "/libgvplugin_neato_layout.so." + RAGWB_GRAPHVIZ_PLUGIN_VERSION;
+    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (!h) {
+      const char* why = dlerror();
+      p.error = "cannot load Graphviz's layout plugin " + path + " (" + (why ? why : "unknown error") +
+                "); install libgvc6 (Debian: apt-get install libgraphviz-dev)";
+      return p;
+    }
+    void* lib = dlsym(h, "gvplugin_neato_layout_LTX_library");
+    if (!lib) {
+      p.error = path + " has no gvplugin_neato_layout_LTX_library: not a Graphviz layout plugin of version " +
+                RAGWB_GRAPHVIZ_PLUGIN_VERSION;
+      return p;
+    }
+    p.builtins[0] = {"gvplugin_neato_layout_LTX_library", lib};
+    return p;
+  }();
+  return plugin;
+}
+
 // Graphviz's C API takes char* for names it only reads.
 char* cs(const char* s) { return const_cast<char*>(s); }
 
@@ -24,7 +61,30 @@ void setAttr(void* obj, const char* name, const std::string& value) {
   agsafeset(obj, cs(name), const_cast<char*>(value.c_str()), cs(""));
 }
 
-std::string inches(double points) { return std::to_string(points / 72.0); }
+// "%.4f" in the C locale: Graphviz reads numbers with strtod, which follows the thread's locale.
+std::string inches(double points) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, points / 72.0, std::chars_format::fixed, 4);
+  return std::string(buf, r.ptr);
+}
+
+// The C numeric locale on this thread while it lives: a GUI application runs in the user's
+// locale, where "1.6" may not be a number to strtod (Graphviz would read node sizes as whole
+// inches and lay boxes over each other).
+class CNumericLocale {
+public:
+  CNumericLocale() : m_c(newlocale(LC_NUMERIC_MASK, "C", duplocale(LC_GLOBAL_LOCALE))), m_old(uselocale(m_c)) {}
+  ~CNumericLocale() {
+    uselocale(m_old);
+    freelocale(m_c);
+  }
+  CNumericLocale(const CNumericLocale&) = delete;
+  CNumericLocale& operator=(const CNumericLocale&) = delete;
+
+private:
+  locale_t m_c;
+  locale_t m_old;
+};
 
 // Where the segment from `inside` (a node's centre) to `outside` leaves the node's box.
 QPointF borderPoint(QPointF centre, double w, double h, QPointF towards) {
@@ -51,9 +111,12 @@ rag::Result<KgLayout> layOutKnowledgeGraph(const KgLayoutInput& input) {
   out.engine = input.nodes.size() > 400 ? "sfdp" : "neato";
   if (input.nodes.empty()) return out;
 
+  const LayoutPlugin& plugin = layoutPlugin();
+  if (!plugin.error.empty()) return rag::Status::unavailable(plugin.error);
   std::lock_guard lock(graphvizMutex());
+  const CNumericLocale cLocale;
   agseterr(AGERR);  // warnings (e.g. about overlap removal) are not the user's business
-  GVC_t* gvc = gvContext();
+  GVC_t* gvc = gvContextPlugins(plugin.builtins, 0);  // only the deep-bound layout plugin
   Agraph_t* g = agopen(cs("kg"), Agdirected, nullptr);
   agattr(g, AGRAPH, cs("overlap"), cs("false"));
   agattr(g, AGRAPH, cs("splines"), cs("true"));
@@ -77,11 +140,29 @@ rag::Result<KgLayout> layOutKnowledgeGraph(const KgLayoutInput& input) {
     if (e.src == e.dst) continue;  // a self-loop has no place in a neighbourhood drawing
     edges[i] = agedge(g, nodes[index[e.src]], nodes[index[e.dst]], nullptr, 1);
   }
-  if (gvLayout(gvc, g, out.engine.toUtf8().constData()) != 0) {
+  auto fail = [&] {
     agclose(g);
     gvFreeContext(gvc);
     return rag::Status::internal("Graphviz could not lay out the graph (" + out.engine.toStdString() +
                                  "); is the libgvc layout plugin installed (libgvc6)?");
+  };
+  if (gvLayout(gvc, g, out.engine.toUtf8().constData()) != 0) return fail();
+  // Should overlap removal (prism) leave two boxes overlapping, scale the layout instead, which
+  // always separates them (and spreads the graph a little).
+  auto overlapping = [&] {
+    for (size_t a = 0; a < nodes.size(); ++a)
+      for (size_t b = a + 1; b < nodes.size(); ++b) {
+        const pointf pa = ND_coord(nodes[a]), pb = ND_coord(nodes[b]);
+        if (std::abs(pa.x - pb.x) * 2 < input.nodes[a].width + input.nodes[b].width &&
+            std::abs(pa.y - pb.y) * 2 < input.nodes[a].height + input.nodes[b].height)
+          return true;
+      }
+    return false;
+  };
+  if (overlapping()) {
+    gvFreeLayout(gvc, g);
+    setAttr(g, "overlap", "scale");
+    if (gvLayout(gvc, g, out.engine.toUtf8().constData()) != 0) return fail();
   }
   const boxf bb = GD_bb(g);
   auto toScene = [&](pointf p) { return QPointF(p.x - bb.LL.x, bb.UR.y - p.y); };  // y down

@@ -232,6 +232,11 @@ QVariant KgRequestModel::data(const QModelIndex& index, int role) const {
         case State: return p->kept ? tr("kept") : tr("pruned");
       }
       return {};
+    case Qt::ToolTipRole:
+      return tr("%1\nscore %2 (cosine with the question) · %3")
+          .arg(kgPathText(*p))
+          .arg(p->score, 0, 'f', 3)
+          .arg(p->kept ? tr("kept: in the prompt") : tr("pruned: outside the top K"));
     case Qt::ForegroundRole: return p->kept ? QVariant() : QBrush(QColor(0x90, 0x90, 0x90));
     case EntityIdRole: return p->entities.empty() ? 0 : p->entities.back().id;
     case KeptRole: return p->kept;
