@@ -103,7 +103,7 @@ private Q_SLOTS:
 
   void layoutKeepsBoxesApartAndRoutesEdges() {
     KgLayoutInput in;
-    for (int32_t i = 1; i <= 12; ++i) in.nodes.push_back({.id = i, .width = 70, .height = 22, .pinned = i == 1});
+    for (int32_t i = 1; i <= 12; ++i) in.nodes.push_back({.id = i, .width = 70, .height = 22});
     for (int32_t i = 2; i <= 12; ++i) in.edges.push_back({1, i});
     in.edges.push_back({2, 3});
     in.edges.push_back({3, 2});  // both ways between one pair
@@ -128,9 +128,9 @@ private Q_SLOTS:
     // A crowded neighbourhood of wide labels (a centre, 60 leaves, a ring through them): still
     // no two boxes overlap.
     KgLayoutInput crowd;
-    crowd.nodes.push_back({.id = 1, .width = 160, .height = 22, .pinned = true});
+    crowd.nodes.push_back({.id = 1, .width = 160, .height = 22});
     for (int32_t i = 2; i <= 61; ++i) {
-      crowd.nodes.push_back({.id = i, .width = 60.0 + (i * 37) % 120, .height = 22, .pinned = false});
+      crowd.nodes.push_back({.id = i, .width = 60.0 + (i * 37) % 120, .height = 22});
       crowd.edges.push_back({1, i});
       crowd.edges.push_back({i, i == 61 ? 2 : i + 1});
     }

@@ -83,8 +83,7 @@ KgLayoutInput KgGraphView::layoutInput() const {
     if (e.id != m_graph->centre() && !shown.count(e.id)) continue;
     in.nodes.push_back({.id = e.id,
                         .width = fm.horizontalAdvance(label(e)) + 2 * kPadX,
-                        .height = fm.height() + 2 * kPadY,
-                        .pinned = e.id == m_graph->centre()});
+                        .height = fm.height() + 2 * kPadY});
   }
   return in;
 }

@@ -14,7 +14,6 @@
 //   tools.add("kgDock", tr("Knowledge graph"), kg, ToolPlacement::tabbedWith("kvTreeDock"));
 #pragma once
 
-#include <QFutureWatcher>
 #include <QWidget>
 #include <filesystem>
 #include <memory>

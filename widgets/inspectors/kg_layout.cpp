@@ -132,7 +132,6 @@ rag::Result<KgLayout> layOutKnowledgeGraph(const KgLayoutInput& input) {
     nodes[i] = agnode(g, const_cast<char*>(std::to_string(n.id).c_str()), 1);
     setAttr(nodes[i], "width", inches(n.width));
     setAttr(nodes[i], "height", inches(n.height));
-    if (n.pinned) setAttr(g, "root", std::to_string(n.id));
   }
   std::vector<Agedge_t*> edges(input.edges.size(), nullptr);
   for (size_t i = 0; i < input.edges.size(); ++i) {

@@ -25,7 +25,6 @@ struct KgLayoutInput {
     int32_t id = 0;
     double width = 60;   // points
     double height = 22;
-    bool pinned = false;  // the centre: Graphviz's root (neato keeps the others around it)
   };
   struct Edge {
     int32_t src = 0;
