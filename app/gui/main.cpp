@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "bridge/gui_stall_meter.h"
+#include "heatmap/kv_heatmap.h"
 #include "main_window.h"
 #include "nodegraph/graph_editor.h"
 #include "overview/overview_page.h"
@@ -151,10 +152,12 @@ int main(int argc, char** argv) {
     QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window,
                      [&window, shoot, next, startNext](qint64 id, const rag::RunMetrics& m) {
                        std::printf("demo run %lld (%s): %lld/%lld answered, accuracy %.2f, mean latency %.3f s, "
-                                   "longest GUI stall %.1f ms (GUI thread working %.1f ms of it)\n",
+                                   "longest GUI stall %.1f ms (GUI thread working %.1f ms of it); the KV heatmap's "
+                                   "longest GUI-thread work: %.1f ms per report, %.1f ms per replot\n",
                                    static_cast<long long>(id), std::string(rag::workflowName(kOrder[*next])).c_str(),
                                    static_cast<long long>(m.completed), static_cast<long long>(m.requests), m.accuracy,
-                                   m.meanLatency, window.stallMeter()->maxStallMs(), window.stallMeter()->maxStallBusyMs());
+                                   m.meanLatency, window.stallMeter()->maxStallMs(), window.stallMeter()->maxStallBusyMs(),
+                                   window.kvHeatmap()->longestSampleMs(), window.kvHeatmap()->longestReplotMs());
                        std::fflush(stdout);
                        if (++*next < std::size(kOrder)) QTimer::singleShot(0, &window, startNext);
                        else shoot();

@@ -18,6 +18,7 @@ class GraphEditor;
 class LaneModel;
 class TimelineView;
 class ClusterHeatmap;
+class KvHeatmap;
 class RunPanel;
 class RunHistoryPanel;
 class GuiStallMeter;
@@ -38,6 +39,7 @@ public:
   TimelineView* timeline() { return m_timeline; }
   LaneModel* lanes() { return m_lanes; }
   ClusterHeatmap* heatmap() { return m_heatmap; }
+  KvHeatmap* kvHeatmap() { return m_kvHeat; }
   RunHistoryPanel* history() { return m_history; }
   KvTreeInspector* kvTree() { return m_kvTree; }
   KgInspector* knowledgeGraph() { return m_kg; }
@@ -64,6 +66,7 @@ private:
   LaneModel* m_lanes;
   TimelineView* m_timeline;
   ClusterHeatmap* m_heatmap;
+  KvHeatmap* m_kvHeat;
   RunPanel* m_runPanel;
   RunHistoryPanel* m_history;
   KvTreeInspector* m_kvTree = nullptr;

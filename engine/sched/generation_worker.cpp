@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/clock.h"
+#include "sched/kv_block_map.h"
 #include "telemetry/trace_ring.h"
 #include "telemetry/trace_zone.h"
 
@@ -46,6 +47,12 @@ void GenerationWorker::retarget(GenerationJob job, int64_t keep, uint32_t epoch)
 GenerationWorker::MemoryStats GenerationWorker::memoryStats() const {
   std::lock_guard lock(m_memoryMutex);
   return m_memory;
+}
+
+std::vector<uint8_t> GenerationWorker::kvBlockOwners() const {
+  m_kvBlocksAskedNs.store(nowNs(), std::memory_order_relaxed);
+  std::lock_guard lock(m_memoryMutex);
+  return m_kvBlocks;
 }
 
 std::vector<memory::PrefixNodeInfo> GenerationWorker::kvTree() const {
@@ -260,6 +267,11 @@ bool GenerationWorker::kvTreeDue(uint64_t now) const {
          now - m_kvTreeAskedNs.load(std::memory_order_relaxed) < 1'000'000'000;
 }
 
+bool GenerationWorker::kvBlocksDue(uint64_t now) const {
+  const uint64_t asked = m_kvBlocksAskedNs.load(std::memory_order_relaxed);
+  return asked != 0 && now - m_kvBlocksAtNs >= kKvBlocksPeriodNs && now - asked < 1'000'000'000;
+}
+
 void GenerationWorker::refreshMemoryStats() {
   MemoryStats mem;
   mem.pool = m_runner->kvStats();
@@ -282,9 +294,18 @@ void GenerationWorker::refreshMemoryStats() {
     tree = m_runner->prefixCache()->snapshot();
     m_kvTreeAtNs = now;
   }
+  // The block map for a heatmap that asked lately, at most every 100 ms: one pass over the
+  // pool's reference counts and the cache's nodes.
+  std::vector<uint8_t> owners;
+  const bool takeBlocks = kvBlocksDue(now);
+  if (takeBlocks) {
+    mapKvBlocks(m_runner->kvPool(), m_runner->prefixCache(), owners);
+    m_kvBlocksAtNs = now;
+  }
   std::lock_guard lock(m_memoryMutex);
   m_memory = mem;
   if (takeTree) m_kvTree = std::move(tree);
+  if (takeBlocks) m_kvBlocks = std::move(owners);
 }
 
 void GenerationWorker::loop() {
@@ -300,7 +321,8 @@ void GenerationWorker::loop() {
     applyCommands(commands, out);
     flush();
     if (!m_runner->hasWork()) {
-      if (kvTreeDue(nowNs())) refreshMemoryStats();  // an inspector opened after the last step
+      const uint64_t now = nowNs();  // an inspector or heatmap opened after the last step
+      if (kvTreeDue(now) || kvBlocksDue(now)) refreshMemoryStats();
       continue;
     }
     if (m_params.pacing != GenerationPacing::Turns) {

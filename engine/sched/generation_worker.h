@@ -109,6 +109,10 @@ public:
   // stats at most every kKvTreePeriodNs, and only while someone asked in the last second); empty
   // without a prefix cache. The first call after a pause may answer an older or empty tree.
   std::vector<memory::PrefixNodeInfo> kvTree() const;
+  // Who holds each compute block of the KV pool (sched/kv_block_map.h) as of the last map, taken
+  // with the memory stats at most every kKvBlocksPeriodNs and only while someone asked in the
+  // last second. The first call after a pause may answer an older or empty map.
+  std::vector<uint8_t> kvBlockOwners() const;
 
 private:
   struct Command {
@@ -137,6 +141,11 @@ private:
   uint64_t m_kvTreeAtNs = 0;                       // worker thread only
   mutable std::atomic<uint64_t> m_kvTreeAskedNs{0};  // last kvTree() call
   bool kvTreeDue(uint64_t now) const;  // a snapshot was asked for and the last one is old
+  static constexpr uint64_t kKvBlocksPeriodNs = 100'000'000;
+  std::vector<uint8_t> m_kvBlocks;                     // under m_memoryMutex
+  uint64_t m_kvBlocksAtNs = 0;                         // worker thread only
+  mutable std::atomic<uint64_t> m_kvBlocksAskedNs{0};  // last kvBlockOwners() call
+  bool kvBlocksDue(uint64_t now) const;
   void refreshMemoryStats();
   uint16_t m_lane = 0;
   struct Live {

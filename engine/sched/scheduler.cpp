@@ -175,6 +175,17 @@ Status Scheduler::cancel(uint32_t requestId) {
 
 std::vector<memory::PrefixNodeInfo> Scheduler::kvTree() const { return m_gen ? m_gen->worker().kvTree() : std::vector<memory::PrefixNodeInfo>{}; }
 
+KvBlockMap Scheduler::kvBlockMap() const {
+  KvBlockMap map;
+  if (!m_gen) return map;
+  const GenerationWorker& gen = m_gen->worker();
+  map.owners = gen.kvBlockOwners();
+  const GenerationWorker::MemoryStats mem = gen.memoryStats();
+  map.hostUsed = mem.pool.hostUsed;
+  map.hostTotal = mem.pool.hostCapacity;
+  return map;
+}
+
 ServingStats Scheduler::stats() const {
   ServingStats s;
   s.liveRequests = m_live.load();

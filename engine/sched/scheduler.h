@@ -67,6 +67,7 @@ public:
   Status cancel(uint32_t requestId);
   ServingStats stats() const;
   std::vector<memory::PrefixNodeInfo> kvTree() const;  // GenerationWorker::kvTree
+  KvBlockMap kvBlockMap() const;                       // GenerationWorker::kvBlockOwners and the host tier
   ClusterHeat clusterHeat() const;
 
 private:

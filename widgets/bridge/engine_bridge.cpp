@@ -1,6 +1,7 @@
 #include "bridge/engine_bridge.h"
 
 #include <QMetaObject>
+#include <QMetaMethod>
 #include <QPointer>
 #include <QtConcurrent/QtConcurrentRun>
 
@@ -48,6 +49,7 @@ void registerMetaTypes() {
     qRegisterMetaType<rag::RequestRecord>();
     qRegisterMetaType<rag::RunMetrics>();
     qRegisterMetaType<rag::ClusterHeat>();
+    qRegisterMetaType<rag::KvBlockMap>();
     qRegisterMetaType<rag::ServingStats>();
     qRegisterMetaType<rag::RequestEvent>();
     return true;
@@ -178,7 +180,9 @@ void EngineBridge::requestKvTree() {
 
 void EngineBridge::pollHeat() {
   if (!m_engine) return;
-  Q_EMIT clusterHeat(m_engine->clusterHeat(), m_engine->servingStats());
+  const rag::ServingStats stats = m_engine->servingStats();
+  Q_EMIT clusterHeat(m_engine->clusterHeat(), stats);
+  if (isSignalConnected(QMetaMethod::fromSignal(&EngineBridge::kvBlocks))) Q_EMIT kvBlocks(m_engine->kvBlockMap(), stats);
 }
 
 bool EngineBridge::startRun(const RunRequest& run) {

@@ -6,6 +6,7 @@
 //   EngineBridge bridge;
 //   connect(&bridge, &EngineBridge::traceEvents, timeline, ...);   // ~30 times a second
 //   connect(&bridge, &EngineBridge::requestFinished, table, ...);
+//   connect(&bridge, &EngineBridge::kvBlocks, kvHeatmap, ...);      // twice a second
 //   bridge.startEngine(config);                                     // -> engineReady / engineFailed
 //   bridge.startRun(run);                    // -> runStarted (once recorded), requestFinished..., runFinished
 //   bridge.stopRun();                                               // cancels what is live; finished requests stay
@@ -97,6 +98,9 @@ Q_SIGNALS:
   void traceEvents(const std::vector<rag::TraceEvent>& events, const std::vector<rag::TraceLane>& lanes);
   // Cluster visits and residency (twice a second while an engine is up).
   void clusterHeat(const rag::ClusterHeat& heat, const rag::ServingStats& stats);
+  // Who holds each KV pool block, with the same report's counters (with clusterHeat, and only
+  // while something is connected: asking makes the generation worker take the map).
+  void kvBlocks(const rag::KvBlockMap& map, const rag::ServingStats& stats);
   void requestEvent(const rag::RequestEvent& event);
   void kvTree(const std::vector<rag::KvTreeNode>& nodes);
 
@@ -125,5 +129,6 @@ private:
 Q_DECLARE_METATYPE(rag::RequestRecord)
 Q_DECLARE_METATYPE(rag::RunMetrics)
 Q_DECLARE_METATYPE(rag::ClusterHeat)
+Q_DECLARE_METATYPE(rag::KvBlockMap)
 Q_DECLARE_METATYPE(rag::ServingStats)
 Q_DECLARE_METATYPE(rag::RequestEvent)

@@ -208,6 +208,32 @@ struct KvTreeNode {
   double priority = 0;          // the eviction policy's, now (lowest goes first)
 };
 
+// Who holds a compute block of the KV pool (KvBlockMap::owners), as the KV heatmap colours it.
+// A block a running sequence uses is Sequence even when the prefix cache holds it too (a cached
+// prefix in use); the other owners are blocks only the prefix cache holds, by its namespace.
+enum class KvBlockOwner : uint8_t {
+  Free = 0,
+  Sequence = 1,  // a running (or building) sequence's
+  Prefix = 2,    // a cached prompt prefix (causal prompts' namespace)
+  Subgraph = 3,  // a cached DepCache subgraph
+  Passage = 4,   // a cached Block-Attention passage block
+};
+inline constexpr int kKvBlockOwnerCount = 5;
+std::string_view kvBlockOwnerName(KvBlockOwner owner);  // "free" | "sequence" | "prefix" | "subgraph" | "passage"
+
+// The compute tier of the KV pool block by block, for the KV heatmap.
+struct KvBlockMap {
+  std::vector<uint8_t> owners;  // [compute blocks] a KvBlockOwner per block, by block index
+  int32_t hostUsed = 0;         // the host tier, in blocks (not mapped block by block)
+  int32_t hostTotal = 0;
+  // Blocks per owner ([kKvBlockOwnerCount], by KvBlockOwner value).
+  std::vector<int32_t> counts() const {
+    std::vector<int32_t> c(kKvBlockOwnerCount, 0);
+    for (uint8_t o : owners) ++c[o < kKvBlockOwnerCount ? o : 0];
+    return c;
+  }
+};
+
 // ---- the engine ------------------------------------------------------------------------------
 
 // The loaded model, tokenizer, embedder and passage index (opaque): loaded once and shared by
@@ -263,6 +289,10 @@ public:
   // while this is being called (so the first call after a pause may be empty or old), tokens
   // decoded here on the caller's thread. Empty while serving or the prefix cache is off.
   std::vector<KvTreeNode> kvTreeSnapshot() const;
+  // Who holds each compute block of the KV pool, copied from a map the generation worker takes
+  // at most every 100 ms while this is being called (the first call after a pause may be empty
+  // or old). Empty while serving is off.
+  KvBlockMap kvBlockMap() const;
   bool serving() const;
   // What this engine serves with (null while serving is off), to share with another engine.
   std::shared_ptr<const ServingAssets> assets() const;
