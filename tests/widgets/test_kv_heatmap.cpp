@@ -127,9 +127,11 @@ private Q_SLOTS:
     QCOMPARE(w.prefixHitGraph()->data()->at(0)->value, 75.0);
     QCOMPARE(w.passageHitGraph()->dataCount(), 1);
     QCOMPARE(w.subgraphHitGraph()->dataCount(), 0);
-    QVERIFY2(w.poolStatus().contains("16 KV blocks") && w.poolStatus().contains("6 cached prefixes") &&
-                 w.poolStatus().contains("75.0 %"),
+    QVERIFY2(w.poolStatus().contains("16 KV blocks, 8 in use") && w.poolStatus().contains("75.0 %"),
              qPrintable(w.poolStatus()));
+    QVERIFY2(w.legendText().contains("6 cached prefixes") && w.legendText().contains("2 passage blocks") &&
+                 w.legendText().contains("8 free"),
+             qPrintable(w.legendText()));
     QTRY_VERIFY(replots.count() >= 1);  // replots are queued
     QVERIFY(w.longestReplotMs() > 0);
 
@@ -194,7 +196,7 @@ private Q_SLOTS:
     int64_t queried = 0;
     for (int i = 0; i < view.series().sampleCount(); ++i) queried += view.series().sample(i).prefixQueriedTokens;
     QCOMPARE(queried, bridge.stats().prefixQueriedTokens - queriedBefore);
-    QVERIFY(view.poolStatus().contains("cached prefixes"));
+    QVERIFY(view.legendText().contains(QString("%1 cached prefixes").arg(last.count(KvBlockOwner::Prefix))));
   }
 };
 

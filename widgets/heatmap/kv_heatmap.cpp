@@ -97,12 +97,11 @@ KvHeatmap::KvHeatmap(QWidget* parent) : QWidget(parent) {
   bar->addWidget(exportButton);
   layout->addLayout(bar);
 
-  // The owners' colours, as a legend line (the map's colours are categories, not a scale).
-  QStringList swatches;
-  for (rag::KvBlockOwner o : kLegendOrder)
-    swatches << QStringLiteral("<span style='color:%1'>&#9632;</span>&nbsp;%2").arg(ownerColour(o).name(), ownerLabel(o));
-  m_legend = new QLabel(swatches.join(QStringLiteral("&nbsp;&nbsp; ")));
+  // The owners' colours with their block counts, as a legend line (the map's colours are
+  // categories, not a scale).
+  m_legend = new QLabel;
   m_legend->setTextFormat(Qt::RichText);
+  m_legend->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   layout->addWidget(m_legend);
 
   m_plot = new QCustomPlot;
@@ -190,14 +189,21 @@ void KvHeatmap::clear() {
   rebuild();
 }
 
+QString KvHeatmap::legendText() const {
+  const KvHeatSample* s = m_series.latest();
+  QStringList swatches;
+  for (rag::KvBlockOwner o : kLegendOrder) {
+    const QString count = s ? QStringLiteral("%1 ").arg(s->count(o)) : QString();
+    swatches << QStringLiteral("<span style='color:%1'>&#9632;</span>&nbsp;%2%3")
+                    .arg(ownerColour(o).name(), count, ownerLabel(o));
+  }
+  return swatches.join(QStringLiteral("&nbsp;&nbsp; "));
+}
+
 QString KvHeatmap::poolStatus() const {
   const KvHeatSample* s = m_series.latest();
   if (!s) return tr("Waiting for the KV pool's blocks from the engine…");
-  QStringList parts;
-  for (rag::KvBlockOwner o : kLegendOrder)
-    if (s->count(o) > 0 || o == rag::KvBlockOwner::Sequence || o == rag::KvBlockOwner::Free)
-      parts << tr("%1 %2").arg(s->count(o)).arg(ownerLabel(o));
-  QString text = tr("%1 KV blocks: %2").arg(s->blocks()).arg(parts.join(QStringLiteral(", ")));
+  QString text = tr("%1 KV blocks, %2 in use").arg(s->blocks()).arg(s->blocks() - s->count(rag::KvBlockOwner::Free));
   if (s->hostTotal > 0) text += tr(" · host tier %1 / %2").arg(s->hostUsed).arg(s->hostTotal);
   if (s->prefixHitRate >= 0) text += tr(" · prefix hit rate %1 %").arg(s->prefixHitRate * 100, 0, 'f', 1);
   return text;
@@ -210,6 +216,7 @@ void KvHeatmap::rebuild() {
   blocks->setLabel(m_layout == KvHeatSeries::Layout::ByBlock ? tr("KV block") : tr("blocks, stacked by owner"));
   blocks->setTickLabels(m_series.blockCount() > 0);
   m_status->setText(poolStatus());
+  m_legend->setText(legendText());
   m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 

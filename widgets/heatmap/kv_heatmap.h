@@ -48,7 +48,8 @@ public:
   QCPGraph* prefixHitGraph() const { return m_prefixHit; }
   QCPGraph* passageHitGraph() const { return m_passageHit; }
   QCPGraph* subgraphHitGraph() const { return m_subgraphHit; }
-  QString poolStatus() const;  // the line above the plot
+  QString poolStatus() const;  // the line above the plot: blocks, host tier, the last hit rate
+  QString legendText() const;  // the owners' colours with their blocks in the last report (rich text)
   // The longest GUI-thread work since clear(): handling one report (series and map filled), and
   // one replot, in milliseconds.
   double longestSampleMs() const { return m_longestSampleMs; }
