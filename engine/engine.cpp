@@ -182,6 +182,10 @@ std::vector<KvTreeNode> Engine::kvTreeSnapshot() const {
   return out;
 }
 
+std::vector<BlockStoreEntry> Engine::blockStoreEntries() const {
+  return m_impl->scheduler ? m_impl->scheduler->blockStoreEntries() : std::vector<BlockStoreEntry>{};
+}
+
 KvBlockMap Engine::kvBlockMap() const { return m_impl->scheduler ? m_impl->scheduler->kvBlockMap() : KvBlockMap{}; }
 
 std::string_view kvBlockOwnerName(KvBlockOwner owner) {

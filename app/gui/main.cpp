@@ -1,12 +1,13 @@
 // ragraph-workbench: the desktop workbench.
 //   ragraph-workbench [--corpus PATH] [--screenshot FILE.png] [--demo] [--bench-timeline [--spans N]]
-//                     [--bench-kvtree [--nodes N]] [--show TOOL] [--demo-kg] [--demo-kv]
+//                     [--bench-kvtree [--nodes N]] [--show TOOL] [--demo-kg] [--demo-kv] [--demo-blocks]
 // --screenshot renders the window once its pages have loaded (with --demo: once the demo run has
 // finished), saves the PNG and exits; --demo runs a short IRG workload on the default
 // corpus through the editor's graph, so the timeline, heatmap and tables fill; --demo-kg runs the
 // GraphRAG workflow with the knowledge-graph inspector in front, following each request, and
 // prints the longest GUI stall of the run; --demo-kv runs IRG (prompts sharing prefixes) for about
-// eight seconds with the KV heatmap in front and prints its GUI-thread work;
+// eight seconds with the KV heatmap in front and prints its GUI-thread work; --demo-blocks runs
+// the same one-shot questions twice with Block attention on and the Block-attention panel in front;
 // --bench-timeline
 // and --bench-kvtree print the timeline's and the KV-tree inspector's drawing speed as JSON and exit.
 #include <QApplication>
@@ -20,6 +21,7 @@
 
 #include "bridge/gui_stall_meter.h"
 #include "heatmap/kv_heatmap.h"
+#include "panels/block_attention_panel.h"
 #include "main_window.h"
 #include "nodegraph/graph_editor.h"
 #include "overview/overview_page.h"
@@ -54,7 +56,12 @@ int main(int argc, char** argv) {
   QCommandLineOption demoKvOpt("demo-kv",
                                "Run 48 IRG questions (hedra, 6 req/s) with the KV heatmap in front; print the "
                                "longest GUI stall and the heatmap's own GUI-thread work.");
-  parser.addOptions({corpusOpt, shotOpt, demoOpt, benchOpt, spansOpt, kvBenchOpt, nodesOpt, showOpt, demoKgOpt, demoKvOpt});
+  QCommandLineOption demoBlocksOpt("demo-blocks",
+                                   "Run 24 one-shot questions twice (hedra, 6 req/s) with Block attention on and the "
+                                   "Block-attention panel in front; print the longest GUI stall and the panel's own "
+                                   "GUI-thread work.");
+  parser.addOptions({corpusOpt, shotOpt, demoOpt, benchOpt, spansOpt, kvBenchOpt, nodesOpt, showOpt, demoKgOpt, demoKvOpt,
+                     demoBlocksOpt});
   parser.process(app);
 
   // --bench-*: its count option must be a positive number; the result is printed as JSON.
@@ -133,6 +140,51 @@ int main(int argc, char** argv) {
                      });
     QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, &window, [shoot](const QString& why) {
       std::fprintf(stderr, "demo-kg: the engine is not available: %s\n", qPrintable(why));
+      shoot();
+    });
+  } else if (parser.isSet(demoBlocksOpt)) {
+    // The same questions twice: the first run computes the passage blocks, the second reuses them.
+    window.tools()->raise("blockAttentionDock");
+    if (QDockWidget* dock = window.tools()->dock("blockAttentionDock")) {
+      dock->setFloating(true);
+      dock->resize(1100, 720);
+    }
+    auto runs = std::make_shared<int>(0);
+    auto startRun = [&window] {
+      window.editor()->loadTemplate(rag::Workflow::OneShot);
+      window.runPanel()->configure("oneshot", "hedra", 6.0, 24);
+      window.runPanel()->setKvSwitches(/*prefixCache=*/true, /*blockAttention=*/true);
+      window.runPanel()->setEditorGraph(window.editor()->model()->graph(), /*select=*/true);
+      window.runPanel()->start();  // the first start reloads the engine with Block attention
+    };
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, &window, [startRun] {
+      static bool started = false;
+      if (started) return;
+      started = true;
+      startRun();
+    });
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window,
+                     [&window, shotFile, runs, startRun](qint64 id, const rag::RunMetrics& m) {
+                       std::printf("demo-blocks run %lld (oneshot, block attention): %lld/%lld answered, %d "
+                                   "generations in the panel, longest GUI stall %.1f ms (GUI thread working %.1f ms "
+                                   "of it); the panel's longest GUI-thread work: %.1f ms per request, %.1f ms per "
+                                   "store refresh\n",
+                                   static_cast<long long>(id), static_cast<long long>(m.completed),
+                                   static_cast<long long>(m.requests), window.blockAttention()->requests()->rowCount(),
+                                   window.stallMeter()->maxStallMs(), window.stallMeter()->maxStallBusyMs(),
+                                   window.blockAttention()->longestRecordMs(), window.blockAttention()->longestRefreshMs());
+                       std::fflush(stdout);
+                       if (++*runs < 2) return QTimer::singleShot(0, &window, startRun);
+                       QTimer::singleShot(1200, &window, [&window, shotFile] {  // a store refresh after the run
+                         if (shotFile.isEmpty()) return QApplication::exit(0);
+                         bool ok = window.blockAttention()->grab().save(shotFile);
+                         std::fprintf(ok ? stdout : stderr, ok ? "saved %s\n" : "error: cannot write %s\n",
+                                      qPrintable(shotFile));
+                         QApplication::exit(ok ? 0 : 1);
+                       });
+                     });
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, &window, [shoot](const QString& why) {
+      std::fprintf(stderr, "demo-blocks: the engine is not available: %s\n", qPrintable(why));
       shoot();
     });
   } else if (parser.isSet(demoKvOpt)) {

@@ -17,6 +17,7 @@
 #include "bridge/gui_stall_meter.h"
 #include "heatmap/cluster_heatmap.h"
 #include "heatmap/kv_heatmap.h"
+#include "panels/block_attention_panel.h"
 #include "history/run_history_panel.h"
 #include "inspectors/kg_inspector.h"
 #include "inspectors/kv_tree_inspector.h"
@@ -143,6 +144,7 @@ void MainWindow::buildDocks() {
   m_history = new RunHistoryPanel;
   m_overview = new OverviewPage;
   m_kvTree = new KvTreeInspector(&m_bridge);
+  m_blocks = new BlockAttentionPanel(&m_bridge);
   m_kg = new KgInspector(&m_bridge);
   m_kg->setCorpus(m_corpus);
 
@@ -157,6 +159,7 @@ void MainWindow::buildDocks() {
   addTool("overviewDock", tr("Corpus"), m_overview, P::tabbedWith("historyDock"));
   addTool("kvTreeDock", tr("KV tree"), m_kvTree, P::tabbedWith("heatmapDock"));
   addTool("kgDock", tr("Knowledge graph"), m_kg, P::tabbedWith("kvTreeDock"));
+  addTool("blockAttentionDock", tr("Block attention"), m_blocks, P::tabbedWith("kgDock"));
   m_tools->raise("runDock");
   m_tools->raise("heatmapDock");
   resizeDocks({m_tools->dock("timelineDock"), m_tools->dock("heatmapDock"), m_tools->dock("kvHeatDock")},

@@ -18,6 +18,7 @@ class GraphEditor;
 class LaneModel;
 class TimelineView;
 class ClusterHeatmap;
+class BlockAttentionPanel;
 class KvHeatmap;
 class RunPanel;
 class RunHistoryPanel;
@@ -40,6 +41,7 @@ public:
   LaneModel* lanes() { return m_lanes; }
   ClusterHeatmap* heatmap() { return m_heatmap; }
   KvHeatmap* kvHeatmap() { return m_kvHeat; }
+  BlockAttentionPanel* blockAttention() { return m_blocks; }
   RunHistoryPanel* history() { return m_history; }
   KvTreeInspector* kvTree() { return m_kvTree; }
   KgInspector* knowledgeGraph() { return m_kg; }
@@ -67,6 +69,7 @@ private:
   TimelineView* m_timeline;
   ClusterHeatmap* m_heatmap;
   KvHeatmap* m_kvHeat;
+  BlockAttentionPanel* m_blocks = nullptr;
   RunPanel* m_runPanel;
   RunHistoryPanel* m_history;
   KvTreeInspector* m_kvTree = nullptr;

@@ -55,6 +55,12 @@ std::vector<uint8_t> GenerationWorker::kvBlockOwners() const {
   return m_kvBlocks;
 }
 
+std::vector<memory::BlockStoreRecordInfo> GenerationWorker::blockStoreRecords() const {
+  m_storeAskedNs.store(nowNs(), std::memory_order_relaxed);
+  std::lock_guard lock(m_memoryMutex);
+  return m_storeRecords;
+}
+
 std::vector<memory::PrefixNodeInfo> GenerationWorker::kvTree() const {
   m_kvTreeAskedNs.store(nowNs(), std::memory_order_relaxed);
   std::lock_guard lock(m_memoryMutex);
@@ -114,12 +120,13 @@ void GenerationWorker::admitBuilt(std::vector<GenerationUpdate>& out) {
       if (!id && id.status().code() == StatusCode::Busy && m_runner->hasWork()) return false;
     }
     const int64_t hits = m_segments->hitTokens(b.ticket);
+    std::vector<SegmentKvUse> uses = m_segments->uses(b.ticket);
     m_segments->finish(b.ticket);  // the sequence holds its own copies (or references) now
     if (!id) {
       postError(b.job, b.epoch, id.status(), out);
       return true;
     }
-    m_live.push_back({*id, Live{b.job.key, b.job.requestId, b.job.speculative, b.epoch, 0, {}, hits}});
+    m_live.push_back({*id, Live{b.job.key, b.job.requestId, b.job.speculative, b.epoch, 0, {}, hits, std::move(uses)}});
     return true;
   });
 }
@@ -232,6 +239,7 @@ void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
     u.newTokens = static_cast<int32_t>(e.tokens.size());
     u.promptCachedTokens = e.promptCachedTokens >= 0 && it->second.segmentHitTokens >= 0 ? it->second.segmentHitTokens
                                                                                      : e.promptCachedTokens;
+    if (e.promptCachedTokens >= 0) u.segments = std::move(it->second.segments);
     it->second.generated += u.newTokens;
     it->second.text += u.text;
     if (e.finished) {
@@ -272,6 +280,11 @@ bool GenerationWorker::kvBlocksDue(uint64_t now) const {
   return asked != 0 && now - m_kvBlocksAtNs >= kKvBlocksPeriodNs && now - asked < 1'000'000'000;
 }
 
+bool GenerationWorker::storeDue(uint64_t now) const {
+  const uint64_t asked = m_storeAskedNs.load(std::memory_order_relaxed);
+  return m_params.blockStore && asked != 0 && now - m_storeAtNs >= kStorePeriodNs && now - asked < 1'000'000'000;
+}
+
 void GenerationWorker::refreshMemoryStats() {
   MemoryStats mem;
   mem.pool = m_runner->kvStats();
@@ -302,10 +315,17 @@ void GenerationWorker::refreshMemoryStats() {
     mapKvBlocks(m_runner->kvPool(), m_runner->prefixCache(), owners);
     m_kvBlocksAtNs = now;
   }
+  std::vector<memory::BlockStoreRecordInfo> records;
+  const bool takeStore = storeDue(now);
+  if (takeStore) {
+    records = m_params.blockStore->records();
+    m_storeAtNs = now;
+  }
   std::lock_guard lock(m_memoryMutex);
   m_memory = mem;
   if (takeTree) m_kvTree = std::move(tree);
   if (takeBlocks) m_kvBlocks = std::move(owners);
+  if (takeStore) m_storeRecords = std::move(records);
 }
 
 void GenerationWorker::loop() {
@@ -322,7 +342,7 @@ void GenerationWorker::loop() {
     flush();
     if (!m_runner->hasWork()) {
       const uint64_t now = nowNs();  // an inspector or heatmap opened after the last step
-      if (kvTreeDue(now) || kvBlocksDue(now)) refreshMemoryStats();
+      if (kvTreeDue(now) || kvBlocksDue(now) || storeDue(now)) refreshMemoryStats();
       continue;
     }
     if (m_params.pacing != GenerationPacing::Turns) {

@@ -186,6 +186,14 @@ KvBlockMap Scheduler::kvBlockMap() const {
   return map;
 }
 
+std::vector<BlockStoreEntry> Scheduler::blockStoreEntries() const {
+  std::vector<BlockStoreEntry> out;
+  if (!m_gen) return out;
+  for (const memory::BlockStoreRecordInfo& r : m_gen->worker().blockStoreRecords())
+    out.push_back({.passageId = r.passageId, .tokens = r.tokens, .bytes = r.bytes, .hits = r.hits, .saved = !r.pending});
+  return out;
+}
+
 ServingStats Scheduler::stats() const {
   ServingStats s;
   s.liveRequests = m_live.load();
@@ -385,6 +393,7 @@ void Scheduler::finishNode(Req& r, NodeOutput output, bool speculative) {
   t.promptTokens = output.promptTokens;
   t.cachedPromptTokens = output.cachedPromptTokens;
   t.attention = output.attention;
+  t.segments = output.segments;
   t.knowledge = output.knowledge;
   r.result.stages.push_back(t);
   traceNode(r, node->kind == NodeKind::Generation ? TraceStage::Decode : TraceStage::RetrievalStep, r.nodeBeginNs,

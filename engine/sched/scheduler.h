@@ -68,6 +68,7 @@ public:
   ServingStats stats() const;
   std::vector<memory::PrefixNodeInfo> kvTree() const;  // GenerationWorker::kvTree
   KvBlockMap kvBlockMap() const;                       // GenerationWorker::kvBlockOwners and the host tier
+  std::vector<BlockStoreEntry> blockStoreEntries() const;  // GenerationWorker::blockStoreRecords
   ClusterHeat clusterHeat() const;
 
 private:

@@ -44,6 +44,7 @@ struct NodeOutput {
   int64_t promptTokens = 0;                   // generation: the prompt, and the part of it the
   int64_t cachedPromptTokens = 0;             // prefix cache supplied
   std::string attention = {};                 // generation: StageTiming::attention
+  std::vector<SegmentKvUse> segments = {};    // generation: StageTiming::segments
   std::shared_ptr<const KnowledgeUse> knowledge = {};  // knowledge: StageTiming::knowledge
 };
 

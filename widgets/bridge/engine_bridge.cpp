@@ -140,6 +140,10 @@ void EngineBridge::startEngine(const EngineConfig& config) {
   });
 }
 
+std::vector<rag::BlockStoreEntry> EngineBridge::blockStoreEntries() const {
+  return m_engine ? m_engine->blockStoreEntries() : std::vector<rag::BlockStoreEntry>{};
+}
+
 rag::ServingStats EngineBridge::stats() const { return m_engine ? m_engine->servingStats() : rag::ServingStats{}; }
 
 std::vector<rag::TraceEvent> EngineBridge::runTrace() const {

@@ -78,6 +78,9 @@ public:
   bool running() const { return m_running.load(); }
 
   rag::ServingStats stats() const;
+  // Block-Attention's block store (rag::Engine::blockStoreEntries: a copy of the worker's last
+  // list, cheap); empty without an engine or a block store.
+  std::vector<rag::BlockStoreEntry> blockStoreEntries() const;
   // Asks for the prefix KV tree, taken and decoded off the GUI thread; answered by kvTree (not
   // when no engine is loaded, and at most one request in flight).
   void requestKvTree();

@@ -234,6 +234,15 @@ struct KvBlockMap {
   }
 };
 
+// One passage block in Block-Attention's block store (the disk tier of passage KV).
+struct BlockStoreEntry {
+  int64_t passageId = -1;
+  int64_t tokens = 0;
+  int64_t bytes = 0;     // its record on disk
+  int64_t hits = 0;      // times a prompt found it there since the engine started
+  bool saved = false;    // in the file (false: computed this session, written when serving stops)
+};
+
 // ---- the engine ------------------------------------------------------------------------------
 
 // The loaded model, tokenizer, embedder and passage index (opaque): loaded once and shared by
@@ -293,6 +302,10 @@ public:
   // at most every 100 ms while this is being called (the first call after a pause may be empty
   // or old). Empty while serving is off.
   KvBlockMap kvBlockMap() const;
+  // Block-Attention's block store, most recently used first, copied from a list the generation
+  // worker takes at most every 500 ms while this is being called (the first call after a pause
+  // may be empty or old). Empty without a block store (blockAttention off, or blockStoreBytes 0).
+  std::vector<BlockStoreEntry> blockStoreEntries() const;
   bool serving() const;
   // What this engine serves with (null while serving is off), to share with another engine.
   std::shared_ptr<const ServingAssets> assets() const;
