@@ -14,6 +14,7 @@
 #include <QCommandLineParser>
 #include <QDockWidget>
 #include <QJsonDocument>
+#include <QTableView>
 #include <QTimer>
 #include <cstdio>
 #include <iterator>
@@ -177,6 +178,11 @@ int main(int argc, char** argv) {
                        if (++*runs < 2) return QTimer::singleShot(0, &window, startRun);
                        QTimer::singleShot(1200, &window, [&window, shotFile] {  // a store refresh after the run
                          if (shotFile.isEmpty()) return QApplication::exit(0);
+                         // Where the second run starts: the first run's last rows above it.
+                         ragwb::BlockAttentionPanel* panel = window.blockAttention();
+                         const int second = panel->requests()->rowCount() / 2;
+                         panel->requestView()->scrollTo(panel->requests()->index(std::max(0, second - 8), 0),
+                                                        QAbstractItemView::PositionAtTop);
                          bool ok = window.blockAttention()->grab().save(shotFile);
                          std::fprintf(ok ? stdout : stderr, ok ? "saved %s\n" : "error: cannot write %s\n",
                                       qPrintable(shotFile));

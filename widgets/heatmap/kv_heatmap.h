@@ -50,8 +50,8 @@ public:
   QCPGraph* subgraphHitGraph() const { return m_subgraphHit; }
   QString poolStatus() const;  // the line above the plot: blocks, host tier, the last hit rate
   QString legendText() const;  // the owners' colours with their blocks in the last report (rich text)
-  // The longest GUI-thread work since clear(): handling one report (series and map filled), and
-  // one replot, in milliseconds.
+  // The longest GUI-thread work since clear(): handling one report (series and map filled; the
+  // thread's CPU time), and one replot (QCustomPlot's replotTime, wall clock), in milliseconds.
   double longestSampleMs() const { return m_longestSampleMs; }
   double longestReplotMs() const { return m_longestReplotMs; }
 

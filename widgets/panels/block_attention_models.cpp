@@ -80,7 +80,7 @@ QVariant BlockRequestModel::headerData(int section, Qt::Orientation o, int role)
     case Cached: return tr("Cached");
     case Reencoded: return tr("Re-encoded");
     case Computed: return tr("Computed");
-    case Stored: return tr("From disk");
+    case Stored: return tr("From store");
     case Strip: return tr("Blocks in prompt order");
     default: return {};
   }

@@ -45,7 +45,8 @@ public:
   BlockStoreModel* store() { return &m_store; }
   QTableView* requestView() const { return m_requestView; }
   QString statusText() const;
-  // The longest GUI-thread work since construction: one finished request, one store refresh (ms).
+  // The longest GUI-thread work since construction, in the thread's CPU time (ms): one finished
+  // request (its rows added), one store refresh.
   double longestRecordMs() const { return m_longestRecordMs; }
   double longestRefreshMs() const { return m_longestRefreshMs; }
 
