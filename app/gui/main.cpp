@@ -1,6 +1,7 @@
 // ragraph-workbench: the desktop workbench.
 //   ragraph-workbench [--corpus PATH] [--screenshot FILE.png] [--demo] [--bench-timeline [--spans N]]
 //                     [--bench-kvtree [--nodes N]] [--show TOOL] [--demo-kg] [--demo-kv] [--demo-blocks]
+//                     [--demo-dep]
 // --screenshot renders the window once its pages have loaded (with --demo: once the demo run has
 // finished), saves the PNG and exits; --demo runs a short IRG workload on the default
 // corpus through the editor's graph, so the timeline, heatmap and tables fill; --demo-kg runs the
@@ -8,6 +9,7 @@
 // prints the longest GUI stall of the run; --demo-kv runs IRG (prompts sharing prefixes) for about
 // eight seconds with the KV heatmap in front and prints its GUI-thread work; --demo-blocks runs
 // the same one-shot questions twice with Block attention on and the Block-attention panel in front;
+// --demo-dep runs GraphRAG under each eviction policy (LACR at α 0.2) with the DepCache panel in front;
 // --bench-timeline
 // and --bench-kvtree print the timeline's and the KV-tree inspector's drawing speed as JSON and exit.
 #include <QApplication>
@@ -23,6 +25,7 @@
 #include "bridge/gui_stall_meter.h"
 #include "heatmap/kv_heatmap.h"
 #include "panels/block_attention_panel.h"
+#include "panels/dep_cache_panel.h"
 #include "main_window.h"
 #include "nodegraph/graph_editor.h"
 #include "overview/overview_page.h"
@@ -61,8 +64,12 @@ int main(int argc, char** argv) {
                                    "Run 24 one-shot questions twice (hedra, 6 req/s) with Block attention on and the "
                                    "Block-attention panel in front; print the longest GUI stall and the panel's own "
                                    "GUI-thread work.");
+  QCommandLineOption demoDepOpt("demo-dep",
+                                "Run 32 GraphRAG questions (hedra, 8 req/s) under each eviction policy (lru, lfu, "
+                                "pgdsf, lacr at alpha 0.2) with the DepCache panel in front; print each run's subgraph "
+                                "hit rate, the longest GUI stall and the panel's own GUI-thread work.");
   parser.addOptions({corpusOpt, shotOpt, demoOpt, benchOpt, spansOpt, kvBenchOpt, nodesOpt, showOpt, demoKgOpt, demoKvOpt,
-                     demoBlocksOpt});
+                     demoBlocksOpt, demoDepOpt});
   parser.process(app);
 
   // --bench-*: its count option must be a positive number; the result is printed as JSON.
@@ -141,6 +148,54 @@ int main(int argc, char** argv) {
                      });
     QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, &window, [shoot](const QString& why) {
       std::fprintf(stderr, "demo-kg: the engine is not available: %s\n", qPrintable(why));
+      shoot();
+    });
+  } else if (parser.isSet(demoDepOpt)) {
+    window.tools()->raise("depCacheDock");
+    if (QDockWidget* dock = window.tools()->dock("depCacheDock")) {
+      dock->setFloating(true);
+      dock->resize(1000, 640);
+    }
+    static const char* const kPolicies[] = {"lru", "lfu", "pgdsf", "lacr"};
+    auto next = std::make_shared<size_t>(0);
+    auto startRun = [&window, next] {
+      window.editor()->loadTemplate(rag::Workflow::GraphRag);
+      window.runPanel()->configure("graphrag", "hedra", 8.0, 32);
+      window.runPanel()->setEviction(kPolicies[*next], 0.2);
+      window.runPanel()->setEditorGraph(window.editor()->model()->graph(), /*select=*/true);
+      window.runPanel()->start();  // reloads the engine under the next policy
+    };
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, &window, [startRun] {
+      static bool started = false;
+      if (started) return;
+      started = true;
+      startRun();
+    });
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window,
+                     [&window, shotFile, next, startRun](qint64 id, const rag::RunMetrics& m) {
+                       ragwb::DepCachePolicyModel* p = window.depCache()->policies();
+                       const int row = p->rowOf(ragwb::DepCachePanel::policyLabel(window.bridge()->config()));
+                       const ragwb::CacheCounters c = p->totals(row);
+                       std::printf("demo-dep run %lld (graphrag, %s): %lld/%lld answered, subgraph hit rate %.1f %% "
+                                   "(%lld of %lld tokens), longest GUI stall %.1f ms (GUI thread working %.1f ms of "
+                                   "it); the panel's longest GUI-thread work: %.1f ms per stats report\n",
+                                   static_cast<long long>(id), kPolicies[*next], static_cast<long long>(m.completed),
+                                   static_cast<long long>(m.requests), std::max(0.0, c.subgraphHitRate()) * 100,
+                                   static_cast<long long>(c.subgraphHits), static_cast<long long>(c.subgraphTokens),
+                                   window.stallMeter()->maxStallMs(), window.stallMeter()->maxStallBusyMs(),
+                                   window.depCache()->longestReportMs());
+                       std::fflush(stdout);
+                       if (++*next < std::size(kPolicies)) return QTimer::singleShot(0, &window, startRun);
+                       QTimer::singleShot(600, &window, [&window, shotFile] {
+                         if (shotFile.isEmpty()) return QApplication::exit(0);
+                         bool ok = window.depCache()->grab().save(shotFile);
+                         std::fprintf(ok ? stdout : stderr, ok ? "saved %s\n" : "error: cannot write %s\n",
+                                      qPrintable(shotFile));
+                         QApplication::exit(ok ? 0 : 1);
+                       });
+                     });
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, &window, [shoot](const QString& why) {
+      std::fprintf(stderr, "demo-dep: the engine is not available: %s\n", qPrintable(why));
       shoot();
     });
   } else if (parser.isSet(demoBlocksOpt)) {

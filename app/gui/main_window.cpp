@@ -18,6 +18,7 @@
 #include "heatmap/cluster_heatmap.h"
 #include "heatmap/kv_heatmap.h"
 #include "panels/block_attention_panel.h"
+#include "panels/dep_cache_panel.h"
 #include "history/run_history_panel.h"
 #include "inspectors/kg_inspector.h"
 #include "inspectors/kv_tree_inspector.h"
@@ -145,6 +146,7 @@ void MainWindow::buildDocks() {
   m_overview = new OverviewPage;
   m_kvTree = new KvTreeInspector(&m_bridge);
   m_blocks = new BlockAttentionPanel(&m_bridge);
+  m_depCache = new DepCachePanel(&m_bridge);
   m_kg = new KgInspector(&m_bridge);
   m_kg->setCorpus(m_corpus);
 
@@ -160,6 +162,7 @@ void MainWindow::buildDocks() {
   addTool("kvTreeDock", tr("KV tree"), m_kvTree, P::tabbedWith("heatmapDock"));
   addTool("kgDock", tr("Knowledge graph"), m_kg, P::tabbedWith("kvTreeDock"));
   addTool("blockAttentionDock", tr("Block attention"), m_blocks, P::tabbedWith("kgDock"));
+  addTool("depCacheDock", tr("DepCache"), m_depCache, P::tabbedWith("blockAttentionDock"));
   m_tools->raise("runDock");
   m_tools->raise("heatmapDock");
   resizeDocks({m_tools->dock("timelineDock"), m_tools->dock("heatmapDock"), m_tools->dock("kvHeatDock")},

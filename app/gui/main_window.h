@@ -19,6 +19,7 @@ class LaneModel;
 class TimelineView;
 class ClusterHeatmap;
 class BlockAttentionPanel;
+class DepCachePanel;
 class KvHeatmap;
 class RunPanel;
 class RunHistoryPanel;
@@ -42,6 +43,7 @@ public:
   ClusterHeatmap* heatmap() { return m_heatmap; }
   KvHeatmap* kvHeatmap() { return m_kvHeat; }
   BlockAttentionPanel* blockAttention() { return m_blocks; }
+  DepCachePanel* depCache() { return m_depCache; }
   RunHistoryPanel* history() { return m_history; }
   KvTreeInspector* kvTree() { return m_kvTree; }
   KgInspector* knowledgeGraph() { return m_kg; }
@@ -70,6 +72,7 @@ private:
   ClusterHeatmap* m_heatmap;
   KvHeatmap* m_kvHeat;
   BlockAttentionPanel* m_blocks = nullptr;
+  DepCachePanel* m_depCache = nullptr;
   RunPanel* m_runPanel;
   RunHistoryPanel* m_history;
   KvTreeInspector* m_kvTree = nullptr;

@@ -49,6 +49,7 @@ Result<std::unique_ptr<GenerationExecutor>> GenerationExecutor::create(const Ser
   rp.kvBudgetBytes = params.kvBudgetBytes;
   rp.prefixCache = params.prefixCache;
   rp.evictionPolicy = params.evictionPolicy;
+  rp.lacrAlpha = params.lacrAlpha;
   rp.hostKvBytes = params.hostKvBytes;
   rp.ring = ring;
   RAG_ASSIGN_OR_RETURN(std::unique_ptr<model::ModelRunner> runner,

@@ -109,6 +109,8 @@ void EngineBridge::startEngine(const EngineConfig& config) {
   p.serving.nprobe = m_config.nprobe;
   p.serving.prefixCache = m_config.prefixCache;
   p.serving.blockAttention = m_config.blockAttention;
+  p.serving.evictionPolicy = m_config.evictionPolicy;
+  p.serving.lacrAlpha = m_config.lacrAlpha;
   QPointer<EngineBridge> self(this);
   p.onEvent = [self](const rag::RequestEvent& e) {
     if (e.kind == rag::RequestEvent::Kind::Tokens) return;  // per-token traffic stays off the GUI queue

@@ -44,6 +44,10 @@ struct EngineConfig {
   // Block-Attention (rag::ServingParams::blockAttention); with no modelDir given, the shipped
   // block-fine-tuned model datasets/models/rag-llama-block is served when it exists.
   bool blockAttention = false;
+  // The prefix cache's eviction policy (rag::ServingParams::evictionPolicy: lru, lfu, pgdsf or
+  // lacr) and LACR's α (in [0, 1]; another value fails the engine's load with a message).
+  std::string evictionPolicy = "lru";
+  double lacrAlpha = 0.2;
 };
 
 struct RunQuestion {

@@ -103,6 +103,7 @@ struct ServingParams {
   // prefix an earlier prompt computed, and prefills only the rest. Answers do not change.
   bool prefixCache = true;
   std::string evictionPolicy = "lru";  // lru | lfu | pgdsf | lacr
+  double lacrAlpha = 0.2;              // LACR's weight of look-ahead accesses, in [0, 1]
   int64_t hostKvBytes = 0;             // host tier that evicted prefixes move to; 0: none
   // How a generation prompt reads a knowledge node's subgraphs (DepCache). Dependency: as prefix
   // trees of their paths under the ancestor mask (model/dep_prompt.h); with prefixCache each
