@@ -86,7 +86,9 @@ QVariant DepCachePolicyModel::data(const QModelIndex& index, int role) const {
   if (role == Qt::ToolTipRole && index.column() == SubgraphHitRate)
     return tr("%1 of %2 subgraph tokens found in the cache").arg(t.subgraphHits).arg(t.subgraphTokens);
   if (role == Qt::ToolTipRole && index.column() == PromptHitRate)
-    return tr("%1 of %2 prompt tokens found in the cache").arg(t.promptHits).arg(t.promptTokens);
+    return tr("%1 of %2 tokens looked up in the prefix cache (prompts and segments) found there")
+        .arg(t.promptHits)
+        .arg(t.promptTokens);
   if (role == Qt::TextAlignmentRole && index.column() != Policy) return QVariant(Qt::AlignRight | Qt::AlignVCenter);
   return {};
 }
@@ -98,8 +100,8 @@ QVariant DepCachePolicyModel::headerData(int section, Qt::Orientation o, int rol
     case Runs: return tr("Runs");
     case SubgraphTokens: return tr("Subgraph tokens");
     case SubgraphHitRate: return tr("Subgraph hit rate");
-    case PromptTokens: return tr("Prompt tokens");
-    case PromptHitRate: return tr("Prompt hit rate");
+    case PromptTokens: return tr("All tokens looked up");
+    case PromptHitRate: return tr("All hit rate");
     default: return {};
   }
 }
@@ -149,6 +151,7 @@ DepCachePanel::DepCachePanel(EngineBridge* bridge, QWidget* parent) : QWidget(pa
   table->setModel(&m_model);
   table->verticalHeader()->hide();
   table->horizontalHeader()->setStretchLastSection(true);
+  table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);  // a few rows
   split->addWidget(m_plot);
   split->addWidget(table);
   split->setStretchFactor(0, 3);

@@ -2,7 +2,8 @@
 // top names the policy and LACR's α the engine serves with (set in the Run panel); the plot draws
 // each policy's live subgraph hit rate through its latest run (tokens of knowledge subgraphs the
 // cache found, of those looked up since the run started), one line per policy, so runs under
-// different policies compare over the same seconds; the table sums every run per policy.
+// different policies compare over the same seconds; the table sums every run per policy, with the
+// hit rate of every lookup in the prefix cache (prompts and segments) beside the subgraphs'.
 //
 //   auto* panel = new DepCachePanel(&bridge);  // follows runStarted, the stats reports, runFinished
 //
@@ -29,7 +30,7 @@ struct EngineConfig;
 // Token counters of one run (differences of rag::ServingStats' cumulative counters).
 struct CacheCounters {
   int64_t subgraphTokens = 0, subgraphHits = 0;  // DepCache's subgraphs looked up / found
-  int64_t promptTokens = 0, promptHits = 0;      // prompts offered to the prefix cache / found
+  int64_t promptTokens = 0, promptHits = 0;      // every token looked up in the prefix cache (prompts and segments) / found
   static CacheCounters between(const rag::ServingStats& from, const rag::ServingStats& to);
   double subgraphHitRate() const { return subgraphTokens > 0 ? double(subgraphHits) / double(subgraphTokens) : -1; }
   double promptHitRate() const { return promptTokens > 0 ? double(promptHits) / double(promptTokens) : -1; }
