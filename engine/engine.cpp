@@ -182,6 +182,23 @@ std::vector<KvTreeNode> Engine::kvTreeSnapshot() const {
   return out;
 }
 
+std::vector<BlockStoreEntry> Engine::blockStoreEntries() const {
+  return m_impl->scheduler ? m_impl->scheduler->blockStoreEntries() : std::vector<BlockStoreEntry>{};
+}
+
+KvBlockMap Engine::kvBlockMap() const { return m_impl->scheduler ? m_impl->scheduler->kvBlockMap() : KvBlockMap{}; }
+
+std::string_view kvBlockOwnerName(KvBlockOwner owner) {
+  switch (owner) {
+    case KvBlockOwner::Free: return "free";
+    case KvBlockOwner::Sequence: return "sequence";
+    case KvBlockOwner::Prefix: return "prefix";
+    case KvBlockOwner::Subgraph: return "subgraph";
+    case KvBlockOwner::Passage: return "passage";
+  }
+  return "free";
+}
+
 size_t Engine::drainTrace(std::vector<TraceEvent>& out) { return m_impl->ring.drain(out); }
 std::vector<TraceLane> Engine::traceLanes() const { return m_impl->ring.lanes(); }
 uint64_t Engine::droppedTraceEvents() const { return m_impl->ring.dropped(); }

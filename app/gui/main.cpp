@@ -1,24 +1,37 @@
 // ragraph-workbench: the desktop workbench.
 //   ragraph-workbench [--corpus PATH] [--screenshot FILE.png] [--demo] [--bench-timeline [--spans N]]
-//                     [--bench-kvtree [--nodes N]] [--show TOOL]
+//                     [--bench-kvtree [--nodes N]] [--show TOOL] [--demo-kg] [--demo-kv] [--demo-blocks]
+//                     [--demo-dep]
 // --screenshot renders the window once its pages have loaded (with --demo: once the demo run has
 // finished), saves the PNG and exits; --demo runs a short IRG workload on the default
-// corpus through the editor's graph, so the timeline, heatmap and tables fill; --bench-timeline
+// corpus through the editor's graph, so the timeline, heatmap and tables fill; --demo-kg runs the
+// GraphRAG workflow with the knowledge-graph inspector in front, following each request, and
+// prints the longest GUI stall of the run; --demo-kv runs IRG (prompts sharing prefixes) for about
+// eight seconds with the KV heatmap in front and prints its GUI-thread work; --demo-blocks runs
+// the same one-shot questions twice with Block attention on and the Block-attention panel in front;
+// --demo-dep runs GraphRAG twice under each eviction policy (LACR at α 0.2) with the DepCache panel in front;
+// --bench-timeline
 // and --bench-kvtree print the timeline's and the KV-tree inspector's drawing speed as JSON and exit.
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QDockWidget>
 #include <QJsonDocument>
+#include <QTableView>
 #include <QTimer>
 #include <cstdio>
 #include <iterator>
 #include <memory>
 
 #include "bridge/gui_stall_meter.h"
+#include "heatmap/kv_heatmap.h"
+#include "panels/block_attention_panel.h"
+#include "panels/dep_cache_panel.h"
 #include "main_window.h"
 #include "nodegraph/graph_editor.h"
 #include "overview/overview_page.h"
 #include "rag/corpus.h"
 #include "run/run_panel.h"
+#include "inspectors/kg_inspector.h"
 #include "inspectors/kv_tree_bench.h"
 #include "timeline/timeline_bench.h"
 #include "tools/tool_registry.h"
@@ -41,7 +54,23 @@ int main(int argc, char** argv) {
   QCommandLineOption kvBenchOpt("bench-kvtree", "Print the KV-tree inspector's frames per second as JSON and exit.");
   QCommandLineOption nodesOpt("nodes", "Nodes for --bench-kvtree (default 20000).", "N", "20000");
   QCommandLineOption showOpt("show", "Bring the tool TOOL to the front (its dock id, e.g. kvTreeDock).", "TOOL");
-  parser.addOptions({corpusOpt, shotOpt, demoOpt, benchOpt, spansOpt, kvBenchOpt, nodesOpt, showOpt});
+  QCommandLineOption demoKgOpt("demo-kg",
+                               "Run 16 GraphRAG questions (hedra) with the knowledge-graph inspector in front "
+                               "following each request; print the longest GUI stall.");
+  QCommandLineOption demoKvOpt("demo-kv",
+                               "Run 48 IRG questions (hedra, 6 req/s) with the KV heatmap in front; print the "
+                               "longest GUI stall and the heatmap's own GUI-thread work.");
+  QCommandLineOption demoBlocksOpt("demo-blocks",
+                                   "Run 24 one-shot questions twice (hedra, 6 req/s) with Block attention on and the "
+                                   "Block-attention panel in front; print the longest GUI stall and the panel's own "
+                                   "GUI-thread work.");
+  QCommandLineOption demoDepOpt("demo-dep",
+                                "Run the same 32 GraphRAG questions (hedra, 8 req/s) twice under each eviction policy "
+                                "(lru, lfu, pgdsf, lacr at alpha 0.2) with the DepCache panel in front; print each "
+                                "policy's subgraph hit rate so far, the longest GUI stall and the panel's own "
+                                "GUI-thread work.");
+  parser.addOptions({corpusOpt, shotOpt, demoOpt, benchOpt, spansOpt, kvBenchOpt, nodesOpt, showOpt, demoKgOpt, demoKvOpt,
+                     demoBlocksOpt, demoDepOpt});
   parser.process(app);
 
   // --bench-*: its count option must be a positive number; the result is printed as JSON.
@@ -79,7 +108,188 @@ int main(int argc, char** argv) {
       QApplication::exit(ok ? 0 : 1);
     });
   };
-  if (parser.isSet(demoOpt)) {
+  if (parser.isSet(demoKgOpt)) {
+    // The inspector floats at a size where a subgraph reads; --screenshot saves it alone.
+    window.tools()->raise("kgDock");
+    if (QDockWidget* dock = window.tools()->dock("kgDock")) {
+      dock->setFloating(true);
+      dock->resize(1400, 860);
+    }
+    auto shootKg = [&window, shotFile] {
+      QTimer::singleShot(400, &window, [&window, shotFile] {
+        bool ok = window.knowledgeGraph()->grab().save(shotFile);
+        std::fprintf(ok ? stdout : stderr, ok ? "saved %s\n" : "error: cannot write %s\n", qPrintable(shotFile));
+        QApplication::exit(ok ? 0 : 1);
+      });
+    };
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, &window, [&window] {
+      static bool started = false;
+      if (started) return;
+      started = true;
+      window.editor()->loadTemplate(rag::Workflow::GraphRag);
+      window.runPanel()->configure("graphrag", "hedra", 6.0, 16);
+      window.runPanel()->setEditorGraph(window.editor()->model()->graph(), /*select=*/true);
+      window.runPanel()->start();
+    });
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window,
+                     [&window, shootKg, shotFile](qint64 id, const rag::RunMetrics& m) {
+                       std::printf("demo-kg run %lld (graphrag): %lld/%lld answered, %d requests in the knowledge-graph "
+                                   "inspector, longest GUI stall %.1f ms (GUI thread working %.1f ms of it); the "
+                                   "inspector's longest GUI-thread work: %.1f ms per request, %.1f ms per drawing\n",
+                                   static_cast<long long>(id), static_cast<long long>(m.completed),
+                                   static_cast<long long>(m.requests), window.knowledgeGraph()->requests()->requestCount(),
+                                   window.stallMeter()->maxStallMs(), window.stallMeter()->maxStallBusyMs(),
+                                   window.knowledgeGraph()->longestRequestMs(), window.knowledgeGraph()->longestApplyMs());
+                       std::fflush(stdout);
+                       // The last request's layout lands first; without --screenshot the demo ends here.
+                       QTimer::singleShot(1500, &window, [shootKg, shotFile] {
+                         if (shotFile.isEmpty()) QApplication::exit(0);
+                         else shootKg();
+                       });
+                     });
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, &window, [shoot](const QString& why) {
+      std::fprintf(stderr, "demo-kg: the engine is not available: %s\n", qPrintable(why));
+      shoot();
+    });
+  } else if (parser.isSet(demoDepOpt)) {
+    window.tools()->raise("depCacheDock");
+    if (QDockWidget* dock = window.tools()->dock("depCacheDock")) {
+      dock->setFloating(true);
+      dock->resize(1000, 640);
+    }
+    static const char* const kPolicies[] = {"lru", "lfu", "pgdsf", "lacr"};
+    auto next = std::make_shared<size_t>(0);
+    auto startRun = [&window, next] {
+      window.editor()->loadTemplate(rag::Workflow::GraphRag);
+      window.runPanel()->configure("graphrag", "hedra", 8.0, 32);
+      window.runPanel()->setEviction(kPolicies[*next / 2], 0.2);  // two runs per policy: the second reuses
+      window.runPanel()->setEditorGraph(window.editor()->model()->graph(), /*select=*/true);
+      window.runPanel()->start();  // reloads the engine under the next policy
+    };
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, &window, [startRun] {
+      static bool started = false;
+      if (started) return;
+      started = true;
+      startRun();
+    });
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window,
+                     [&window, shotFile, next, startRun](qint64 id, const rag::RunMetrics& m) {
+                       ragwb::DepCachePolicyModel* p = window.depCache()->policies();
+                       const int row = p->rowOf(ragwb::DepCachePanel::policyLabel(window.bridge()->config()));
+                       const ragwb::CacheCounters c = p->totals(row);
+                       std::printf("demo-dep run %lld (graphrag, %s): %lld/%lld answered, the policy's subgraph hit rate %.1f %% "
+                                   "(%lld of %lld tokens), longest GUI stall %.1f ms (GUI thread working %.1f ms of "
+                                   "it); the panel's longest GUI-thread work: %.1f ms per stats report\n",
+                                   static_cast<long long>(id), kPolicies[*next / 2], static_cast<long long>(m.completed),
+                                   static_cast<long long>(m.requests), std::max(0.0, c.subgraphHitRate()) * 100,
+                                   static_cast<long long>(c.subgraphHits), static_cast<long long>(c.subgraphTokens),
+                                   window.stallMeter()->maxStallMs(), window.stallMeter()->maxStallBusyMs(),
+                                   window.depCache()->longestReportMs());
+                       std::fflush(stdout);
+                       if (++*next < 2 * std::size(kPolicies)) return QTimer::singleShot(0, &window, startRun);
+                       QTimer::singleShot(600, &window, [&window, shotFile] {
+                         if (shotFile.isEmpty()) return QApplication::exit(0);
+                         bool ok = window.depCache()->grab().save(shotFile);
+                         std::fprintf(ok ? stdout : stderr, ok ? "saved %s\n" : "error: cannot write %s\n",
+                                      qPrintable(shotFile));
+                         QApplication::exit(ok ? 0 : 1);
+                       });
+                     });
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, &window, [shoot](const QString& why) {
+      std::fprintf(stderr, "demo-dep: the engine is not available: %s\n", qPrintable(why));
+      shoot();
+    });
+  } else if (parser.isSet(demoBlocksOpt)) {
+    // The same questions twice: the first run computes the passage blocks, the second reuses them.
+    window.tools()->raise("blockAttentionDock");
+    if (QDockWidget* dock = window.tools()->dock("blockAttentionDock")) {
+      dock->setFloating(true);
+      dock->resize(1100, 720);
+    }
+    auto runs = std::make_shared<int>(0);
+    auto startRun = [&window] {
+      window.editor()->loadTemplate(rag::Workflow::OneShot);
+      window.runPanel()->configure("oneshot", "hedra", 6.0, 24);
+      window.runPanel()->setKvSwitches(/*prefixCache=*/true, /*blockAttention=*/true);
+      window.runPanel()->setEditorGraph(window.editor()->model()->graph(), /*select=*/true);
+      window.runPanel()->start();  // the first start reloads the engine with Block attention
+    };
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, &window, [startRun] {
+      static bool started = false;
+      if (started) return;
+      started = true;
+      startRun();
+    });
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window,
+                     [&window, shotFile, runs, startRun](qint64 id, const rag::RunMetrics& m) {
+                       std::printf("demo-blocks run %lld (oneshot, block attention): %lld/%lld answered, %d "
+                                   "generations in the panel, longest GUI stall %.1f ms (GUI thread working %.1f ms "
+                                   "of it); the panel's longest GUI-thread work: %.1f ms per request, %.1f ms per "
+                                   "store refresh\n",
+                                   static_cast<long long>(id), static_cast<long long>(m.completed),
+                                   static_cast<long long>(m.requests), window.blockAttention()->requests()->rowCount(),
+                                   window.stallMeter()->maxStallMs(), window.stallMeter()->maxStallBusyMs(),
+                                   window.blockAttention()->longestRecordMs(), window.blockAttention()->longestRefreshMs());
+                       std::fflush(stdout);
+                       if (++*runs < 2) return QTimer::singleShot(0, &window, startRun);
+                       QTimer::singleShot(1200, &window, [&window, shotFile] {  // a store refresh after the run
+                         if (shotFile.isEmpty()) return QApplication::exit(0);
+                         // Where the second run starts: the first run's last rows above it.
+                         ragwb::BlockAttentionPanel* panel = window.blockAttention();
+                         const int second = panel->requests()->rowCount() / 2;
+                         panel->requestView()->scrollTo(panel->requests()->index(std::max(0, second - 8), 0),
+                                                        QAbstractItemView::PositionAtTop);
+                         bool ok = window.blockAttention()->grab().save(shotFile);
+                         std::fprintf(ok ? stdout : stderr, ok ? "saved %s\n" : "error: cannot write %s\n",
+                                      qPrintable(shotFile));
+                         QApplication::exit(ok ? 0 : 1);
+                       });
+                     });
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, &window, [shoot](const QString& why) {
+      std::fprintf(stderr, "demo-blocks: the engine is not available: %s\n", qPrintable(why));
+      shoot();
+    });
+  } else if (parser.isSet(demoKvOpt)) {
+    // The heatmap floats at a size where blocks read; --screenshot saves it alone. IRG's
+    // prompts share their template and each round's retrieved passages, so the prefix cache hits.
+    window.tools()->raise("kvHeatDock");
+    if (QDockWidget* dock = window.tools()->dock("kvHeatDock")) {
+      dock->setFloating(true);
+      dock->resize(1100, 720);
+    }
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, &window, [&window] {
+      static bool started = false;
+      if (started) return;
+      started = true;
+      window.editor()->loadTemplate(rag::Workflow::Irg);
+      window.runPanel()->configure("irg", "hedra", 6.0, 48);
+      window.runPanel()->setEditorGraph(window.editor()->model()->graph(), /*select=*/true);
+      window.runPanel()->start();
+    });
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window,
+                     [&window, shotFile](qint64 id, const rag::RunMetrics& m) {
+                       std::printf("demo-kv run %lld (irg): %lld/%lld answered, %d KV heatmap reports, longest "
+                                   "GUI stall %.1f ms (GUI thread working %.1f ms of it); the KV heatmap's longest "
+                                   "GUI-thread work: %.1f ms per report, %.1f ms per replot\n",
+                                   static_cast<long long>(id), static_cast<long long>(m.completed),
+                                   static_cast<long long>(m.requests), window.kvHeatmap()->series().sampleCount(),
+                                   window.stallMeter()->maxStallMs(), window.stallMeter()->maxStallBusyMs(),
+                                   window.kvHeatmap()->longestSampleMs(), window.kvHeatmap()->longestReplotMs());
+                       std::fflush(stdout);
+                       // Two more reports after the run: the cache's blocks once the sequences are gone.
+                       QTimer::singleShot(1200, &window, [&window, shotFile] {
+                         if (shotFile.isEmpty()) return QApplication::exit(0);
+                         bool ok = window.kvHeatmap()->grab().save(shotFile);
+                         std::fprintf(ok ? stdout : stderr, ok ? "saved %s\n" : "error: cannot write %s\n",
+                                      qPrintable(shotFile));
+                         QApplication::exit(ok ? 0 : 1);
+                       });
+                     });
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, &window, [shoot](const QString& why) {
+      std::fprintf(stderr, "demo-kv: the engine is not available: %s\n", qPrintable(why));
+      shoot();
+    });
+  } else if (parser.isSet(demoOpt)) {
     // Every built-in in turn (16 questions each through hedra), IRG last so the views end on it;
     // each run's accuracy is printed as it finishes.
     static const rag::Workflow kOrder[] = {rag::Workflow::OneShot, rag::Workflow::Hyde, rag::Workflow::Multistep,
@@ -101,10 +311,12 @@ int main(int argc, char** argv) {
     QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window,
                      [&window, shoot, next, startNext](qint64 id, const rag::RunMetrics& m) {
                        std::printf("demo run %lld (%s): %lld/%lld answered, accuracy %.2f, mean latency %.3f s, "
-                                   "longest GUI stall %.1f ms (GUI thread working %.1f ms of it)\n",
+                                   "longest GUI stall %.1f ms (GUI thread working %.1f ms of it); the KV heatmap's "
+                                   "longest GUI-thread work: %.1f ms per report, %.1f ms per replot\n",
                                    static_cast<long long>(id), std::string(rag::workflowName(kOrder[*next])).c_str(),
                                    static_cast<long long>(m.completed), static_cast<long long>(m.requests), m.accuracy,
-                                   m.meanLatency, window.stallMeter()->maxStallMs(), window.stallMeter()->maxStallBusyMs());
+                                   m.meanLatency, window.stallMeter()->maxStallMs(), window.stallMeter()->maxStallBusyMs(),
+                                   window.kvHeatmap()->longestSampleMs(), window.kvHeatmap()->longestReplotMs());
                        std::fflush(stdout);
                        if (++*next < std::size(kOrder)) QTimer::singleShot(0, &window, startNext);
                        else shoot();

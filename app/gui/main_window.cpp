@@ -16,7 +16,11 @@
 
 #include "bridge/gui_stall_meter.h"
 #include "heatmap/cluster_heatmap.h"
+#include "heatmap/kv_heatmap.h"
+#include "panels/block_attention_panel.h"
+#include "panels/dep_cache_panel.h"
 #include "history/run_history_panel.h"
+#include "inspectors/kg_inspector.h"
 #include "inspectors/kv_tree_inspector.h"
 #include "nodegraph/graph_editor.h"
 #include "overview/overview_page.h"
@@ -70,9 +74,11 @@ MainWindow::MainWindow(std::filesystem::path corpus, QWidget* parent)
             m_lanes->append(events);
           });
   connect(&m_bridge, &EngineBridge::clusterHeat, m_heatmap, &ClusterHeatmap::addSample);
+  connect(&m_bridge, &EngineBridge::kvBlocks, m_kvHeat, &KvHeatmap::addSample);
   connect(&m_bridge, &EngineBridge::runStarted, this, [this](qint64, int) {
     m_lanes->clear();
     m_heatmap->clear();
+    m_kvHeat->clear();
     m_timeline->setFollowLive(true);
     m_stall->start();
   });
@@ -134,23 +140,33 @@ void MainWindow::buildDocks() {
   tl->addWidget(bar);
   tl->addWidget(m_timeline, 1);
   m_heatmap = new ClusterHeatmap;
+  m_kvHeat = new KvHeatmap;
   m_runPanel = new RunPanel(&m_bridge);
   m_history = new RunHistoryPanel;
   m_overview = new OverviewPage;
   m_kvTree = new KvTreeInspector(&m_bridge);
+  m_blocks = new BlockAttentionPanel(&m_bridge);
+  m_depCache = new DepCachePanel(&m_bridge);
+  m_kg = new KgInspector(&m_bridge);
+  m_kg->setCorpus(m_corpus);
 
   // The ids are the docks' object names, which saved layouts (QSettings) refer to: keep them.
   m_tools = new ToolRegistry(this);
   using P = ToolPlacement;
   addTool("timelineDock", tr("Pipeline timeline"), timelineBox, P::inArea(Qt::BottomDockWidgetArea));
   addTool("heatmapDock", tr("Cluster heatmap"), m_heatmap, P::besideOf("timelineDock"));
+  addTool("kvHeatDock", tr("KV heatmap"), m_kvHeat, P::besideOf("heatmapDock"));
   addTool("runDock", tr("Run"), m_runPanel, P::inArea(Qt::RightDockWidgetArea));
   addTool("historyDock", tr("Run history"), m_history, P::tabbedWith("runDock"));
   addTool("overviewDock", tr("Corpus"), m_overview, P::tabbedWith("historyDock"));
   addTool("kvTreeDock", tr("KV tree"), m_kvTree, P::tabbedWith("heatmapDock"));
+  addTool("kgDock", tr("Knowledge graph"), m_kg, P::tabbedWith("kvTreeDock"));
+  addTool("blockAttentionDock", tr("Block attention"), m_blocks, P::tabbedWith("kgDock"));
+  addTool("depCacheDock", tr("DepCache"), m_depCache, P::tabbedWith("blockAttentionDock"));
   m_tools->raise("runDock");
   m_tools->raise("heatmapDock");
-  resizeDocks({m_tools->dock("timelineDock"), m_tools->dock("heatmapDock")}, {1000, 500}, Qt::Horizontal);
+  resizeDocks({m_tools->dock("timelineDock"), m_tools->dock("heatmapDock"), m_tools->dock("kvHeatDock")},
+              {800, 400, 400}, Qt::Horizontal);
   resizeDocks({m_tools->dock("timelineDock")}, {380}, Qt::Vertical);
   resizeDocks({m_tools->dock("runDock")}, {640}, Qt::Horizontal);
 }
@@ -221,6 +237,7 @@ void MainWindow::openCorpus() {
   if (file.isEmpty()) return;
   m_corpus = file.toStdString();
   m_overview->loadCorpus(m_corpus);
+  m_kg->setCorpus(m_corpus);
   EngineConfig c = m_bridge.config();
   c.corpus = m_corpus;
   m_bridge.startEngine(c);

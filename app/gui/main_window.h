@@ -1,6 +1,6 @@
 // The workbench's main window: the RAGraph editor in the middle; tools in docks, registered
 // through a ToolRegistry: the live pipeline timeline, the cluster heatmap, the run panel, the run
-// history, the corpus overview and the KV-tree inspector (the layout is saved with QSettings); menus and shortcuts; a status bar with the engine's state and
+// history, the corpus overview, the KV-tree inspector and the knowledge-graph inspector (the layout is saved with QSettings); menus and shortcuts; a status bar with the engine's state and
 // the longest GUI-thread stall. The engine lives behind the EngineBridge, on its own threads.
 #pragma once
 
@@ -18,10 +18,14 @@ class GraphEditor;
 class LaneModel;
 class TimelineView;
 class ClusterHeatmap;
+class BlockAttentionPanel;
+class DepCachePanel;
+class KvHeatmap;
 class RunPanel;
 class RunHistoryPanel;
 class GuiStallMeter;
 class KvTreeInspector;
+class KgInspector;
 class ToolRegistry;
 struct ToolPlacement;
 
@@ -37,8 +41,12 @@ public:
   TimelineView* timeline() { return m_timeline; }
   LaneModel* lanes() { return m_lanes; }
   ClusterHeatmap* heatmap() { return m_heatmap; }
+  KvHeatmap* kvHeatmap() { return m_kvHeat; }
+  BlockAttentionPanel* blockAttention() { return m_blocks; }
+  DepCachePanel* depCache() { return m_depCache; }
   RunHistoryPanel* history() { return m_history; }
   KvTreeInspector* kvTree() { return m_kvTree; }
+  KgInspector* knowledgeGraph() { return m_kg; }
   EngineBridge* bridge() { return &m_bridge; }
   GuiStallMeter* stallMeter() { return m_stall; }
   ToolRegistry* tools() { return m_tools; }
@@ -62,9 +70,13 @@ private:
   LaneModel* m_lanes;
   TimelineView* m_timeline;
   ClusterHeatmap* m_heatmap;
+  KvHeatmap* m_kvHeat;
+  BlockAttentionPanel* m_blocks = nullptr;
+  DepCachePanel* m_depCache = nullptr;
   RunPanel* m_runPanel;
   RunHistoryPanel* m_history;
   KvTreeInspector* m_kvTree = nullptr;
+  KgInspector* m_kg = nullptr;
   GuiStallMeter* m_stall;
   ToolRegistry* m_tools = nullptr;
   QMenu* m_viewMenu = nullptr;

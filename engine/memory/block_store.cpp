@@ -144,8 +144,23 @@ bool BlockStore::contains(int64_t passageId, std::span<const int32_t> tokens) {
   if (it == m_entries.end() || !std::equal(tokens.begin(), tokens.end(), it->second.tokens.begin(), it->second.tokens.end()))
     return false;
   ++m_stats.hits;
+  ++it->second.hits;
   it->second.lastUse = ++m_clock;
   return true;
+}
+
+std::vector<BlockStoreRecordInfo> BlockStore::records() const {
+  std::vector<std::pair<uint64_t, BlockStoreRecordInfo>> order;
+  order.reserve(m_entries.size());
+  for (const auto& [id, e] : m_entries) {
+    const auto n = static_cast<int64_t>(e.tokens.size());
+    order.push_back({e.lastUse, {id, n, recordBytes(n), e.hits, e.offset < 0}});
+  }
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<BlockStoreRecordInfo> out;
+  out.reserve(order.size());
+  for (auto& o : order) out.push_back(o.second);
+  return out;
 }
 
 Result<std::span<const std::byte>> BlockStore::payloadOf(const Entry& e, std::vector<std::byte>& buf) const {

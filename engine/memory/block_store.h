@@ -63,6 +63,15 @@ struct BlockStoreStats {
   int64_t droppedOnSave = 0;  // records left out by the maxBytes bound
 };
 
+// One record as inspectors show it (BlockStore::records).
+struct BlockStoreRecordInfo {
+  int64_t passageId = -1;
+  int64_t tokens = 0;
+  int64_t bytes = 0;      // on disk (recordBytes)
+  int64_t hits = 0;       // contains() found it, since open()
+  bool pending = false;   // put() since the last save(): not in the file yet
+};
+
 class BlockStore {
 public:
   // Opens (or starts) the store at params.file. InvalidArgument for a bad shape or an empty
@@ -93,6 +102,8 @@ public:
   // What open() found: empty, or why the old file was set aside.
   const std::string& openReport() const { return m_report; }
   BlockStoreStats stats() const;
+  // Every record, most recently used first.
+  std::vector<BlockStoreRecordInfo> records() const;
   const BlockStoreParams& params() const { return m_params; }
   int64_t recordBytes(int64_t tokens) const;  // on disk, header and checksum included
 
@@ -102,6 +113,7 @@ private:
     int64_t offset = -1;           // in the file; -1: pending only
     std::vector<int32_t> tokens;
     uint64_t lastUse = 0;
+    int64_t hits = 0;                // since open()
     std::vector<std::byte> payload;  // pending records: K then V of every layer
   };
   Status readIndex();

@@ -108,6 +108,9 @@ public:
   virtual int32_t evict(int32_t blocks) = 0;
   virtual PrefixCacheStats stats() const = 0;
   virtual std::vector<PrefixNodeInfo> snapshot() const = 0;
+  // Calls `fn(ns, block)` for every compute-tier block the cache holds a reference to (one call
+  // per block), for maps of who holds the pool's blocks.
+  virtual void forEachComputeBlock(const std::function<void(uint64_t ns, int32_t block)>& fn) const = 0;
   // Look-ahead eviction (LACR) reads the pending queue through this, before each eviction.
   virtual void setPendingQueue(std::function<std::vector<PendingPrompt>()> pending) = 0;
   virtual std::string_view policyName() const = 0;

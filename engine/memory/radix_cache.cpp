@@ -420,4 +420,11 @@ std::vector<PrefixNodeInfo> RadixCache::snapshot() const {
   return out;
 }
 
+void RadixCache::forEachComputeBlock(const std::function<void(uint64_t ns, int32_t block)>& fn) const {
+  for (const Node& n : m_nodes) {
+    if (!n.live || n.parent == kNoPrefixNode || n.tier != KvTier::Compute) continue;
+    for (int32_t b : n.blocks) fn(n.ns, b);
+  }
+}
+
 }  // namespace rag::memory

@@ -39,6 +39,7 @@ public:
   int32_t evict(int32_t blocks) override;
   PrefixCacheStats stats() const override;
   std::vector<PrefixNodeInfo> snapshot() const override;
+  void forEachComputeBlock(const std::function<void(uint64_t ns, int32_t block)>& fn) const override;
   void setPendingQueue(std::function<std::vector<PendingPrompt>()> pending) override { m_pending = std::move(pending); }
   std::string_view policyName() const override { return m_policy->name(); }
 

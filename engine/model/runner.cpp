@@ -377,7 +377,7 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::shared_ptr<const L
     impl->vPool.push_back(torch::from_blob(impl->pool->values(l), shape, dtype));
   }
   if (params.prefixCache) {
-    RAG_ASSIGN_OR_RETURN(std::unique_ptr<memory::EvictionPolicy> policy, memory::makeEvictionPolicy(params.evictionPolicy));
+    RAG_ASSIGN_OR_RETURN(std::unique_ptr<memory::EvictionPolicy> policy, memory::makeEvictionPolicy(params.evictionPolicy, params.lacrAlpha));
     impl->cache = std::make_unique<memory::RadixCache>(*impl->pool, std::move(policy));
     impl->pool->setReclaimer([c = impl->cache.get()](int32_t n) { return c->evict(n); });
     impl->cache->setRecomputeCost([m = impl.get()](int64_t prefix, int64_t n) { return m->recomputeCost.seconds(prefix, n); });

@@ -78,6 +78,7 @@ struct RunnerParams {
   // Automatic prefix caching (vLLM's, SGLang's RadixAttention) over the pool; see the file comment.
   bool prefixCache = false;
   std::string evictionPolicy = "lru";  // memory/eviction_policy.h: lru | lfu | pgdsf | lacr
+  double lacrAlpha = 0.2;              // lacr: the weight of look-ahead accesses, in [0, 1]
   int64_t hostKvBytes = 0;             // the host tier evicted prefixes move to; 0: none
   TraceRing* ring = nullptr;           // KvTransfer spans of tier moves; null: untraced
 };

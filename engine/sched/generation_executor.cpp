@@ -49,6 +49,7 @@ Result<std::unique_ptr<GenerationExecutor>> GenerationExecutor::create(const Ser
   rp.kvBudgetBytes = params.kvBudgetBytes;
   rp.prefixCache = params.prefixCache;
   rp.evictionPolicy = params.evictionPolicy;
+  rp.lacrAlpha = params.lacrAlpha;
   rp.hostKvBytes = params.hostKvBytes;
   rp.ring = ring;
   RAG_ASSIGN_OR_RETURN(std::unique_ptr<model::ModelRunner> runner,
@@ -148,6 +149,7 @@ void GenerationExecutor::collect(std::vector<StageUpdate>& out) {
       if (u.promptCachedTokens >= 0) {
         s.firstToken = true;
         l.cachedPromptTokens = u.promptCachedTokens;
+        l.segments = std::move(u.segments);
       }
       if (!u.finished && l.tokens >= m_params.specRetrievalMinTokens) s.partial = NodeOutput{.text = trimmedText(l.text)};
     }
@@ -160,7 +162,8 @@ void GenerationExecutor::collect(std::vector<StageUpdate>& out) {
                             .work = u.generatedTokens,
                             .promptTokens = static_cast<int64_t>(l.prompt.size()),
                             .cachedPromptTokens = l.cachedPromptTokens,
-                            .attention = l.attention};
+                            .attention = l.attention,
+                            .segments = std::move(l.segments)};
       --m_running;
       if (l.speculative && !failed) l.done = true;  // adopt() may still take it
       else m_live.erase(it);

@@ -66,6 +66,7 @@ private:
     int64_t tokens = 0;
     std::string text;
     int64_t cachedPromptTokens = 0;
+    std::vector<SegmentKvUse> segments = {};
   };
   const ServingAssets& m_assets;
   ServingParams m_params;

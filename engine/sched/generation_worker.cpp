@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/clock.h"
+#include "sched/kv_block_map.h"
 #include "telemetry/trace_ring.h"
 #include "telemetry/trace_zone.h"
 
@@ -46,6 +47,18 @@ void GenerationWorker::retarget(GenerationJob job, int64_t keep, uint32_t epoch)
 GenerationWorker::MemoryStats GenerationWorker::memoryStats() const {
   std::lock_guard lock(m_memoryMutex);
   return m_memory;
+}
+
+std::vector<uint8_t> GenerationWorker::kvBlockOwners() const {
+  m_kvBlocksAskedNs.store(nowNs(), std::memory_order_relaxed);
+  std::lock_guard lock(m_memoryMutex);
+  return m_kvBlocks;
+}
+
+std::vector<memory::BlockStoreRecordInfo> GenerationWorker::blockStoreRecords() const {
+  m_storeAskedNs.store(nowNs(), std::memory_order_relaxed);
+  std::lock_guard lock(m_memoryMutex);
+  return m_storeRecords;
 }
 
 std::vector<memory::PrefixNodeInfo> GenerationWorker::kvTree() const {
@@ -107,12 +120,13 @@ void GenerationWorker::admitBuilt(std::vector<GenerationUpdate>& out) {
       if (!id && id.status().code() == StatusCode::Busy && m_runner->hasWork()) return false;
     }
     const int64_t hits = m_segments->hitTokens(b.ticket);
+    std::vector<SegmentKvUse> uses = m_segments->uses(b.ticket);
     m_segments->finish(b.ticket);  // the sequence holds its own copies (or references) now
     if (!id) {
       postError(b.job, b.epoch, id.status(), out);
       return true;
     }
-    m_live.push_back({*id, Live{b.job.key, b.job.requestId, b.job.speculative, b.epoch, 0, {}, hits}});
+    m_live.push_back({*id, Live{b.job.key, b.job.requestId, b.job.speculative, b.epoch, 0, {}, hits, std::move(uses)}});
     return true;
   });
 }
@@ -225,6 +239,7 @@ void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
     u.newTokens = static_cast<int32_t>(e.tokens.size());
     u.promptCachedTokens = e.promptCachedTokens >= 0 && it->second.segmentHitTokens >= 0 ? it->second.segmentHitTokens
                                                                                      : e.promptCachedTokens;
+    if (e.promptCachedTokens >= 0) u.segments = std::move(it->second.segments);
     it->second.generated += u.newTokens;
     it->second.text += u.text;
     if (e.finished) {
@@ -260,6 +275,16 @@ bool GenerationWorker::kvTreeDue(uint64_t now) const {
          now - m_kvTreeAskedNs.load(std::memory_order_relaxed) < 1'000'000'000;
 }
 
+bool GenerationWorker::kvBlocksDue(uint64_t now) const {
+  const uint64_t asked = m_kvBlocksAskedNs.load(std::memory_order_relaxed);
+  return asked != 0 && now - m_kvBlocksAtNs >= kKvBlocksPeriodNs && now - asked < 1'000'000'000;
+}
+
+bool GenerationWorker::storeDue(uint64_t now) const {
+  const uint64_t asked = m_storeAskedNs.load(std::memory_order_relaxed);
+  return m_params.blockStore && asked != 0 && now - m_storeAtNs >= kStorePeriodNs && now - asked < 1'000'000'000;
+}
+
 void GenerationWorker::refreshMemoryStats() {
   MemoryStats mem;
   mem.pool = m_runner->kvStats();
@@ -282,9 +307,25 @@ void GenerationWorker::refreshMemoryStats() {
     tree = m_runner->prefixCache()->snapshot();
     m_kvTreeAtNs = now;
   }
+  // The block map for a heatmap that asked lately, at most every 100 ms: one pass over the
+  // pool's reference counts and the cache's nodes.
+  std::vector<uint8_t> owners;
+  const bool takeBlocks = kvBlocksDue(now);
+  if (takeBlocks) {
+    mapKvBlocks(m_runner->kvPool(), m_runner->prefixCache(), owners);
+    m_kvBlocksAtNs = now;
+  }
+  std::vector<memory::BlockStoreRecordInfo> records;
+  const bool takeStore = storeDue(now);
+  if (takeStore) {
+    records = m_params.blockStore->records();
+    m_storeAtNs = now;
+  }
   std::lock_guard lock(m_memoryMutex);
   m_memory = mem;
   if (takeTree) m_kvTree = std::move(tree);
+  if (takeBlocks) m_kvBlocks = std::move(owners);
+  if (takeStore) m_storeRecords = std::move(records);
 }
 
 void GenerationWorker::loop() {
@@ -300,7 +341,8 @@ void GenerationWorker::loop() {
     applyCommands(commands, out);
     flush();
     if (!m_runner->hasWork()) {
-      if (kvTreeDue(nowNs())) refreshMemoryStats();  // an inspector opened after the last step
+      const uint64_t now = nowNs();  // an inspector or heatmap opened after the last step
+      if (kvTreeDue(now) || kvBlocksDue(now) || storeDue(now)) refreshMemoryStats();
       continue;
     }
     if (m_params.pacing != GenerationPacing::Turns) {

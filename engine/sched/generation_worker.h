@@ -57,6 +57,7 @@ struct GenerationUpdate {
   std::string text;          // new text since the last update (stop strings held back)
   int32_t newTokens = 0;
   int64_t promptCachedTokens = -1;  // >= 0 on the update carrying the prompt's first token
+  std::vector<SegmentKvUse> segments;  // a segmented prompt's, on that same update
   bool finished = false;
   model::FinishReason reason = model::FinishReason::None;
   std::string output;        // finished: the whole generated text
@@ -109,6 +110,13 @@ public:
   // stats at most every kKvTreePeriodNs, and only while someone asked in the last second); empty
   // without a prefix cache. The first call after a pause may answer an older or empty tree.
   std::vector<memory::PrefixNodeInfo> kvTree() const;
+  // Who holds each compute block of the KV pool (sched/kv_block_map.h) as of the last map, taken
+  // with the memory stats at most every kKvBlocksPeriodNs and only while someone asked in the
+  // last second. The first call after a pause may answer an older or empty map.
+  std::vector<uint8_t> kvBlockOwners() const;
+  // The block store's records as of the last list (taken with the memory stats at most every
+  // kStorePeriodNs, only while someone asked in the last second); empty without a block store.
+  std::vector<memory::BlockStoreRecordInfo> blockStoreRecords() const;
 
 private:
   struct Command {
@@ -137,6 +145,16 @@ private:
   uint64_t m_kvTreeAtNs = 0;                       // worker thread only
   mutable std::atomic<uint64_t> m_kvTreeAskedNs{0};  // last kvTree() call
   bool kvTreeDue(uint64_t now) const;  // a snapshot was asked for and the last one is old
+  static constexpr uint64_t kKvBlocksPeriodNs = 100'000'000;
+  std::vector<uint8_t> m_kvBlocks;                     // under m_memoryMutex
+  uint64_t m_kvBlocksAtNs = 0;                         // worker thread only
+  mutable std::atomic<uint64_t> m_kvBlocksAskedNs{0};  // last kvBlockOwners() call
+  bool kvBlocksDue(uint64_t now) const;
+  static constexpr uint64_t kStorePeriodNs = 500'000'000;
+  std::vector<memory::BlockStoreRecordInfo> m_storeRecords;  // under m_memoryMutex
+  uint64_t m_storeAtNs = 0;                                   // worker thread only
+  mutable std::atomic<uint64_t> m_storeAskedNs{0};            // last blockStoreRecords() call
+  bool storeDue(uint64_t now) const;
   void refreshMemoryStats();
   uint16_t m_lane = 0;
   struct Live {
@@ -147,6 +165,7 @@ private:
     int64_t generated = 0;  // tokens sampled so far
     std::string text;       // their text, as the events gave it
     int64_t segmentHitTokens = -1;  // a segmented prompt: its segments' tokens found in the cache
+    std::vector<SegmentKvUse> segments = {};  // ... and where each segment's KV came from
   };
   bool addToRunner(GenerationJob& job, uint32_t epoch, std::vector<GenerationUpdate>& out);
   // Adds the sequences of segmented prompts whose segments' KV is ready.

@@ -127,6 +127,7 @@ NodeOutput RetrievalExecutor::graphOutput(RetrievalUpdate& u) {
   if (out.text.empty() && !u.note.empty()) out.text = "(" + u.note + ")\n";
   out.work = u.paths;
   out.graphs = std::move(u.graphs);
+  out.knowledge = std::move(u.use);
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/clock.h"
+#include "knowledge/knowledge_use.h"
 #include "model/text_embedder.h"
 #include "retrieval/passage_index.h"
 #include "retrieval/substage_planner.h"
@@ -162,6 +163,7 @@ RetrievalUpdate RetrievalWorker::knowledgeUpdate(const RetrievalJob& job) {
   u.graphs = knowledge::subgraphTexts(m_kg->graph(), r->subgraphs);
   for (const knowledge::Subgraph& g : r->subgraphs) u.paths += static_cast<int64_t>(g.paths.size());
   u.note = r->note;
+  u.use = knowledge::knowledgeUse(m_kg->graph(), job.query, *r);
   return u;
 }
 

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -79,6 +80,7 @@ struct RetrievalUpdate {
   std::vector<model::SubgraphText> graphs = {};
   std::string note = {};
   int64_t paths = 0;  // paths scored (kept and pruned)
+  std::shared_ptr<const KnowledgeUse> use = {};  // every path with its score, for inspectors
 };
 
 struct RetrievalWorkerParams {

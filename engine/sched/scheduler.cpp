@@ -175,6 +175,25 @@ Status Scheduler::cancel(uint32_t requestId) {
 
 std::vector<memory::PrefixNodeInfo> Scheduler::kvTree() const { return m_gen ? m_gen->worker().kvTree() : std::vector<memory::PrefixNodeInfo>{}; }
 
+KvBlockMap Scheduler::kvBlockMap() const {
+  KvBlockMap map;
+  if (!m_gen) return map;
+  const GenerationWorker& gen = m_gen->worker();
+  map.owners = gen.kvBlockOwners();
+  const GenerationWorker::MemoryStats mem = gen.memoryStats();
+  map.hostUsed = mem.pool.hostUsed;
+  map.hostTotal = mem.pool.hostCapacity;
+  return map;
+}
+
+std::vector<BlockStoreEntry> Scheduler::blockStoreEntries() const {
+  std::vector<BlockStoreEntry> out;
+  if (!m_gen) return out;
+  for (const memory::BlockStoreRecordInfo& r : m_gen->worker().blockStoreRecords())
+    out.push_back({.passageId = r.passageId, .tokens = r.tokens, .bytes = r.bytes, .hits = r.hits, .saved = !r.pending});
+  return out;
+}
+
 ServingStats Scheduler::stats() const {
   ServingStats s;
   s.liveRequests = m_live.load();
@@ -374,6 +393,8 @@ void Scheduler::finishNode(Req& r, NodeOutput output, bool speculative) {
   t.promptTokens = output.promptTokens;
   t.cachedPromptTokens = output.cachedPromptTokens;
   t.attention = output.attention;
+  t.segments = output.segments;
+  t.knowledge = output.knowledge;
   r.result.stages.push_back(t);
   traceNode(r, node->kind == NodeKind::Generation ? TraceStage::Decode : TraceStage::RetrievalStep, r.nodeBeginNs,
             static_cast<uint32_t>(std::max<int64_t>(0, output.work)), speculative ? kTraceSpeculative : 0);

@@ -67,6 +67,8 @@ public:
   Status cancel(uint32_t requestId);
   ServingStats stats() const;
   std::vector<memory::PrefixNodeInfo> kvTree() const;  // GenerationWorker::kvTree
+  KvBlockMap kvBlockMap() const;                       // GenerationWorker::kvBlockOwners and the host tier
+  std::vector<BlockStoreEntry> blockStoreEntries() const;  // GenerationWorker::blockStoreRecords
   ClusterHeat clusterHeat() const;
 
 private:

@@ -30,6 +30,7 @@ Result<SegmentKvBuilder::Ticket> SegmentKvBuilder::begin(model::SegmentedPrompt 
   e.prompt = std::move(prompt);
   SegmentKvStats& stats = statsOf(e);
   const uint64_t ns = segmentNamespace(e.prompt.attention);
+  const std::vector<int64_t> offsets = e.prompt.segmentOffsets();
   ++stats.prompts;
   for (size_t i = 0; i < e.prompt.segments.size(); ++i) {
     const model::ContextSegment& seg = e.prompt.segments[i];
@@ -38,6 +39,11 @@ Result<SegmentKvBuilder::Ticket> SegmentKvBuilder::begin(model::SegmentedPrompt 
     Part part;
     part.keys = segmentKeys(seg, e.prompt.attention, m_vocab);
     memory::PrefixMatch m = m_cache.match(part.keys, {.ns = ns, .maxTokens = n});
+    SegmentKvUse& use = e.uses.emplace_back();
+    use.passageId = seg.passageId;
+    use.offset = offsets[i];
+    use.tokens = n;
+    use.reencoded = m_reencode && offsets[i] != 0;
     ++stats.segments;
     stats.segmentTokens += n;
     // The cache holds whole blocks only: what it lacks of a passage block (all of it, or just
@@ -50,12 +56,15 @@ Result<SegmentKvBuilder::Ticket> SegmentKvBuilder::begin(model::SegmentedPrompt 
         stats.hitTokens += n;
         stats.storeHitTokens += n - m.tokens;
         e.hitTokens += n;
+        use.cachedTokens = m.tokens;
+        use.storedTokens = n - m.tokens;
         e.parts.push_back(std::move(part));
         continue;
       }
     }
     stats.hitTokens += m.tokens;
     e.hitTokens += m.tokens;
+    use.cachedTokens = m.tokens;
     model::KvHandle hit;
     if (m.tokens > 0) {
       hit.blocks = m.blocks;
@@ -154,6 +163,11 @@ Status SegmentKvBuilder::error(Ticket t) const {
 int64_t SegmentKvBuilder::hitTokens(Ticket t) const {
   auto it = m_tickets.find(t);
   return it == m_tickets.end() ? 0 : it->second.hitTokens;
+}
+
+std::vector<SegmentKvUse> SegmentKvBuilder::uses(Ticket t) const {
+  auto it = m_tickets.find(t);
+  return it == m_tickets.end() ? std::vector<SegmentKvUse>{} : it->second.uses;
 }
 
 Result<model::SequenceRequest> SegmentKvBuilder::request(Ticket t) const {

@@ -38,6 +38,7 @@
 #include "memory/block_store.h"
 #include "model/segmented_prompt.h"
 #include "model/runner.h"
+#include "rag/request.h"
 
 namespace rag::sched {
 
@@ -85,6 +86,8 @@ public:
   Result<model::SequenceRequest> request(Ticket t) const;
   // Tokens of the ticket's segments found in the cache.
   int64_t hitTokens(Ticket t) const;
+  // Where each of the ticket's segments got its KV (StageTiming::segments), in prompt order.
+  std::vector<SegmentKvUse> uses(Ticket t) const;
   void finish(Ticket t);
   void cancel(Ticket t);  // finish() for a ticket that may still be building
 
@@ -105,6 +108,7 @@ private:
     model::SegmentedPrompt prompt;
     std::vector<Part> parts;
     int64_t hitTokens = 0;
+    std::vector<SegmentKvUse> uses;  // one per segment, as begin() found it
     int32_t running = 0;
     Status error;
   };

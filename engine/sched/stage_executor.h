@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,6 +19,7 @@
 
 #include "model/dep_prompt.h"
 #include "model/prompt.h"
+#include "rag/request.h"
 #include "rag/status.h"
 #include "rag/workflow.h"
 
@@ -42,6 +44,8 @@ struct NodeOutput {
   int64_t promptTokens = 0;                   // generation: the prompt, and the part of it the
   int64_t cachedPromptTokens = 0;             // prefix cache supplied
   std::string attention = {};                 // generation: StageTiming::attention
+  std::vector<SegmentKvUse> segments = {};    // generation: StageTiming::segments
+  std::shared_ptr<const KnowledgeUse> knowledge = {};  // knowledge: StageTiming::knowledge
 };
 
 struct StageJob {

@@ -96,6 +96,30 @@ private Q_SLOTS:
     QCOMPARE((*s)->load(43, kTokens, *pool, dst).code(), StatusCode::NotFound);
   }
 
+  // What an inspector lists: every record, most recently used first, with its hits since open
+  // and whether it is in the file yet.
+  void recordsListMostRecentFirst() {
+    QTemporaryDir dir;
+    auto pool = makePool();
+    auto s = BlockStore::open(params(dir.path()));
+    QVERIFY(s.isOk());
+    QVERIFY((*s)->put(1, kTokens, *pool, fill(*pool, 6, 1.f)).isOk());
+    QVERIFY((*s)->put(2, kTokens, *pool, fill(*pool, 6, 2.f)).isOk());
+    QVERIFY((*s)->contains(1, kTokens));
+    QVERIFY((*s)->contains(1, kTokens));
+    std::vector<BlockStoreRecordInfo> r = (*s)->records();
+    QCOMPARE(r.size(), size_t(2));
+    QCOMPARE(r[0].passageId, int64_t{1});  // used last
+    QCOMPARE(r[0].hits, int64_t{2});
+    QCOMPARE(r[1].hits, int64_t{0});
+    QCOMPARE(r[0].tokens, static_cast<int64_t>(kTokens.size()));
+    QCOMPARE(r[0].bytes, (*s)->recordBytes(static_cast<int64_t>(kTokens.size())));
+    QVERIFY(r[0].pending && r[1].pending);
+    QVERIFY((*s)->save().isOk());
+    r = (*s)->records();
+    QVERIFY(!r[0].pending && !r[1].pending);
+  }
+
   void badParametersAreRefused() {
     QTemporaryDir dir;
     QCOMPARE(BlockStore::open(params(dir.path(), "")).status().code(), StatusCode::InvalidArgument);

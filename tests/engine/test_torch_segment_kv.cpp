@@ -51,6 +51,7 @@ struct Served {
   std::vector<float> lastLogits;  // the first sampled token's logits row
   int32_t first = -1;
   int64_t hits = 0;
+  std::vector<rag::SegmentKvUse> uses;  // SegmentKvBuilder::uses
 };
 
 // Phase 1 and 2 through the builder; the sequence computes its tail and one token.
@@ -67,6 +68,7 @@ Served serve(ModelRunner& r, SegmentKvBuilder& b, SegmentedPrompt p) {
   q->allLogits = true;
   Served out;
   out.hits = b.hitTokens(*t);
+  out.uses = b.uses(*t);
   auto id = r.add(std::move(*q));
   if (!id.isOk()) qFatal("%s", id.status().message().c_str());
   b.finish(*t);
@@ -146,6 +148,17 @@ private Q_SLOTS:
     const Served s = serve(*r, b, p);
     const int64_t wholeBlocks = static_cast<int64_t>(t1.tokens.size()) / 4 * 4 + static_cast<int64_t>(t2.tokens.size()) / 4 * 4;
     QCOMPARE(s.hits, wholeBlocks);  // every whole block of t1 and t2, none of t3
+    // Where each segment's KV came from (StageTiming::segments), in prompt order: t3 computed at
+    // offset 0, t2 and t1 reused from the cache and re-encoded to their new offsets.
+    QCOMPARE(s.uses.size(), size_t(3));
+    QCOMPARE(s.uses[0].offset, int64_t{0});
+    QCOMPARE(s.uses[0].computedTokens(), static_cast<int64_t>(t3.tokens.size()));
+    QVERIFY(!s.uses[0].reencoded);
+    QCOMPARE(s.uses[1].offset, static_cast<int64_t>(t3.tokens.size()));
+    QCOMPARE(s.uses[1].cachedTokens, static_cast<int64_t>(t2.tokens.size()) / 4 * 4);
+    QCOMPARE(s.uses[2].cachedTokens, static_cast<int64_t>(t1.tokens.size()) / 4 * 4);
+    QVERIFY(s.uses[1].reencoded && s.uses[2].reencoded);
+    for (const rag::SegmentKvUse& u : s.uses) QCOMPARE(u.storedTokens, int64_t{0});
     QVERIFY2(diffToDense(*m, p, s) < 2e-3, "re-encoded hits differ from keys computed at their new positions");
   }
 

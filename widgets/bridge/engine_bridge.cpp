@@ -1,6 +1,7 @@
 #include "bridge/engine_bridge.h"
 
 #include <QMetaObject>
+#include <QMetaMethod>
 #include <QPointer>
 #include <QtConcurrent/QtConcurrentRun>
 
@@ -48,6 +49,7 @@ void registerMetaTypes() {
     qRegisterMetaType<rag::RequestRecord>();
     qRegisterMetaType<rag::RunMetrics>();
     qRegisterMetaType<rag::ClusterHeat>();
+    qRegisterMetaType<rag::KvBlockMap>();
     qRegisterMetaType<rag::ServingStats>();
     qRegisterMetaType<rag::RequestEvent>();
     return true;
@@ -107,6 +109,8 @@ void EngineBridge::startEngine(const EngineConfig& config) {
   p.serving.nprobe = m_config.nprobe;
   p.serving.prefixCache = m_config.prefixCache;
   p.serving.blockAttention = m_config.blockAttention;
+  p.serving.evictionPolicy = m_config.evictionPolicy;
+  p.serving.lacrAlpha = m_config.lacrAlpha;
   QPointer<EngineBridge> self(this);
   p.onEvent = [self](const rag::RequestEvent& e) {
     if (e.kind == rag::RequestEvent::Kind::Tokens) return;  // per-token traffic stays off the GUI queue
@@ -136,6 +140,10 @@ void EngineBridge::startEngine(const EngineConfig& config) {
       Q_EMIT self->engineReady(QString::fromStdString(rag::servePolicyName(self->m_config.policy)));
     });
   });
+}
+
+std::vector<rag::BlockStoreEntry> EngineBridge::blockStoreEntries() const {
+  return m_engine ? m_engine->blockStoreEntries() : std::vector<rag::BlockStoreEntry>{};
 }
 
 rag::ServingStats EngineBridge::stats() const { return m_engine ? m_engine->servingStats() : rag::ServingStats{}; }
@@ -178,7 +186,9 @@ void EngineBridge::requestKvTree() {
 
 void EngineBridge::pollHeat() {
   if (!m_engine) return;
-  Q_EMIT clusterHeat(m_engine->clusterHeat(), m_engine->servingStats());
+  const rag::ServingStats stats = m_engine->servingStats();
+  Q_EMIT clusterHeat(m_engine->clusterHeat(), stats);
+  if (isSignalConnected(QMetaMethod::fromSignal(&EngineBridge::kvBlocks))) Q_EMIT kvBlocks(m_engine->kvBlockMap(), stats);
 }
 
 bool EngineBridge::startRun(const RunRequest& run) {

@@ -6,6 +6,7 @@
 //   EngineBridge bridge;
 //   connect(&bridge, &EngineBridge::traceEvents, timeline, ...);   // ~30 times a second
 //   connect(&bridge, &EngineBridge::requestFinished, table, ...);
+//   connect(&bridge, &EngineBridge::kvBlocks, kvHeatmap, ...);      // twice a second
 //   bridge.startEngine(config);                                     // -> engineReady / engineFailed
 //   bridge.startRun(run);                    // -> runStarted (once recorded), requestFinished..., runFinished
 //   bridge.stopRun();                                               // cancels what is live; finished requests stay
@@ -43,6 +44,10 @@ struct EngineConfig {
   // Block-Attention (rag::ServingParams::blockAttention); with no modelDir given, the shipped
   // block-fine-tuned model datasets/models/rag-llama-block is served when it exists.
   bool blockAttention = false;
+  // The prefix cache's eviction policy (rag::ServingParams::evictionPolicy: lru, lfu, pgdsf or
+  // lacr) and LACR's α (in [0, 1]; another value fails the engine's load with a message).
+  std::string evictionPolicy = "lru";
+  double lacrAlpha = 0.2;
 };
 
 struct RunQuestion {
@@ -77,6 +82,9 @@ public:
   bool running() const { return m_running.load(); }
 
   rag::ServingStats stats() const;
+  // Block-Attention's block store (rag::Engine::blockStoreEntries: a copy of the worker's last
+  // list, cheap); empty without an engine or a block store.
+  std::vector<rag::BlockStoreEntry> blockStoreEntries() const;
   // Asks for the prefix KV tree, taken and decoded off the GUI thread; answered by kvTree (not
   // when no engine is loaded, and at most one request in flight).
   void requestKvTree();
@@ -97,6 +105,9 @@ Q_SIGNALS:
   void traceEvents(const std::vector<rag::TraceEvent>& events, const std::vector<rag::TraceLane>& lanes);
   // Cluster visits and residency (twice a second while an engine is up).
   void clusterHeat(const rag::ClusterHeat& heat, const rag::ServingStats& stats);
+  // Who holds each KV pool block, with the same report's counters (with clusterHeat, and only
+  // while something is connected: asking makes the generation worker take the map).
+  void kvBlocks(const rag::KvBlockMap& map, const rag::ServingStats& stats);
   void requestEvent(const rag::RequestEvent& event);
   void kvTree(const std::vector<rag::KvTreeNode>& nodes);
 
@@ -125,5 +136,6 @@ private:
 Q_DECLARE_METATYPE(rag::RequestRecord)
 Q_DECLARE_METATYPE(rag::RunMetrics)
 Q_DECLARE_METATYPE(rag::ClusterHeat)
+Q_DECLARE_METATYPE(rag::KvBlockMap)
 Q_DECLARE_METATYPE(rag::ServingStats)
 Q_DECLARE_METATYPE(rag::RequestEvent)

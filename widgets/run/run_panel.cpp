@@ -20,6 +20,8 @@
 #include "nodegraph/graph_model.h"
 #include "plot/plot_export.h"
 
+#include <cmath>
+
 namespace ragwb {
 
 namespace {
@@ -74,6 +76,26 @@ RunPanel::RunPanel(EngineBridge* bridge, QWidget* parent) : QWidget(parent), m_b
   auto* kv = new QHBoxLayout;
   kv->addWidget(m_prefixCache);
   kv->addWidget(m_blocks);
+  m_eviction = new QComboBox;
+  m_eviction->setObjectName("evictionPolicy");
+  m_eviction->addItems({"lru", "lfu", "pgdsf", "lacr"});
+  m_eviction->setToolTip(tr("The prefix cache's eviction policy: least recently used, least frequently used, "
+                            "PGDSF (recompute cost, frequency and size) or LACR (DepCache: look-ahead accesses "
+                            "of waiting requests, weighted by α). The engine reloads when it changes."));
+  m_alpha = new QDoubleSpinBox;
+  m_alpha->setObjectName("lacrAlpha");
+  m_alpha->setRange(0.0, 1.0);
+  m_alpha->setSingleStep(0.05);
+  m_alpha->setDecimals(2);
+  m_alpha->setValue(0.2);
+  m_alpha->setPrefix(QStringLiteral("α "));
+  m_alpha->setToolTip(tr("LACR's weight of the waiting requests' look-ahead accesses (DepCache uses 0.2)"));
+  m_alpha->setEnabled(false);
+  connect(m_eviction, &QComboBox::currentTextChanged, this,
+          [this](const QString& p) { m_alpha->setEnabled(p == QLatin1String("lacr")); });
+  auto* eviction = new QHBoxLayout;
+  eviction->addWidget(m_eviction, 1);
+  eviction->addWidget(m_alpha);
 
   auto* form = new QFormLayout;
   form->addRow(tr("&Workflow"), m_workflow);
@@ -84,6 +106,7 @@ RunPanel::RunPanel(EngineBridge* bridge, QWidget* parent) : QWidget(parent), m_b
   form->addRow(tr("&nprobe"), m_nprobe);
   form->addRow(tr("S&LO"), m_slo);
   form->addRow(tr("KV"), kv);
+  form->addRow(tr("&Eviction"), eviction);
 
   m_start = new QPushButton(tr("&Start"));
   m_start->setObjectName("start");
@@ -275,12 +298,15 @@ void RunPanel::start() {
   setRunning(true);
   const EngineConfig& cur = m_bridge->config();
   if (!m_bridge->isEngineReady() || !(cur.policy == *policy) || cur.nprobe != m_nprobe->value() ||
-      cur.prefixCache != m_prefixCache->isChecked() || cur.blockAttention != m_blocks->isChecked()) {
+      cur.prefixCache != m_prefixCache->isChecked() || cur.blockAttention != m_blocks->isChecked() ||
+      cur.evictionPolicy != m_eviction->currentText().toStdString() || std::abs(cur.lacrAlpha - m_alpha->value()) > 1e-9) {
     EngineConfig c = cur;
     c.policy = *policy;
     c.nprobe = m_nprobe->value();
     c.prefixCache = m_prefixCache->isChecked();
     c.blockAttention = m_blocks->isChecked();
+    c.evictionPolicy = m_eviction->currentText().toStdString();
+    c.lacrAlpha = m_alpha->value();
     m_waitingForEngine = true;
     m_bridge->startEngine(c);
     return;
@@ -312,6 +338,14 @@ void RunPanel::launch() {
 void RunPanel::setKvSwitches(bool prefixCache, bool blockAttention) {
   m_prefixCache->setChecked(prefixCache);
   m_blocks->setChecked(blockAttention);
+}
+
+bool RunPanel::setEviction(const QString& policy, double lacrAlpha) {
+  const int i = m_eviction->findText(policy);
+  if (i < 0) return false;
+  m_eviction->setCurrentIndex(i);
+  m_alpha->setValue(lacrAlpha);
+  return true;
 }
 
 void RunPanel::stop() {

@@ -49,6 +49,9 @@ public:
   // The KV switches the next Start serves with (the engine reloads when they changed): the
   // prefix cache, and Block-Attention (passages as blocks whose KV is computed once and reused).
   void setKvSwitches(bool prefixCache, bool blockAttention);
+  // The prefix cache's eviction policy (lru, lfu, pgdsf, lacr) and LACR's α; false for an unknown
+  // policy (nothing changes).
+  bool setEviction(const QString& policy, double lacrAlpha);
   RequestTableModel* requests() const { return m_model; }
   QCustomPlot* plot() const { return m_plot; }
 
@@ -72,6 +75,8 @@ private:
   QSpinBox *m_requests, *m_nprobe;
   QCheckBox *m_prefixCache, *m_blocks;
   QDoubleSpinBox *m_rps, *m_slo;
+  QComboBox* m_eviction;
+  QDoubleSpinBox* m_alpha;
   QPushButton *m_start, *m_stop;
   QProgressBar* m_progress;
   QLabel* m_status;

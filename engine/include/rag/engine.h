@@ -103,6 +103,7 @@ struct ServingParams {
   // prefix an earlier prompt computed, and prefills only the rest. Answers do not change.
   bool prefixCache = true;
   std::string evictionPolicy = "lru";  // lru | lfu | pgdsf | lacr
+  double lacrAlpha = 0.2;              // LACR's weight of look-ahead accesses, in [0, 1]
   int64_t hostKvBytes = 0;             // host tier that evicted prefixes move to; 0: none
   // How a generation prompt reads a knowledge node's subgraphs (DepCache). Dependency: as prefix
   // trees of their paths under the ancestor mask (model/dep_prompt.h); with prefixCache each
@@ -208,6 +209,41 @@ struct KvTreeNode {
   double priority = 0;          // the eviction policy's, now (lowest goes first)
 };
 
+// Who holds a compute block of the KV pool (KvBlockMap::owners), as the KV heatmap colours it.
+// A block a running sequence uses is Sequence even when the prefix cache holds it too (a cached
+// prefix in use); the other owners are blocks only the prefix cache holds, by its namespace.
+enum class KvBlockOwner : uint8_t {
+  Free = 0,
+  Sequence = 1,  // a running (or building) sequence's
+  Prefix = 2,    // a cached prompt prefix (causal prompts' namespace)
+  Subgraph = 3,  // a cached DepCache subgraph
+  Passage = 4,   // a cached Block-Attention passage block
+};
+inline constexpr int kKvBlockOwnerCount = 5;
+std::string_view kvBlockOwnerName(KvBlockOwner owner);  // "free" | "sequence" | "prefix" | "subgraph" | "passage"
+
+// The compute tier of the KV pool block by block, for the KV heatmap.
+struct KvBlockMap {
+  std::vector<uint8_t> owners;  // [compute blocks] a KvBlockOwner per block, by block index
+  int32_t hostUsed = 0;         // the host tier, in blocks (not mapped block by block)
+  int32_t hostTotal = 0;
+  // Blocks per owner ([kKvBlockOwnerCount], by KvBlockOwner value).
+  std::vector<int32_t> counts() const {
+    std::vector<int32_t> c(kKvBlockOwnerCount, 0);
+    for (uint8_t o : owners) ++c[o < kKvBlockOwnerCount ? o : 0];
+    return c;
+  }
+};
+
+// One passage block in Block-Attention's block store (the disk tier of passage KV).
+struct BlockStoreEntry {
+  int64_t passageId = -1;
+  int64_t tokens = 0;
+  int64_t bytes = 0;     // its record on disk
+  int64_t hits = 0;      // times a prompt found it there since the engine started
+  bool saved = false;    // in the file (false: computed this session, written when serving stops)
+};
+
 // ---- the engine ------------------------------------------------------------------------------
 
 // The loaded model, tokenizer, embedder and passage index (opaque): loaded once and shared by
@@ -263,6 +299,14 @@ public:
   // while this is being called (so the first call after a pause may be empty or old), tokens
   // decoded here on the caller's thread. Empty while serving or the prefix cache is off.
   std::vector<KvTreeNode> kvTreeSnapshot() const;
+  // Who holds each compute block of the KV pool, copied from a map the generation worker takes
+  // at most every 100 ms while this is being called (the first call after a pause may be empty
+  // or old). Empty while serving is off.
+  KvBlockMap kvBlockMap() const;
+  // Block-Attention's block store, most recently used first, copied from a list the generation
+  // worker takes at most every 500 ms while this is being called (the first call after a pause
+  // may be empty or old). Empty without a block store (blockAttention off, or blockStoreBytes 0).
+  std::vector<BlockStoreEntry> blockStoreEntries() const;
   bool serving() const;
   // What this engine serves with (null while serving is off), to share with another engine.
   std::shared_ptr<const ServingAssets> assets() const;

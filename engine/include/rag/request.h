@@ -14,6 +14,22 @@
 
 namespace rag {
 
+struct KnowledgeUse;  // rag/knowledge.h
+
+// How one context segment of a segmented generation prompt got its KV: a Block-Attention passage
+// block or a DepCache subgraph, each computed alone at positions 0..n-1 once and kept.
+struct SegmentKvUse {
+  int64_t passageId = -1;     // Block-Attention: the passage; -1 for a subgraph or template text
+  int64_t offset = 0;         // its first token's position in the prompt
+  int64_t tokens = 0;
+  int64_t cachedTokens = 0;   // reused from the prefix cache (its memory tiers)
+  int64_t storedTokens = 0;   // reused from the block store (the disk tier)
+  // The reused KV was re-encoded to `offset` (GKVR; false: used at the positions it was computed
+  // at, the segment at offset 0 or the "without GKVR" ablation).
+  bool reencoded = false;
+  int64_t computedTokens() const { return tokens - cachedTokens - storedTokens; }  // by this request
+};
+
 struct StageTiming {
   std::string node;
   NodeKind kind = NodeKind::Generation;
@@ -30,6 +46,11 @@ struct StageTiming {
   // prefill, prefix cache), "block" (Block-Attention: passage blocks from the block KV path, only
   // the last block prefilled), "dependency" (DepCache: subgraph trees from the KV path).
   std::string attention;
+  // "block" and "dependency": each segment of the prompt, in prompt order (empty otherwise).
+  std::vector<SegmentKvUse> segments;
+  // Knowledge: what the node retrieved (rag/knowledge.h: the entities it linked, every path it
+  // scored, kept or pruned, with its score); null for other kinds and for a failed retrieval.
+  std::shared_ptr<const KnowledgeUse> knowledge;
 };
 
 struct RequestResult {
