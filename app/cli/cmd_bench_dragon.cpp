@@ -64,7 +64,7 @@ int cmdBenchDragon(Args& args) {
   const bool jsonFlag = args.flag("json");
   const std::string out = args.getOr("out", "");
   const std::string latList = args.getOr("latencies", "0,25,50,100,200,300");
-  const std::string methodList = args.getOr("methods", "dragon,drdg_tw,drdg_sw,device_only,cloud_only,drcg_text");
+  const std::string methodList = args.getOr("methods", "dragon,drdg_tw,drdg_sw,device_only,cloud_only,drcg_text,drcg_kv");
   auto questions = args.getInt("questions", quick ? 3 : 8);
   auto accQuestions = args.getInt("accuracy-questions", quick ? 10 : 40);
   const std::string docCounts = args.getOr("accuracy-docs", quick ? "0,2,8" : "0,1,2,4,8");
@@ -191,7 +191,7 @@ int cmdBenchDragon(Args& args) {
         h.maxTokens = 1;
         h.latencyMs = lat;
         h.question = q;
-        auto warm = runDevice(link.get(), (*side)->res, h, so);
+        auto warm = runDevice(link.get(), (*side)->demo->res, h, so);
         if (!warm) return fail(warm.status().withContext("warm-up run"));
       }
       for (Method m : methods) {
@@ -200,7 +200,7 @@ int cmdBenchDragon(Args& args) {
         h.latencyMs = lat;
         h.question = q;
         h.ignoreEos = true;  // every method decodes exactly max-tokens: per-token figures compare
-        auto rep = runDevice(link.get(), (*side)->res, h, so);
+        auto rep = runDevice(link.get(), (*side)->demo->res, h, so);
         if (!rep) return fail(rep.status().withContext(std::string(methodName(m)) + " at " + std::to_string(lat) + " ms"));
         if (!rep->note.empty()) return fail(Status::unavailable(rep->note));
         Cell& c = cells[std::string(methodName(m))][lat];
@@ -275,7 +275,7 @@ int cmdBenchDragon(Args& args) {
             sh.docsPerSide = docs;
             sh.question = item.question;
             sh.answer = item.answers.empty() ? std::string() : item.answers[0];
-            auto sc = runDevice(link.get(), (*side)->res, sh, so);
+            auto sc = runDevice(link.get(), (*side)->demo->res, sh, so);
             if (!sc) return fail(sc.status().withContext("perplexity run"));
             for (float v : sc->answerLogp) logpSum += v;
             logpCount += static_cast<double>(sc->answerLogp.size());
@@ -286,7 +286,7 @@ int cmdBenchDragon(Args& args) {
           h.docsPerSide = docs;
           h.question = item.question;
           h.ignoreEos = false;
-          auto rep = runDevice(link.get(), (*side)->res, h, so);
+          auto rep = runDevice(link.get(), (*side)->demo->res, h, so);
           if (!rep) return fail(rep.status().withContext("accuracy run"));
           correct += answerContainsGold(textOf(**side, rep->tokens), item.answers) ? 1 : 0;
         }
