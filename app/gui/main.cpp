@@ -1,12 +1,17 @@
 // ragraph-workbench: the desktop workbench.
 //   ragraph-workbench [--corpus PATH] [--screenshot FILE.png] [--demo] [--bench-timeline [--spans N]]
-//                     [--bench-kvtree [--nodes N]] [--show TOOL]
+//                     [--bench-kvtree [--nodes N]] [--show TOOL] [--dragon QUESTION [--dragon-latency MS]]
 // --screenshot renders the window once its pages have loaded (with --demo: once the demo run has
 // finished), saves the PNG and exits; --demo runs a short IRG workload on the default
 // corpus through the editor's graph, so the timeline, heatmap and tables fill; --bench-timeline
-// and --bench-kvtree print the timeline's and the KV-tree inspector's drawing speed as JSON and exit.
+// and --bench-kvtree print the timeline's and the KV-tree inspector's drawing speed as JSON and exit;
+// --dragon runs one live DRAGON exchange in the DRAGON page (brought to the front) and prints its
+// summary and the GUI thread's longest stall during it (with --screenshot: saved after the run).
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QDockWidget>
+#include <QDoubleSpinBox>
+#include <QLineEdit>
 #include <QJsonDocument>
 #include <QTimer>
 #include <cstdio>
@@ -19,6 +24,7 @@
 #include "overview/overview_page.h"
 #include "rag/corpus.h"
 #include "run/run_panel.h"
+#include "inspectors/dragon_page.h"
 #include "inspectors/kv_tree_bench.h"
 #include "timeline/timeline_bench.h"
 #include "tools/tool_registry.h"
@@ -41,7 +47,10 @@ int main(int argc, char** argv) {
   QCommandLineOption kvBenchOpt("bench-kvtree", "Print the KV-tree inspector's frames per second as JSON and exit.");
   QCommandLineOption nodesOpt("nodes", "Nodes for --bench-kvtree (default 20000).", "N", "20000");
   QCommandLineOption showOpt("show", "Bring the tool TOOL to the front (its dock id, e.g. kvTreeDock).", "TOOL");
-  parser.addOptions({corpusOpt, shotOpt, demoOpt, benchOpt, spansOpt, kvBenchOpt, nodesOpt, showOpt});
+  QCommandLineOption dragonOpt("dragon", "Run one live DRAGON exchange on QUESTION in the DRAGON page.", "QUESTION");
+  QCommandLineOption dragonLatencyOpt("dragon-latency", "Added link latency for --dragon, ms (default 100).", "MS", "100");
+  parser.addOptions({corpusOpt, shotOpt, demoOpt, benchOpt, spansOpt, kvBenchOpt, nodesOpt, showOpt, dragonOpt,
+                     dragonLatencyOpt});
   parser.process(app);
 
   // --bench-*: its count option must be a positive number; the result is printed as JSON.
@@ -79,7 +88,42 @@ int main(int argc, char** argv) {
       QApplication::exit(ok ? 0 : 1);
     });
   };
-  if (parser.isSet(demoOpt)) {
+  if (parser.isSet(dragonOpt)) {
+    bool ok = false;
+    const double latency = parser.value(dragonLatencyOpt).toDouble(&ok);
+    if (!ok || latency < 0 || latency > 1000) {
+      std::fprintf(stderr, "error: --dragon-latency takes milliseconds in [0, 1000], not '%s'\n",
+                   qPrintable(parser.value(dragonLatencyOpt)));
+      return 2;
+    }
+    window.tools()->raise("dragonDock");
+    ragwb::DragonPage* page = window.dragon();
+    QDockWidget* dock = window.tools()->dock("dragonDock");
+    if (!shotFile.isEmpty() && dock) {  // the screenshot is of the page, floated at a readable size
+      dock->setFloating(true);
+      dock->resize(1400, 900);
+    }
+    page->questionEdit()->setText(parser.value(dragonOpt));
+    page->latencySpin()->setValue(latency);
+    QObject::connect(page, &ragwb::DragonPage::runFinished, &window, [&window, page, shotFile](bool ok, const QString& m) {
+      std::printf("dragon run: %s %s longest GUI stall %.1f ms (GUI thread working %.1f ms of it)\n", ok ? "ok:" : "failed:",
+                  qPrintable(m), window.stallMeter()->maxStallMs(), window.stallMeter()->maxStallBusyMs());
+      if (page->lastSummary())
+        std::printf("dragon answer: %s (%.1f ms/token)\n", page->lastSummary()->answer.c_str(), page->lastSummary()->perTokenMs);
+      std::fflush(stdout);
+      if (shotFile.isEmpty()) {
+        QApplication::exit(ok ? 0 : 1);
+        return;
+      }
+      QTimer::singleShot(400, page, [page, shotFile] {
+        QWidget* shot = page->parentWidget() ? page->parentWidget() : page;  // the floating dock
+        const bool saved = shot->grab().save(shotFile);
+        std::fprintf(saved ? stdout : stderr, saved ? "saved %s\n" : "error: cannot write %s\n", qPrintable(shotFile));
+        QApplication::exit(saved ? 0 : 1);
+      });
+    });
+    QTimer::singleShot(0, page, &ragwb::DragonPage::start);
+  } else if (parser.isSet(demoOpt)) {
     // Every built-in in turn (16 questions each through hedra), IRG last so the views end on it;
     // each run's accuracy is printed as it finishes.
     static const rag::Workflow kOrder[] = {rag::Workflow::OneShot, rag::Workflow::Hyde, rag::Workflow::Multistep,

@@ -17,6 +17,7 @@
 #include "bridge/gui_stall_meter.h"
 #include "heatmap/cluster_heatmap.h"
 #include "history/run_history_panel.h"
+#include "inspectors/dragon_page.h"
 #include "inspectors/kv_tree_inspector.h"
 #include "nodegraph/graph_editor.h"
 #include "overview/overview_page.h"
@@ -91,6 +92,19 @@ MainWindow::MainWindow(std::filesystem::path corpus, QWidget* parent)
             m_timeline->zoomToFit();
             statusBar()->showMessage(tr("Run %1 reopened: %2 trace spans").arg(id).arg(trace.events.size()), 8000);
           });
+  // A DRAGON run: the stall meter watches the GUI thread while the page streams the run in.
+  connect(m_dragon, &DragonPage::runStarted, this, [this] {
+    m_stall->reset();
+    m_stall->start();
+  });
+  connect(m_dragon, &DragonPage::runFinished, this, [this](bool ok, const QString& message) {
+    if (m_stall->ticks() > 0)
+      statusBar()->showMessage(tr("DRAGON: %1 Longest GUI stall during the run %2 ms.").arg(message).arg(m_stall->maxStallMs(), 0, 'f', 1), 15000);
+    else if (!ok)
+      statusBar()->showMessage(tr("DRAGON: %1").arg(message), 15000);
+    m_stall->stop();
+    updateStatus();
+  });
   auto* statusTimer = new QTimer(this);
   connect(statusTimer, &QTimer::timeout, this, &MainWindow::updateStatus);
   statusTimer->start(1000);
@@ -138,6 +152,8 @@ void MainWindow::buildDocks() {
   m_history = new RunHistoryPanel;
   m_overview = new OverviewPage;
   m_kvTree = new KvTreeInspector(&m_bridge);
+  m_dragon = new DragonPage;
+  m_dragon->setSources(rag::defaultModelDirectory(), m_corpus);
 
   // The ids are the docks' object names, which saved layouts (QSettings) refer to: keep them.
   m_tools = new ToolRegistry(this);
@@ -148,6 +164,7 @@ void MainWindow::buildDocks() {
   addTool("historyDock", tr("Run history"), m_history, P::tabbedWith("runDock"));
   addTool("overviewDock", tr("Corpus"), m_overview, P::tabbedWith("historyDock"));
   addTool("kvTreeDock", tr("KV tree"), m_kvTree, P::tabbedWith("heatmapDock"));
+  addTool("dragonDock", tr("DRAGON"), m_dragon, P::tabbedWith("kvTreeDock"));
   m_tools->raise("runDock");
   m_tools->raise("heatmapDock");
   resizeDocks({m_tools->dock("timelineDock"), m_tools->dock("heatmapDock")}, {1000, 500}, Qt::Horizontal);
@@ -221,6 +238,7 @@ void MainWindow::openCorpus() {
   if (file.isEmpty()) return;
   m_corpus = file.toStdString();
   m_overview->loadCorpus(m_corpus);
+  m_dragon->setSources(rag::defaultModelDirectory(), m_corpus);
   EngineConfig c = m_bridge.config();
   c.corpus = m_corpus;
   m_bridge.startEngine(c);
@@ -244,7 +262,8 @@ void MainWindow::about() {
                         "RAG workflows, with an embedded serving engine. Built: HedraRAG, "
                         "WindVE, DepCache's and Block-Attention's serving paths (run from the "
                         "command line with --graph-attention and --block-attention) and DRAGON "
-                        "(ragraph dragon). Not built yet: their panels in this window.</p>")
+                        "(ragraph dragon, and live in the DRAGON page). Not built yet: panels "
+                        "for DepCache and Block-Attention in this window.</p>")
                          .arg(QApplication::applicationVersion()));
 }
 

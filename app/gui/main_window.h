@@ -1,6 +1,6 @@
 // The workbench's main window: the RAGraph editor in the middle; tools in docks, registered
 // through a ToolRegistry: the live pipeline timeline, the cluster heatmap, the run panel, the run
-// history, the corpus overview and the KV-tree inspector (the layout is saved with QSettings); menus and shortcuts; a status bar with the engine's state and
+// history, the corpus overview, the KV-tree inspector and the DRAGON page (the layout is saved with QSettings); menus and shortcuts; a status bar with the engine's state and
 // the longest GUI-thread stall. The engine lives behind the EngineBridge, on its own threads.
 #pragma once
 
@@ -22,6 +22,7 @@ class RunPanel;
 class RunHistoryPanel;
 class GuiStallMeter;
 class KvTreeInspector;
+class DragonPage;
 class ToolRegistry;
 struct ToolPlacement;
 
@@ -39,6 +40,7 @@ public:
   ClusterHeatmap* heatmap() { return m_heatmap; }
   RunHistoryPanel* history() { return m_history; }
   KvTreeInspector* kvTree() { return m_kvTree; }
+  DragonPage* dragon() { return m_dragon; }
   EngineBridge* bridge() { return &m_bridge; }
   GuiStallMeter* stallMeter() { return m_stall; }
   ToolRegistry* tools() { return m_tools; }
@@ -65,6 +67,7 @@ private:
   RunPanel* m_runPanel;
   RunHistoryPanel* m_history;
   KvTreeInspector* m_kvTree = nullptr;
+  DragonPage* m_dragon = nullptr;
   GuiStallMeter* m_stall;
   ToolRegistry* m_tools = nullptr;
   QMenu* m_viewMenu = nullptr;
