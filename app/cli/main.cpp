@@ -150,7 +150,8 @@ const std::vector<Command>& commands() {
        "[--quick] [--json] [--out FILE] [--latencies 0,25,50,100,200,300] [--questions 8] "
        "[--methods dragon,drdg_tw,drdg_sw,device_only,cloud_only,drcg_text,drcg_kv] [--max-tokens 20] [--docs 2] "
        "[--max-ahead 3] [--policy greedy] [--kernels on|off] [--cloud-kernels on|off] [--deterministic] "
-       "[--accuracy-questions 40] [--accuracy-docs 0,1,2,4,8] [--model DIR] [--corpus PATH]",
+       "[--accuracy-questions 40] [--accuracy-docs 0,1,2,4,8] [--model DIR] [--corpus PATH] "
+       "[--device-core 0] [--cloud-core 1] (-1: not pinned)",
        {"quick", "json", "deterministic", "ignore-eos"}, cmdBenchDragon},
       {"serve", "",
        "--listen HOST:PORT [--workflows FILE,...] [--max-inflight 32] [--retry-after 1] [--nprobe 128] "
