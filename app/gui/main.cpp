@@ -1,6 +1,6 @@
 // ragraph-workbench: the desktop workbench.
 //   ragraph-workbench [--corpus PATH] [--screenshot FILE.png] [--demo] [--bench-timeline [--spans N]]
-//                     [--bench-kvtree [--nodes N]] [--show TOOL] [--dragon QUESTION [--dragon-latency MS]]
+//                     [--bench-kvtree [--nodes N]] [--show TOOL] [--dragon QUESTION [--dragon-latency MS] [--dragon-tokens N]]
 // --screenshot renders the window once its pages have loaded (with --demo: once the demo run has
 // finished), saves the PNG and exits; --demo runs a short IRG workload on the default
 // corpus through the editor's graph, so the timeline, heatmap and tables fill; --bench-timeline
@@ -11,7 +11,9 @@
 #include <QCommandLineParser>
 #include <QDockWidget>
 #include <QDoubleSpinBox>
+#include <QCheckBox>
 #include <QLineEdit>
+#include <QSpinBox>
 #include <QJsonDocument>
 #include <QTimer>
 #include <cstdio>
@@ -49,8 +51,9 @@ int main(int argc, char** argv) {
   QCommandLineOption showOpt("show", "Bring the tool TOOL to the front (its dock id, e.g. kvTreeDock).", "TOOL");
   QCommandLineOption dragonOpt("dragon", "Run one live DRAGON exchange on QUESTION in the DRAGON page.", "QUESTION");
   QCommandLineOption dragonLatencyOpt("dragon-latency", "Added link latency for --dragon, ms (default 100).", "MS", "100");
+  QCommandLineOption dragonTokensOpt("dragon-tokens", "Decode exactly N tokens in --dragon (EOS ignored).", "N");
   parser.addOptions({corpusOpt, shotOpt, demoOpt, benchOpt, spansOpt, kvBenchOpt, nodesOpt, showOpt, dragonOpt,
-                     dragonLatencyOpt});
+                     dragonLatencyOpt, dragonTokensOpt});
   parser.process(app);
 
   // --bench-*: its count option must be a positive number; the result is printed as JSON.
@@ -96,6 +99,15 @@ int main(int argc, char** argv) {
                    qPrintable(parser.value(dragonLatencyOpt)));
       return 2;
     }
+    int tokens = 0;
+    if (parser.isSet(dragonTokensOpt)) {
+      tokens = parser.value(dragonTokensOpt).toInt(&ok);
+      if (!ok || tokens < 1 || tokens > 256) {
+        std::fprintf(stderr, "error: --dragon-tokens takes a number in [1, 256], not '%s'\n",
+                     qPrintable(parser.value(dragonTokensOpt)));
+        return 2;
+      }
+    }
     window.tools()->raise("dragonDock");
     ragwb::DragonPage* page = window.dragon();
     QDockWidget* dock = window.tools()->dock("dragonDock");
@@ -105,6 +117,10 @@ int main(int argc, char** argv) {
     }
     page->questionEdit()->setText(parser.value(dragonOpt));
     page->latencySpin()->setValue(latency);
+    if (tokens > 0) {
+      page->maxTokensSpin()->setValue(tokens);
+      page->ignoreEosBox()->setChecked(true);
+    }
     QObject::connect(page, &ragwb::DragonPage::runFinished, &window, [&window, page, shotFile](bool ok, const QString& m) {
       std::printf("dragon run: %s %s longest GUI stall %.1f ms (GUI thread working %.1f ms of it)\n", ok ? "ok:" : "failed:",
                   qPrintable(m), window.stallMeter()->maxStallMs(), window.stallMeter()->maxStallBusyMs());
@@ -122,7 +138,15 @@ int main(int argc, char** argv) {
         QApplication::exit(saved ? 0 : 1);
       });
     });
-    QTimer::singleShot(0, page, &ragwb::DragonPage::start);
+    // Once the engine has loaded (or failed to), so that its loading does not share the run.
+    auto startOnce = [page] {
+      static bool started = false;
+      if (started) return;
+      started = true;
+      page->start();
+    };
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, page, startOnce);
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, page, startOnce);
   } else if (parser.isSet(demoOpt)) {
     // Every built-in in turn (16 questions each through hedra), IRG last so the views end on it;
     // each run's accuracy is printed as it finishes.

@@ -194,6 +194,8 @@ private Q_SLOTS:
     QSignalSpy started(&page, &ragwb::DragonPage::runStarted);
     QSignalSpy finished(&page, &ragwb::DragonPage::runFinished);
     QSignalSpy rows(page.model(), &QAbstractItemModel::rowsInserted);
+    QVERIFY(QTest::qWaitForWindowExposed(&page));
+    QTest::qWait(100);  // the page's first paint is not the run's
     ragwb::GuiStallMeter meter;
     meter.start();
     page.start();

@@ -99,7 +99,8 @@ void DragonEventModel::appendEvents(const std::vector<DragonEvent>& batch) {
     else if (fromPeer && e.kind == DragonEvent::Kind::Verdict)
       m_transfers.push_back({DragonTransfer::Kind::Verdict, e.side, e.pos, e.sentMs, e.receivedMs});
     if (e.kind == DragonEvent::Kind::Verdict && e.observer == e.side) {  // as its decider recorded it
-      m_closedSpans.push_back({m_lastVerdictMs, e.endMs, e.side});
+      if (!m_closedSpans.empty() && m_closedSpans.back().side == e.side) m_closedSpans.back().endMs = e.endMs;
+      else m_closedSpans.push_back({m_lastVerdictMs, e.endMs, e.side});
       m_holder = e.next;
       m_lastVerdictMs = e.endMs;
       m_anyVerdict = true;
@@ -124,7 +125,10 @@ void DragonEventModel::clear() {
 
 std::vector<AggregatorSpan> DragonEventModel::aggregatorSpans() const {
   std::vector<AggregatorSpan> out = m_closedSpans;
-  if (m_anyVerdict && m_endMs > m_lastVerdictMs) out.push_back({m_lastVerdictMs, m_endMs, m_holder});
+  if (m_anyVerdict && m_endMs > m_lastVerdictMs) {
+    if (out.back().side == m_holder) out.back().endMs = m_endMs;
+    else out.push_back({m_lastVerdictMs, m_endMs, m_holder});
+  }
   return out;
 }
 

@@ -56,7 +56,8 @@ public:
   // The latest time any event mentions (ms since the run started).
   double endMs() const { return m_endMs; }
   // From the verdicts as their deciders recorded them: the first holder from the start, then
-  // each verdict's choice of the next; the last span is open, ending at endMs().
+  // each verdict's choice of the next, one span per holding (consecutive verdicts of one holder
+  // merge); the last span is open, ending at endMs().
   std::vector<AggregatorSpan> aggregatorSpans() const;
   const std::vector<DragonTransfer>& transfers() const { return m_transfers; }
   // Target tokens fixed so far (verdicts recorded by their deciders), in position order.

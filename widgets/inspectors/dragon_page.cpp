@@ -11,7 +11,6 @@
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSpinBox>
-#include <QSplitter>
 #include <QTableView>
 #include <QVBoxLayout>
 #include <QtConcurrent>
@@ -102,18 +101,13 @@ DragonPage::DragonPage(QWidget* parent) : QWidget(parent) {
   controls->addWidget(runBox, 3);
   controls->addWidget(linkBox, 2);
 
-  auto* split = new QSplitter(Qt::Vertical);
-  split->addWidget(m_timeline);
-  split->addWidget(m_table);
-  split->setStretchFactor(0, 3);
-  split->setStretchFactor(1, 2);
-
   auto* top = new QVBoxLayout(this);
   top->addLayout(controls);
   top->addWidget(m_status);
   top->addWidget(m_answer);
   top->addWidget(m_summaryLabel);
-  top->addWidget(split, 1);
+  top->addWidget(m_timeline);
+  top->addWidget(m_table, 1);
 
   connect(m_run, &QPushButton::clicked, this, &DragonPage::start);
   connect(m_question, &QLineEdit::returnPressed, this, &DragonPage::start);

@@ -40,6 +40,7 @@ double niceStep(double span, int target) {
 
 DragonTimelineView::DragonTimelineView(DragonEventModel* model, QWidget* parent) : QWidget(parent), m_model(model) {
   setMouseTracking(true);
+  setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
   setAttribute(Qt::WA_OpaquePaintEvent);
   auto repaint = [this] { update(); };
   connect(model, &QAbstractItemModel::rowsInserted, this, repaint);

@@ -24,8 +24,10 @@ class DragonTimelineView : public QWidget {
   Q_OBJECT
 public:
   explicit DragonTimelineView(DragonEventModel* model, QWidget* parent = nullptr);
-  QSize sizeHint() const override { return {900, 260}; }
-  QSize minimumSizeHint() const override { return {320, 220}; }
+  // The lanes have fixed heights: the view is as tall as they are.
+  static constexpr int kHeight = 212;
+  QSize sizeHint() const override { return {900, kHeight}; }
+  QSize minimumSizeHint() const override { return {320, kHeight}; }
   // The tooltip text at a point (what hovering shows; empty where nothing is).
   QString toolTipAt(QPointF p) const;
 
