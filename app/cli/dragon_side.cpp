@@ -8,7 +8,6 @@ namespace rag::cli {
 
 using namespace rag::dragon;
 
-
 Result<SideOptions> readSideOptions(Args& args) {
   SideOptions o;
   RAG_ASSIGN_OR_RETURN(o.model, readModelChoice(args, false));

@@ -125,6 +125,16 @@ private Q_SLOTS:
     QVERIFY(cell(4, DragonEventModel::Detail).contains("next aggregator: cloud"));
     QCOMPARE(cell(6, DragonEventModel::Kind), QStringLiteral("rollback"));
     QVERIFY(m.data(m.index(6, 0), Qt::ForegroundRole).isValid());  // rollbacks stand out
+    // Two more verdicts decided by the device, which keeps the aggregator: one holding span.
+    DragonEvent v2 = ev(DragonEvent::Kind::Verdict, DragonSide::Device, DragonSide::Device, 2, 200);
+    DragonEvent v3 = ev(DragonEvent::Kind::Verdict, DragonSide::Device, DragonSide::Device, 3, 250);
+    v2.next = v3.next = DragonSide::Device;
+    m.appendEvents({v2, v3});
+    const auto merged = m.aggregatorSpans();
+    QCOMPARE(merged.size(), size_t{3});
+    QCOMPARE(merged[2].side, DragonSide::Device);
+    QCOMPARE(merged[2].beginMs, 150.0);
+    QCOMPARE(merged[2].endMs, 250.0);
     QSignalSpy reset(&m, &QAbstractItemModel::modelReset);
     m.clear();
     QCOMPARE(reset.count(), 1);

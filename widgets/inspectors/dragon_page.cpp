@@ -121,8 +121,13 @@ DragonPage::DragonPage(QWidget* parent) : QWidget(parent) {
                         .arg(QString::fromStdString(r ? r->status.message() : std::string("no result"))));
       return;
     }
-    m_live = r->live;
     m_loading = false;
+    if (r->modelDir != m_modelDir || r->corpus != m_corpus) {  // the sources changed meanwhile
+      if (r->live) (void)QtConcurrent::run([stale = std::move(r->live)]() mutable { stale.reset(); });
+      start();
+      return;
+    }
+    m_live = r->live;
     launch();
   });
 }
@@ -181,6 +186,8 @@ void DragonPage::start() {
   rag::DragonLiveParams p{.modelDir = m_modelDir, .corpusPath = m_corpus};
   m_loader.setFuture(QtConcurrent::run([p] {
     auto out = std::make_shared<Loaded>();
+    out->modelDir = p.modelDir;
+    out->corpus = p.corpusPath;
     rag::Result<std::unique_ptr<rag::DragonLive>> live = rag::DragonLive::create(p);
     if (live) out->live = std::shared_ptr<rag::DragonLive>(std::move(*live));
     else out->status = live.status();

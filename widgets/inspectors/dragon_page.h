@@ -77,6 +77,7 @@ private:
   struct Loaded {
     rag::Status status;
     std::shared_ptr<rag::DragonLive> live;
+    std::filesystem::path modelDir, corpus;  // what it was loaded from
   };
   void launch();
   void drain();
