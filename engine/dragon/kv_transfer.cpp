@@ -15,9 +15,10 @@ int64_t poolRow(const std::vector<int32_t>& blocks, int64_t i, int64_t bs) {
 }  // namespace
 
 Result<std::vector<KvChunk>> computePrefixKv(model::ModelRunner& runner, std::span<const int32_t> tokens,
-                                             size_t maxChunkBytes) {
+                                             size_t maxChunkBytes, uint32_t passages) {
   const memory::KvPoolParams& pp = runner.kvPool().params();
   KvChunk shape;
+  shape.passages = passages;
   shape.layers = static_cast<uint32_t>(pp.layers);
   shape.kvHeads = static_cast<uint32_t>(pp.kvHeads);
   shape.headDim = static_cast<uint32_t>(pp.headDim);

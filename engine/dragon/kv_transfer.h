@@ -37,10 +37,10 @@ inline constexpr size_t kDefaultKvChunkBytes = 4u << 20;
 
 // Prefills `tokens` at positions 0..n-1 as a KV-only sequence on `runner` and returns its rows
 // in chunks of at most maxChunkBytes of K/V (at least one token each); the sequence is released.
-// No tokens: one empty chunk. Busy when the runner has other work (its events
+// `passages` is recorded in every chunk (KvChunk::passages). No tokens: one empty chunk. Busy when the runner has other work (its events
 // would be lost); the runner's refusal (context window, pool size) otherwise.
 Result<std::vector<KvChunk>> computePrefixKv(model::ModelRunner& runner, std::span<const int32_t> tokens,
-                                             size_t maxChunkBytes = kDefaultKvChunkBytes);
+                                             size_t maxChunkBytes = kDefaultKvChunkBytes, uint32_t passages = 0);
 
 // Writes the rows of `chunks` (consecutive, covering the whole sequence) into fresh blocks of
 // `runner`'s pool. The handle holds one reference per block: pass it in SequenceRequest::cached,

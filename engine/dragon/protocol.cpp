@@ -514,6 +514,7 @@ Result<Bye> decodeBye(std::span<const uint8_t> p) {
 }
 
 void encode(const KvChunk& m, ByteWriter& w) {
+  w.u32(m.passages);
   w.u32(m.totalTokens);
   w.u32(m.firstToken);
   w.u32(m.layers);
@@ -528,6 +529,7 @@ void encode(const KvChunk& m, ByteWriter& w) {
 Result<KvChunk> decodeKvChunk(std::span<const uint8_t> p) {
   ByteReader r(p, "kv_chunk");
   KvChunk m;
+  m.passages = r.u32();
   m.totalTokens = r.u32();
   m.firstToken = r.u32();
   m.layers = r.u32();

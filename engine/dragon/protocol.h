@@ -219,6 +219,7 @@ struct Bye {
 // A sequence too large for one frame travels as consecutive chunks (kv_transfer.h); an empty
 // sequence (no passages) as one chunk of 0 tokens.
 struct KvChunk {
+  uint32_t passages = 0;     // how many passages the whole sequence holds
   uint32_t totalTokens = 0;
   uint32_t firstToken = 0;
   uint32_t layers = 0, kvHeads = 0, headDim = 0;
@@ -228,7 +229,7 @@ struct KvChunk {
   int64_t rowBytes() const { return static_cast<int64_t>(kvHeads) * headDim * elementBytes; }
 };
 // Bytes of a KvChunk payload besides its tokens and K/V rows.
-inline constexpr size_t kKvChunkFixedBytes = 4 * 7 + 1;  // 5 u32 fields, 2 u32 counts, elementBytes
+inline constexpr size_t kKvChunkFixedBytes = 4 * 8 + 1;  // 6 u32 fields, 2 u32 counts, elementBytes
 
 void encode(const Hello& m, ByteWriter& w);
 void encode(const HelloAck& m, ByteWriter& w);

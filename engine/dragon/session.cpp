@@ -277,7 +277,8 @@ Status runSide(Transport* t, SideResources& side, const Hello& h, RunReport& rep
         for (const RetrievedPassage& p : ps) texts.push_back(p.text);
         RAG_ASSIGN_OR_RETURN(std::vector<int32_t> prefix, passagePrefix(side, texts, h.question));
         Stopwatch sw;
-        RAG_ASSIGN_OR_RETURN(std::vector<KvChunk> chunks, computePrefixKv(*side.runner, prefix));
+        RAG_ASSIGN_OR_RETURN(std::vector<KvChunk> chunks, computePrefixKv(*side.runner, prefix, kDefaultKvChunkBytes,
+                                                                         static_cast<uint32_t>(ps.size())));
         rep.prefillMs = sw.elapsedMs();
         for (const KvChunk& c : chunks) RAG_RETURN_IF_ERROR(sendMsg(*t, MsgType::KvChunk, c));
         break;
@@ -293,6 +294,7 @@ Status runSide(Transport* t, SideResources& side, const Hello& h, RunReport& rep
       }
       RAG_ASSIGN_OR_RETURN(model::KvHandle kv, importPrefixKv(*side.runner, chunks));
       rep.kvTokensReceived = kv.numTokens;
+      rep.documents[1] = chunks.front().passages;
       std::vector<std::string> texts;
       for (const RetrievedPassage& p : ps) texts.push_back(p.text);
       DocDecoder dec(*side.runner, dp);

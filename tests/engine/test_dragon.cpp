@@ -581,6 +581,7 @@ private Q_SLOTS:
     QVERIFY2(kv.isOk(), kv.status().message().c_str());
     QCOMPARE(kv->tokens, ref);
     QCOMPARE(kv->documents[0], 3u);
+    QCOMPARE(kv->documents[1], 3u);  // the cloud's passages, as its KV says
     // The cloud's three passages (12 + 17 + 22 tokens) crossed as K/V rows, sized as the pool
     // holds them: layers × 2 × tokens × kv_heads × head_dim × 4 bytes, plus the token ids.
     const model::LlamaConfig c = model::testing::tinyConfig();
