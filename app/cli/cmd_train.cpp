@@ -29,6 +29,7 @@
 #include "model/tokenizer.h"
 #include "model/trainer.h"
 #include "knowledge/graph_examples.h"
+#include "knowledge/role_examples.h"
 #include "model/training_data.h"
 
 namespace fs = std::filesystem;
@@ -111,6 +112,7 @@ struct LmOptions {
   int64_t showExamples = 0;  // print this many training examples and stop
   int32_t graphSubgraphs = 5;  // graph data: subgraphs per prompt and paths per subgraph
   int32_t graphPaths = 30;
+  std::vector<knowledge::RoleWeight> roleMix = knowledge::defaultRoleMix();  // --data roles: --roles
 };
 
 // The model shape flags, read before the tokenizer is (its size is the vocabulary).
@@ -259,6 +261,10 @@ Result<LmOptions> readLmOptions(Args& args) {
   RAG_ASSIGN_OR_RETURN(int64_t graphPaths, atLeast(args, "paths", 30, 1));
   o.graphSubgraphs = static_cast<int32_t>(graphSubgraphs);
   o.graphPaths = static_cast<int32_t>(graphPaths);
+  if (auto roles = args.get("roles")) {
+    if (o.data.data != TrainData::Roles) return Status::invalidArgument("--roles is for --data roles");
+    RAG_ASSIGN_OR_RETURN(o.roleMix, knowledge::parseRoleMix(*roles));
+  }
   RAG_ASSIGN_OR_RETURN(double promptLoss, args.getDouble("prompt-loss", 0.1));
   if (!(promptLoss >= 0 && promptLoss <= 1))
     return Status::invalidArgument("--prompt-loss must be between 0 and 1");
@@ -405,6 +411,31 @@ int cmdTrainLm(Args& args) {
     return runTraining(o.setup, o.json, what, [&](const TrainCallbacks& cb) {
       return trainLanguageModel(o.setup, **source, dev.get(), cb);
     });
+  }
+  if (o.data.data == TrainData::Roles) {
+    if (o.data.mask != MaskKind::Causal)
+      return fail(Status::invalidArgument("--data roles trains under the causal mask the built-in workflows serve with; drop --mask"));
+    knowledge::RoleExampleOptions r{.mix = o.roleMix, .promptLossWeight = o.data.promptLossWeight};
+    auto source = knowledge::RoleExampleSource::open(o.corpus, tokenizer, r);
+    if (!source) return fail(source.status());
+    std::unique_ptr<knowledge::RoleExampleSource> dev;
+    if (o.setup.params.evalEvery > 0) {
+      r.split = "dev";
+      auto d = knowledge::RoleExampleSource::open(o.corpus, tokenizer, r);
+      if (!d) return fail(d.status().withContext("held-out evaluation (--eval-every)"));
+      dev = std::move(*d);
+    }
+    if (o.showExamples > 0) return showExamples(**source, tokenizer, o);
+    restartWithPassiveOpenMp();
+    std::string mix;
+    for (const knowledge::RoleWeight& w : o.roleMix) {
+      if (w.weight <= 0) continue;
+      char weight[32];
+      std::snprintf(weight, sizeof weight, "%g", w.weight);
+      mix += (mix.empty() ? "" : ",") + std::string(knowledge::roleName(w.role)) + ":" + weight;
+    }
+    return runTraining(o.setup, o.json, "workflow roles (" + mix + ") over BM25-retrieved passages from " + o.corpus.string(),
+                       [&](const TrainCallbacks& cb) { return trainLanguageModel(o.setup, **source, dev.get(), cb); });
   }
   if (o.data.mask == MaskKind::Ancestor) return fail(Status::invalidArgument("--mask ancestor needs --data graph"));
   Result<std::unique_ptr<CorpusExampleSource>> train = CorpusExampleSource::open(o.corpus, tokenizer, o.data);

@@ -515,6 +515,12 @@ bool containsPhrase(std::string_view text, std::string_view phrase) {
   return false;
 }
 
+std::string singleHopQuestion(std::string_view relation, char pos, std::string_view name) {
+  for (const Template& t : kSingleHopTemplates)
+    if (t.relation == relation && t.pos == posGroup(pos)) return fill(t.text, name);
+  return {};
+}
+
 std::string kgPathJson(const QaItem& item) {
   std::string s = "[";
   for (size_t i = 0; i < item.pathEntities.size(); ++i) {

@@ -62,6 +62,10 @@ struct QaItem {
 std::vector<QaItem> buildQa(const CorpusModel& model, const QaParams& params,
                             const ProgressFn& progress = {});
 
+// The single-hop question the builder asks about `name` over `relation` for a synset whose part
+// of speech is `pos` (n, v, a, r): "What is Dog a kind of?"; empty when it asks none.
+std::string singleHopQuestion(std::string_view relation, char pos, std::string_view name);
+
 // JSON text of the path: [e0, "r0", e1, ...].
 std::string kgPathJson(const QaItem& item);
 

@@ -37,16 +37,19 @@ std::string_view trainDataName(TrainData d) {
     case TrainData::Mixed: return "mixed";
     case TrainData::Recall: return "recall";
     case TrainData::Graph: return "graph";
+    case TrainData::Roles: return "roles";
   }
   return "qa";
 }
 
 Result<TrainData> parseTrainData(std::string_view name) {
-  for (TrainData d : {TrainData::Qa, TrainData::Passages, TrainData::Mixed, TrainData::Recall, TrainData::Graph})
+  for (TrainData d :
+       {TrainData::Qa, TrainData::Passages, TrainData::Mixed, TrainData::Recall, TrainData::Graph, TrainData::Roles})
     if (name == trainDataName(d)) return d;
   return Status::invalidArgument("unknown training data '" + std::string(name) +
                                  "'; use qa (QA prompts), passages (plain text), mixed (both), "
-                                 "recall (synthetic key: value recall) or graph (GraphRAG prompts over the knowledge graph)");
+                                 "recall (synthetic key: value recall), graph (GraphRAG prompts over the knowledge graph) or "
+                                 "roles (every role of the built-in workflows, over retrieved passages)");
 }
 
 Result<MaskKind> parseTrainMask(std::string_view name) {
@@ -60,8 +63,9 @@ Result<MaskKind> parseTrainMask(std::string_view name) {
 Result<std::unique_ptr<CorpusExampleSource>> CorpusExampleSource::open(
     const std::filesystem::path& corpus, const Tokenizer& tokenizer,
     const CorpusExampleOptions& options) {
-  if (options.data == TrainData::Graph)
-    return Status::invalidArgument("graph data comes from knowledge::GraphExampleSource, not the corpus example source");
+  if (options.data == TrainData::Graph || options.data == TrainData::Roles)
+    return Status::invalidArgument(std::string(trainDataName(options.data)) +
+                                   " data has its own example source (knowledge/), not the corpus example source");
   if (options.mask != MaskKind::Causal && options.mask != MaskKind::Block)
     return Status::invalidArgument("the ancestor mask is for graph data (--data graph); QA and passage data train "
                                    "under causal or block");
@@ -87,7 +91,8 @@ Result<TrainingExample> CorpusExampleSource::example(uint64_t seed, int64_t step
     case TrainData::Qa: return qaExample(key, maxTokens);
     case TrainData::Passages: return passageExample(key, maxTokens);
     case TrainData::Recall: return recallExample(key, maxTokens);
-    case TrainData::Graph: return Status::internal("graph data has its own example source");
+    case TrainData::Graph:
+    case TrainData::Roles: return Status::internal("graph and role data have their own example sources");
     case TrainData::Mixed: {
       Rng rng(deriveSeed(key, 0));
       const bool qa = rng.uniform01() < m_options.qaFraction;

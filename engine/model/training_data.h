@@ -26,9 +26,10 @@ namespace rag::model {
 // associative recall over corpus names ("key: value." lines, then "Question: key?\nAnswer:
 // value" for each), a dense copying signal that makes induction heads form before QA training.
 // Graph: GraphRAG prompts over the knowledge graph (knowledge/graph_examples.h, DepCache's
-// dependency fine-tuning), built by their own source.
-enum class TrainData { Qa, Passages, Mixed, Recall, Graph };
-std::string_view trainDataName(TrainData d);  // "qa" | "passages" | "mixed" | "recall" | "graph"
+// dependency fine-tuning), built by their own source. Roles: every role the built-in workflows
+// ask of the model (knowledge/role_examples.h), built by its own source.
+enum class TrainData { Qa, Passages, Mixed, Recall, Graph, Roles };
+std::string_view trainDataName(TrainData d);  // "qa" | "passages" | "mixed" | "recall" | "graph" | "roles"
 Result<TrainData> parseTrainData(std::string_view name);
 Result<MaskKind> parseTrainMask(std::string_view name);  // "causal" | "block" | "ancestor"
 

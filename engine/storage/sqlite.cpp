@@ -2,6 +2,10 @@
 
 #include <sqlite3.h>
 
+#include <sys/resource.h>
+
+#include <cstdint>
+#include <filesystem>
 #include <utility>
 
 namespace rag::sql {
@@ -148,10 +152,31 @@ Status Db::close() {
   return Status::ok();
 }
 
+// What a failed write needs to be told about the space left: the free space on the file's disk
+// when it is short, and the process's file-size limit (ulimit -f) when one is set.
+static std::string spaceHint(const std::filesystem::path& file) {
+  std::string hint;
+  std::error_code ec;
+  const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
+  const std::filesystem::space_info space = std::filesystem::space(dir, ec);
+  constexpr uintmax_t kShort = uintmax_t{64} << 20;
+  if (!ec && space.available < kShort)
+    hint = "; only " + std::to_string(space.available >> 10) + " KiB are free on the disk of " + dir.string() +
+           ": free space there and run it again";
+  rlimit lim{};
+  if (getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
+    hint += "; files are limited to " + std::to_string(lim.rlim_cur >> 10) +
+            " KiB (ulimit -f): free space on that disk or raise the limit and run it again";
+  return hint;
+}
+
 Status Db::lastError(std::string_view doing) const {
   int code = m_db ? sqlite3_extended_errcode(m_db) : SQLITE_ERROR;
   std::string msg = m_db ? sqlite3_errmsg(m_db) : "no connection";
   std::string full = std::string(doing) + " in " + m_path.string() + ": " + msg;
+  // A write that failed for want of space says so (SQLite's "disk I/O error" alone does not tell
+  // a full disk from a failing one, and the errno it keeps is often overwritten by its rollback).
+  if ((code & 0xff) == SQLITE_IOERR || (code & 0xff) == SQLITE_FULL) full += spaceHint(m_path);
   switch (code & 0xff) {
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB: return Status::corrupt(std::move(full));

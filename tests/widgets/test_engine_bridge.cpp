@@ -43,6 +43,7 @@ private Q_SLOTS:
     QSignalSpy done(&bridge, &EngineBridge::runFinished);
     QSignalSpy trace(&bridge, &EngineBridge::traceEvents);
     QSignalSpy heat(&bridge, &EngineBridge::clusterHeat);
+    QSignalSpy started(&bridge, &EngineBridge::runStarted);
     GuiStallMeter meter;
     meter.start();
     RunRequest run;
@@ -57,6 +58,10 @@ private Q_SLOTS:
     meter.stop();
     QCOMPARE(finished.count(), 6);
     const qint64 runId = done.at(0).at(0).toLongLong();
+    // The run is recorded off the GUI thread; runStarted carries its id and the request count.
+    QCOMPARE(started.count(), 1);
+    QCOMPARE(started.at(0).at(0).toLongLong(), runId);
+    QCOMPARE(started.at(0).at(1).toInt(), 6);
     const auto metrics = done.at(0).at(1).value<rag::RunMetrics>();
     QCOMPARE(metrics.completed, int64_t{6});
     QVERIFY(trace.count() > 0);

@@ -227,6 +227,7 @@ private Q_SLOTS:
       run.count = 40;
       run.rps = 10;
       QVERIFY(bridge->startRun(run));
+      QVERIFY(started.count() == 1 || started.wait(30000));  // recorded on the driver thread
       runId = started.at(0).at(0).toLongLong();
       QTRY_VERIFY_WITH_TIMEOUT(one.count() >= 2, 60000);
       finished = static_cast<int>(one.count());

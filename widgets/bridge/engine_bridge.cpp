@@ -199,25 +199,6 @@ bool EngineBridge::startRun(const RunRequest& run) {
     return false;
   }
   joinDriver();
-  auto store = rag::RunStore::open(runStorePath());
-  if (!store) {
-    Q_EMIT runFailed(QString::fromStdString(store.status().message()));
-    return false;
-  }
-  rag::RunSettings s;
-  s.workflow = run.graph.name();
-  s.workflowJson = run.graph.toJson();
-  s.mode = rag::servePolicyName(m_config.policy);
-  s.split = run.split.toStdString();
-  s.rps = run.rps;
-  s.requests = run.questions.empty() ? run.count : static_cast<int64_t>(run.questions.size());
-  s.nprobe = m_config.nprobe;
-  s.sloSeconds = run.sloSeconds;
-  auto id = store->beginRun(s);
-  if (!id) {
-    Q_EMIT runFailed(QString::fromStdString(id.status().message()));
-    return false;
-  }
   {
     std::lock_guard lock(m_traceMutex);
     m_runTrace.clear();
@@ -229,10 +210,11 @@ bool EngineBridge::startRun(const RunRequest& run) {
   }
   m_stop = false;
   m_running = true;
-  Q_EMIT runStarted(*id, static_cast<int>(s.requests));
-  m_driver = std::thread([this, run, runId = *id] {
+  // The history file is opened and the run recorded on the driver thread (a SQLite open and an
+  // insert can wait on the disk); runStarted follows from there with the run's id.
+  m_driver = std::thread([this, run] {
     runBelowTheGuiThread();
-    runDriver(run, runId);
+    runDriver(run);
   });
   return true;
 }
@@ -244,20 +226,39 @@ void EngineBridge::joinDriver() {
 }
 
 // On the driver thread: Poisson arrivals, then every answer recorded as it comes.
-void EngineBridge::runDriver(RunRequest run, int64_t runId) {
+void EngineBridge::runDriver(RunRequest run) {
   std::shared_ptr<rag::Engine> engine = m_engine;
-  auto store = rag::RunStore::open(runStorePath());
   QPointer<EngineBridge> self(this);
   auto fail = [&](const QString& message) {
     onGuiThread(this, [self, message] {
       if (self) Q_EMIT self->runFailed(message);
     });
   };
+  auto store = rag::RunStore::open(runStorePath());
   if (!store) {
     fail(QString::fromStdString(store.status().message()));
     m_running = false;
     return;
   }
+  rag::RunSettings settings;
+  settings.workflow = run.graph.name();
+  settings.workflowJson = run.graph.toJson();
+  settings.mode = rag::servePolicyName(m_config.policy);
+  settings.split = run.split.toStdString();
+  settings.rps = run.rps;
+  settings.requests = run.questions.empty() ? run.count : static_cast<int64_t>(run.questions.size());
+  settings.nprobe = m_config.nprobe;
+  settings.sloSeconds = run.sloSeconds;
+  rag::Result<int64_t> begun = store->beginRun(settings);
+  if (!begun) {
+    fail(QString::fromStdString(begun.status().message()));
+    m_running = false;
+    return;
+  }
+  const int64_t runId = *begun;
+  onGuiThread(this, [self, runId, total = static_cast<int>(settings.requests)] {
+    if (self) Q_EMIT self->runStarted(runId, total);
+  });
   if (run.questions.empty()) {
     // `count` questions of the split, spread evenly over its ids (ids are grouped by type).
     rag::Result<std::vector<int64_t>> ids = engine->listQa(run.split.toStdString()).get();

@@ -7,7 +7,7 @@
 //   connect(&bridge, &EngineBridge::traceEvents, timeline, ...);   // ~30 times a second
 //   connect(&bridge, &EngineBridge::requestFinished, table, ...);
 //   bridge.startEngine(config);                                     // -> engineReady / engineFailed
-//   bridge.startRun(run);                                           // -> runStarted, requestFinished..., runFinished
+//   bridge.startRun(run);                    // -> runStarted (once recorded), requestFinished..., runFinished
 //   bridge.stopRun();                                               // cancels what is live; finished requests stay
 //
 // Every run is recorded in the run history (rag::RunStore) as it goes: settings at the start,
@@ -103,7 +103,7 @@ Q_SIGNALS:
 private:
   void drainTrace();
   void pollHeat();
-  void runDriver(RunRequest run, int64_t runId);
+  void runDriver(RunRequest run);  // records the run in the history, then plays it
   void joinDriver();
 
   EngineConfig m_config;

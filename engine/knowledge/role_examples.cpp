@@ -1,0 +1,383 @@
+#include "knowledge/role_examples.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/json.h"
+#include "corpus/qa_builder.h"
+#include "model/prompt.h"
+#include "rag/workflow.h"
+
+namespace rag::knowledge {
+
+std::string_view roleName(Role r) {
+  switch (r) {
+    case Role::AnswerGold: return "answer_gold";
+    case Role::Answer: return "answer";
+    case Role::Irg: return "irg";
+    case Role::Hyde: return "hyde";
+    case Role::Decompose: return "decompose";
+    case Role::SubAnswer: return "subanswer";
+    case Role::Next: return "next";
+    case Role::MultistepAnswer: return "multistep_answer";
+    case Role::Compress: return "compress";
+    case Role::RecompAnswer: return "recomp_answer";
+  }
+  return "answer";
+}
+
+std::vector<RoleWeight> defaultRoleMix() {
+  return {{Role::AnswerGold, 2}, {Role::Answer, 3}, {Role::Irg, 1},       {Role::Hyde, 1},
+          {Role::Decompose, 1},  {Role::SubAnswer, 1}, {Role::Next, 1},   {Role::MultistepAnswer, 1},
+          {Role::Compress, 1},   {Role::RecompAnswer, 1}};
+}
+
+Result<std::vector<RoleWeight>> parseRoleMix(std::string_view text) {
+  std::string names;
+  for (Role r : kAllRoles) names += (names.empty() ? "" : ", ") + std::string(roleName(r));
+  std::vector<RoleWeight> mix;
+  double total = 0;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string_view item = text.substr(at, comma - at);
+    at = comma + 1;
+    if (item.empty()) continue;
+    const size_t colon = item.find(':');
+    const std::string_view name = item.substr(0, colon);
+    auto role = std::find_if(std::begin(kAllRoles), std::end(kAllRoles), [&](Role r) { return roleName(r) == name; });
+    if (role == std::end(kAllRoles))
+      return Status::invalidArgument("--roles: unknown role '" + std::string(name) + "'; the roles are " + names);
+    double w = 1;
+    if (colon != std::string_view::npos) {
+      try {
+        size_t used = 0;
+        const std::string number(item.substr(colon + 1));
+        w = std::stod(number, &used);
+        if (used != number.size()) throw std::invalid_argument(number);
+      } catch (const std::exception&) {
+        return Status::invalidArgument("--roles: the weight of '" + std::string(name) + "' is not a number");
+      }
+      if (w < 0) return Status::invalidArgument("--roles: the weight of '" + std::string(name) + "' is negative");
+    }
+    mix.push_back({*role, w});
+    total += w;
+  }
+  if (total <= 0)
+    return Status::invalidArgument("--roles gives no role a positive weight; e.g. answer:3,hyde:1 (roles: " + names +
+                                   ")");
+  return mix;
+}
+
+std::string factSentence(std::string_view relation, std::string_view topic, std::string_view answer,
+                         std::string_view question) {
+  static const std::map<std::string_view, std::string_view> kLinks = {
+      {"hypernym", " is a kind of "},        {"instance_hypernym", " is an instance of "},
+      {"part_holonym", " is a part of "},    {"member_holonym", " is a member of "},
+      {"substance_holonym", " is a substance of "}};
+  std::string s;
+  if (auto link = kLinks.find(relation); link != kLinks.end() && !topic.empty()) {
+    s.append(topic).append(link->second).append(answer).append(".");
+    s[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(s[0])));
+  } else if (relation == "antonym" && !topic.empty()) {
+    s.append("The opposite of ").append(topic).append(" is ").append(answer).append(".");
+  } else {
+    s.append("The answer to \"").append(question).append("\" is ").append(answer).append(".");
+  }
+  return s;
+}
+
+namespace {
+
+// A question as the roles see it: the QA item, the names on its path, and each hop's question.
+struct RoleItem {
+  QaItem qa;
+  std::string topic;          // the name the question uses
+  std::string intermediate;   // two-hop: the entity between topic and answer
+  std::vector<std::string> relations;  // along the KG path
+  std::string firstHop, secondHop;     // two-hop: the single-hop question of each hop
+};
+
+// Splits formatted passage text into its ". "-separated sentences.
+std::vector<std::string> sentences(std::string_view text) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find(". ", at);
+    if (end == std::string_view::npos) end = text.size();
+    std::string s(text.substr(at, end - at));
+    while (!s.empty() && (s.back() == '\n' || s.back() == '.' || s.back() == ' ')) s.pop_back();
+    if (!s.empty()) out.push_back(std::move(s));
+    at = end + 2;
+  }
+  return out;
+}
+
+// The text before a passage's first ':' (its names), or the whole first sentence.
+std::string passageNames(std::string_view formatted) {
+  const size_t colon = formatted.find(':');
+  return std::string(formatted.substr(0, colon == std::string_view::npos ? formatted.size() : colon));
+}
+
+}  // namespace
+
+struct RoleExampleSource::Impl {
+  corpus::QaPromptReader reader;
+  retrieval::Bm25Index bm25;
+  RoleExampleOptions options;
+  std::vector<int64_t> ids;        // every question of the split
+  std::vector<int64_t> twoHopIds;  // the split's two-hop questions
+  DiscreteSampler roles;
+  std::vector<Role> roleOf;        // sampler index -> role
+  std::map<Role, std::string> templates;
+
+  Result<RoleItem> item(int64_t qaId);
+  Result<std::vector<model::PassageText>> retrieve(std::string_view query, int32_t k, const RoleItem& item,
+                                                   bool dropGold);
+  Result<std::string> entityName(int64_t id);
+};
+
+Result<std::string> RoleExampleSource::Impl::entityName(int64_t id) {
+  RAG_ASSIGN_OR_RETURN(sql::Stmt st, reader.db().prepare("SELECT name FROM entities WHERE id = ?"));
+  st.bind(1, id);
+  RAG_ASSIGN_OR_RETURN(bool row, st.step());
+  if (!row) return Status::corrupt("the corpus has no entity " + std::to_string(id) + "; rebuild it with `ragraph corpus build`");
+  return st.columnText(0);
+}
+
+Result<RoleItem> RoleExampleSource::Impl::item(int64_t qaId) {
+  RoleItem r;
+  RAG_ASSIGN_OR_RETURN(r.qa, reader.item(qaId));
+  {
+    RAG_ASSIGN_OR_RETURN(sql::Stmt st, reader.db().prepare("SELECT topic_name FROM qa_topic_names WHERE qa_id = ?"));
+    st.bind(1, qaId);
+    RAG_ASSIGN_OR_RETURN(bool row, st.step());
+    if (row) r.topic = st.columnText(0);
+  }
+  RAG_ASSIGN_OR_RETURN(JsonValue path, parseJson(r.qa.kgPath));
+  std::vector<int64_t> entities;
+  if (path.isArray())
+    for (const JsonValue& v : path.asArray()) {
+      if (v.isString()) r.relations.push_back(v.asString());
+      else if (auto id = v.asInt64()) entities.push_back(*id);
+    }
+  if (r.qa.type == "two_hop" && entities.size() >= 3 && r.relations.size() >= 2) {
+    RAG_ASSIGN_OR_RETURN(r.intermediate, entityName(entities[1]));
+    r.firstHop = corpus::singleHopQuestion(r.relations[0], 'n', r.topic);
+    r.secondHop = corpus::singleHopQuestion(r.relations[1], 'n', r.intermediate);
+  }
+  return r;
+}
+
+Result<std::vector<model::PassageText>> RoleExampleSource::Impl::retrieve(std::string_view query, int32_t k,
+                                                                           const RoleItem& item, bool dropGold) {
+  RAG_ASSIGN_OR_RETURN(std::vector<int64_t> ids, bm25.search(query, k + (dropGold ? 4 : 0)));
+  std::vector<model::PassageText> out;
+  for (int64_t id : ids) {
+    if (static_cast<int32_t>(out.size()) >= k) break;
+    if (dropGold && std::any_of(item.qa.goldPassages.begin(), item.qa.goldPassages.end(),
+                                [&](const Passage& g) { return g.id == id; }))
+      continue;
+    RAG_ASSIGN_OR_RETURN(Passage p, reader.passage(id));
+    out.push_back(model::passageText(p));
+  }
+  return out;
+}
+
+RoleExampleSource::RoleExampleSource(std::unique_ptr<Impl> impl, model::Tokenizer tokenizer, float promptLossWeight)
+    : m_impl(std::move(impl)), m_tokenizer(std::move(tokenizer)), m_promptLossWeight(promptLossWeight) {}
+RoleExampleSource::~RoleExampleSource() = default;
+size_t RoleExampleSource::items() const { return m_impl->ids.size(); }
+
+Result<std::unique_ptr<RoleExampleSource>> RoleExampleSource::open(const std::filesystem::path& corpus,
+                                                                   const model::Tokenizer& tokenizer,
+                                                                   const RoleExampleOptions& options) {
+  RAG_ASSIGN_OR_RETURN(corpus::QaPromptReader reader, corpus::QaPromptReader::open(corpus));
+  RAG_ASSIGN_OR_RETURN(retrieval::Bm25Index bm25, retrieval::Bm25Index::openOrBuild(corpus));
+  auto impl = std::unique_ptr<Impl>(new Impl{std::move(reader), std::move(bm25), options, {}, {}, {}, {}, {}});
+  RAG_ASSIGN_OR_RETURN(impl->ids, impl->reader.splitIds(options.split));
+  {
+    RAG_ASSIGN_OR_RETURN(sql::Stmt st,
+                         impl->reader.db().prepare("SELECT id FROM qa WHERE split = ? AND type = 'two_hop' ORDER BY id"));
+    st.bind(1, options.split);
+    for (;;) {
+      RAG_ASSIGN_OR_RETURN(bool row, st.step());
+      if (!row) break;
+      impl->twoHopIds.push_back(st.columnInt64(0));
+    }
+  }
+  std::vector<double> weights;
+  for (const RoleWeight& w : options.mix)
+    if (w.weight > 0) {
+      weights.push_back(w.weight);
+      impl->roleOf.push_back(w.role);
+    }
+  if (weights.empty()) return Status::invalidArgument("the role mix gives no role a positive weight");
+  impl->roles = DiscreteSampler(weights);
+
+  // Each role's prompt is its built-in node's template.
+  struct Source {
+    Role role;
+    Workflow workflow;
+    std::string_view node;
+  };
+  const Source sources[] = {{Role::AnswerGold, Workflow::OneShot, "answer"},
+                            {Role::Answer, Workflow::OneShot, "answer"},
+                            {Role::Irg, Workflow::Irg, "generate"},
+                            {Role::Hyde, Workflow::Hyde, "hypothesis"},
+                            {Role::Decompose, Workflow::Multistep, "decompose"},
+                            {Role::SubAnswer, Workflow::Multistep, "subanswer"},
+                            {Role::Next, Workflow::Multistep, "next"},
+                            {Role::MultistepAnswer, Workflow::Multistep, "answer"},
+                            {Role::Compress, Workflow::Recomp, "compress"},
+                            {Role::RecompAnswer, Workflow::Recomp, "answer"}};
+  for (const Source& s : sources) {
+    RAG_ASSIGN_OR_RETURN(WorkflowGraph g, builtinWorkflow(s.workflow));
+    const WorkflowNode* node = g.findNode(s.node);
+    if (!node || node->promptTemplate.empty())
+      return Status::internal("the built-in " + std::string(workflowName(s.workflow)) + " workflow has no generation node '" +
+                              std::string(s.node) + "' for the " + std::string(roleName(s.role)) + " role");
+    impl->templates[s.role] = node->promptTemplate;
+  }
+  return std::unique_ptr<RoleExampleSource>(new RoleExampleSource(std::move(impl), tokenizer, options.promptLossWeight));
+}
+
+Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t step, int64_t index, size_t dropPassages) {
+  Impl& m = *m_impl;
+  Rng rng(deriveSeed(deriveSeed(seed, static_cast<uint64_t>(step)), static_cast<uint64_t>(index)));
+  const Role role = m.roleOf[m.roles.sample(rng)];
+  const bool multistepRole =
+      role == Role::Decompose || role == Role::SubAnswer || role == Role::Next || role == Role::MultistepAnswer;
+  const bool twoHop = multistepRole && !m.twoHopIds.empty() && rng.uniform01() < m.options.twoHopShare;
+  const int64_t qaId = twoHop ? m.twoHopIds[rng.below(m.twoHopIds.size())] : m.ids[rng.below(m.ids.size())];
+  RAG_ASSIGN_OR_RETURN(RoleItem it, m.item(qaId));
+  const bool hops = !it.firstHop.empty() && !it.secondHop.empty();
+  const std::string& answer = it.qa.answers.empty() ? std::string() : it.qa.answers.front();
+  if (answer.empty()) return Status::corrupt("question " + std::to_string(qaId) + " has no answer");
+
+  Variables vars{{"question", it.qa.question}};
+  std::vector<model::PassageText> docs;
+  std::string docsVar = "docs";
+  std::string completion;
+  const bool dropGold = rng.uniform01() < m.options.noGoldShare;
+  // The multistep hop this example stands at: a two-hop question's first or second hop, or the
+  // question itself as its only hop.
+  const bool secondHop = hops && rng.uniform01() < 0.5;
+  const std::string subquestion = hops ? (secondHop ? it.secondHop : it.firstHop) : it.qa.question;
+  const std::string fact =
+      hops ? (secondHop ? factSentence(it.relations[1], it.intermediate, answer, it.secondHop)
+                        : factSentence(it.relations[0], it.topic, it.intermediate, it.firstHop))
+           : factSentence(it.qa.relation, it.topic, answer, it.qa.question);
+
+  switch (role) {
+    case Role::AnswerGold: {
+      corpus::QaPromptOptions o;
+      RAG_ASSIGN_OR_RETURN(std::vector<Passage> ctx, m.reader.contextPassages(it.qa, o, rng.below(uint64_t{1} << 62)));
+      for (const Passage& p : ctx) docs.push_back(model::passageText(p));
+      completion = answer;
+      break;
+    }
+    case Role::Answer: {
+      RAG_ASSIGN_OR_RETURN(docs, m.retrieve(it.qa.question, 5, it, dropGold));
+      completion = answer;
+      break;
+    }
+    case Role::Irg: {
+      // The previous round's output, as IRG retrieves with it.
+      std::string previous = hops ? it.intermediate : (rng.uniform01() < 0.5 ? answer : it.topic);
+      if (previous.empty()) previous = it.qa.question;
+      RAG_ASSIGN_OR_RETURN(docs, m.retrieve(previous, 5, it, dropGold));
+      completion = answer;
+      break;
+    }
+    case Role::Hyde: {
+      if (it.qa.goldPassages.empty()) return Status::corrupt("question " + std::to_string(qaId) + " has no gold passage");
+      std::string text = model::passageText(it.qa.goldPassages.front()).text;
+      while (!text.empty() && text.back() == '\n') text.pop_back();
+      completion = text;
+      break;
+    }
+    case Role::Decompose: completion = hops ? it.firstHop : it.qa.question; break;
+    case Role::SubAnswer: {
+      vars["subquestion"] = subquestion;
+      RAG_ASSIGN_OR_RETURN(docs, m.retrieve(subquestion, 2, it, false));
+      completion = fact;
+      break;
+    }
+    case Role::Next: {
+      vars["subquestion"] = subquestion;
+      vars["fact"] = fact;
+      completion = hops && !secondHop ? it.secondHop : "DONE";
+      break;
+    }
+    case Role::MultistepAnswer: {
+      vars["fact"] = fact;
+      RAG_ASSIGN_OR_RETURN(docs, m.retrieve(subquestion, 2, it, false));
+      completion = answer;
+      break;
+    }
+    case Role::Compress:
+    case Role::RecompAnswer: {
+      // The gold passage holding the answer (the last one in reasoning order that does), its
+      // last sentence holding it (a relation clause such as "part of: Italy" rather than a gloss
+      // that happens to name it), after the passage's names; a two-hop question's summary first
+      // states its first hop.
+      std::string summary;
+      for (auto g = it.qa.goldPassages.rbegin(); g != it.qa.goldPassages.rend() && summary.empty(); ++g) {
+        const std::string text = model::passageText(*g).text;
+        const std::vector<std::string> all = sentences(text);
+        for (auto s = all.rbegin(); s != all.rend(); ++s)
+          if (corpus::answerMatches(*s, it.qa.answers)) {
+            const std::string names = passageNames(text);
+            summary = s->rfind(names, 0) == 0 ? *s : names + ": " + *s;
+            break;
+          }
+      }
+      if (summary.empty()) summary = fact;
+      else if (hops) summary = factSentence(it.relations[0], it.topic, it.intermediate, it.firstHop) + " " + summary;
+      if (summary.back() != '.') summary += '.';
+      if (role == Role::Compress) {
+        RAG_ASSIGN_OR_RETURN(docs, m.retrieve(it.qa.question, 5, it, false));
+        completion = summary;
+      } else {
+        vars["summary"] = summary;
+        completion = answer;
+      }
+      break;
+    }
+  }
+  docs.resize(docs.size() - std::min(dropPassages, docs.size() > 0 ? docs.size() - 1 : 0));
+  std::string joined;
+  for (const model::PassageText& p : docs) joined += p.text;
+  vars[docsVar] = joined;
+  model::PassageVariables passages;
+  if (!docs.empty()) passages[docsVar] = docs;
+
+  RoleExampleText out;
+  out.role = role;
+  out.qaId = qaId;
+  out.completion = completion;
+  RAG_ASSIGN_OR_RETURN(out.pieces, model::promptPieces(m.templates.at(role), vars, passages));
+  for (const model::PromptPiece& p : out.pieces) out.prompt += p.text;
+  return out;
+}
+
+Result<model::TrainingExample> RoleExampleSource::example(uint64_t seed, int64_t step, int64_t index, int64_t maxTokens) {
+  for (size_t drop = 0; drop <= 5; ++drop) {
+    RAG_ASSIGN_OR_RETURN(RoleExampleText t, exampleText(seed, step, index, drop));
+    model::TrainingExample ex;
+    ex.tokens = model::tokenizePieces(m_tokenizer, t.pieces).tokens;
+    std::vector<int32_t> completion = m_tokenizer.encode(" " + t.completion, {.parseSpecial = false});
+    if (auto eos = m_tokenizer.eosId()) completion.push_back(*eos);
+    const size_t promptLength = ex.tokens.size();
+    if (static_cast<int64_t>(promptLength + completion.size()) > maxTokens) continue;
+    ex.tokens.insert(ex.tokens.end(), completion.begin(), completion.end());
+    ex.lossWeights.assign(ex.tokens.size(), m_promptLossWeight);
+    for (size_t i = promptLength; i < ex.tokens.size(); ++i) ex.lossWeights[i] = 1.0f;
+    return ex;
+  }
+  return Status::invalidArgument("a role example does not fit " + std::to_string(maxTokens) +
+                                 " tokens even with one passage; raise --seq-len (384 fits every role)");
+}
+
+}  // namespace rag::knowledge

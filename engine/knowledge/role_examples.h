@@ -1,0 +1,111 @@
+// Training examples for every role the built-in workflows ask of the model (`ragraph train lm
+// --data roles`, issue 21): each prompt is built from the built-in workflow's own node template
+// (resources/workflows/*.json, through model/prompt.h's promptPieces, the serving path), over a
+// question of the split and passages a retriever really returns (BM25 over the corpus's FTS5
+// index), and its completion is what a good run of that node would write:
+//
+//   role              node (workflow)               completion
+//   answer_gold       answer (oneshot)              the answer, from its gold passages among random ones
+//   answer            answer (oneshot, irg round 1) the answer, from the question's top-5 BM25 passages;
+//                                                   `noGoldShare` of them with the gold ones left out
+//   irg               generate (irg, later rounds)  the answer, from the top-5 for the previous round's
+//                                                   output (two-hop: the intermediate entity; else the
+//                                                   answer or the topic)
+//   hyde              hypothesis (hyde)             the gold passage as prompts show it
+//   decompose         decompose (multistep)         two-hop: the first hop's question (from the KG path);
+//                                                   else the question itself
+//   subanswer         subanswer (multistep)         the sub-question's fact in one sentence, from the
+//                                                   sub-question's top-2 passages
+//   next              next (multistep)              two-hop after the first hop: the second hop's
+//                                                   question; otherwise DONE
+//   multistep_answer  answer (multistep)            the answer, from the last hop's passages and fact
+//   compress          compress (recomp)             the sentence of the gold passage that holds the
+//                                                   answer, after the topic's name (extractive)
+//   recomp_answer     answer (recomp)               the answer, from that summary
+//
+// Everything is drawn from one split (train by default): no question, answer or KG path of
+// another split is ever a target. Each example is a pure function of (seed, step, index).
+// Completions are " <text>" + EOS, weighted 1; prompt tokens weigh `promptLossWeight`. A prompt
+// that does not fit drops passages from its end (never below one) before it fails.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "corpus/qa_prompt.h"
+#include "core/random.h"
+#include "model/prompt.h"
+#include "model/tokenizer.h"
+#include "model/trainer.h"
+#include "retrieval/bm25_index.h"
+
+namespace rag::knowledge {
+
+enum class Role : uint8_t {
+  AnswerGold, Answer, Irg, Hyde, Decompose, SubAnswer, Next, MultistepAnswer, Compress, RecompAnswer
+};
+inline constexpr Role kAllRoles[] = {Role::AnswerGold, Role::Answer,    Role::Irg,  Role::Hyde,
+                                     Role::Decompose,  Role::SubAnswer, Role::Next, Role::MultistepAnswer,
+                                     Role::Compress,   Role::RecompAnswer};
+std::string_view roleName(Role r);
+
+struct RoleWeight {
+  Role role;
+  double weight;
+};
+// "answer_gold:2,answer:3,..." (roles not named get 0); InvalidArgument naming the roles.
+Result<std::vector<RoleWeight>> parseRoleMix(std::string_view text);
+// Answering (the role every workflow ends with) weighs most; the other roles share the rest.
+std::vector<RoleWeight> defaultRoleMix();
+
+struct RoleExampleOptions {
+  std::string split = "train";
+  std::vector<RoleWeight> mix = defaultRoleMix();
+  double noGoldShare = 0.15;     // answer/irg prompts whose passages leave the gold ones out
+  double twoHopShare = 0.5;      // multistep roles: the share of two-hop questions
+  float promptLossWeight = 0.0f;
+};
+
+// One example as text, before tokenization (what --show-examples prints, what tests read).
+struct RoleExampleText {
+  Role role = Role::Answer;
+  int64_t qaId = 0;
+  std::string prompt;      // the node's template rendered
+  std::string completion;  // without the leading space and EOS
+  std::vector<model::PromptPiece> pieces;  // the prompt as serving tokenizes it
+};
+
+class RoleExampleSource final : public model::ExampleSource {
+public:
+  // Errors: the corpus's (missing, not a corpus), a split without questions, a mix with no
+  // positive weight, a built-in workflow without the node a role needs, BM25's (no FTS5).
+  static Result<std::unique_ptr<RoleExampleSource>> open(const std::filesystem::path& corpus,
+                                                         const model::Tokenizer& tokenizer,
+                                                         const RoleExampleOptions& options);
+  ~RoleExampleSource() override;
+
+  Result<model::TrainingExample> example(uint64_t seed, int64_t step, int64_t index, int64_t maxTokens) override;
+  // The same draw as example(seed, step, index, ...) as text; `dropPassages` leaves that many
+  // passages off the end of the passage variable (what example() does when a prompt is too long).
+  Result<RoleExampleText> exampleText(uint64_t seed, int64_t step, int64_t index, size_t dropPassages = 0);
+
+  size_t items() const;
+
+private:
+  struct Impl;
+  RoleExampleSource(std::unique_ptr<Impl> impl, model::Tokenizer tokenizer, float promptLossWeight);
+  std::unique_ptr<Impl> m_impl;
+  model::Tokenizer m_tokenizer;
+  float m_promptLossWeight = 0;
+};
+
+// The sentence a multistep sub-answer states: "Dog is a kind of canine." for the relations the
+// two-hop questions walk, "The answer to "<question>" is <answer>." otherwise.
+std::string factSentence(std::string_view relation, std::string_view topic, std::string_view answer,
+                         std::string_view question);
+
+}  // namespace rag::knowledge

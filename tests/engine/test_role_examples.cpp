@@ -1,0 +1,241 @@
+// Training examples for the built-in workflows' roles (knowledge/role_examples.h) over a corpus
+// built from the WordNet/FOLDOC fixtures and the shipped tokenizer: each role's prompt is its
+// built-in node's template, its completion what that node should write; draws are pure functions
+// of their key; only the split's questions are targets; long prompts drop passages; bad mixes
+// are refused with the role names.
+#include <QtTest>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "corpus/qa_prompt.h"
+#include "corpus_fixtures.h"
+#include "knowledge/role_examples.h"
+#include "rag/workflow.h"
+#include "status_checks.h"
+
+using namespace rag;
+using namespace rag::knowledge;
+namespace fs = std::filesystem;
+
+class TestRoleExamples : public QObject {
+  Q_OBJECT
+  QTemporaryDir m_dir;
+  std::optional<model::Tokenizer> m_tok;
+  fs::path corpus() const { return fs::path(m_dir.path().toStdString()) / "corpus.db"; }
+
+  std::unique_ptr<RoleExampleSource> open(RoleExampleOptions o = {}) {
+    auto s = RoleExampleSource::open(corpus(), *m_tok, o);
+    if (!s) qWarning("%s", s.status().message().c_str());
+    return s ? std::move(*s) : nullptr;
+  }
+  // The first draws of step 0 until every role has shown up (or 2,000 draws).
+  std::map<Role, std::vector<RoleExampleText>> byRole(RoleExampleSource& s) {
+    std::map<Role, std::vector<RoleExampleText>> out;
+    for (int64_t i = 0; i < 2000 && out.size() < std::size(kAllRoles); ++i) {
+      auto t = s.exampleText(7, 0, i);
+      if (!t) {
+        qWarning("%s", t.status().message().c_str());
+        return {};
+      }
+      out[t->role].push_back(*t);
+    }
+    return out;
+  }
+  std::string nodeTemplate(Workflow w, std::string_view node) {
+    auto g = builtinWorkflow(w);
+    return g ? g->findNode(node)->promptTemplate : std::string();
+  }
+
+private Q_SLOTS:
+  void initTestCase() {
+    QVERIFY(m_dir.isValid());
+    corpus::CorpusBuildParams p;
+    p.out = corpus();
+    p.sources = fixtureSources();
+    p.qa.testFraction = 0.3;
+    p.qa.devFraction = 0.2;
+    auto built = corpus::buildCorpus(p);
+    QVERIFY2(built.isOk(), built.status().message().c_str());
+    auto tok = model::Tokenizer::load(fs::path(RAGWB_SOURCE_DIR) / "datasets/models/rag-llama/tokenizer.json");
+    QVERIFY2(tok.isOk(), tok.status().message().c_str());
+    m_tok.emplace(*tok);
+  }
+
+  void everyRoleFollowsItsBuiltinTemplate() {
+    auto s = open();
+    QVERIFY(s);
+    auto roles = byRole(*s);
+    QCOMPARE(roles.size(), std::size(kAllRoles));
+    // The template's literal text around the variables is in the prompt, in order.
+    auto literalParts = [](const std::string& tmpl) {
+      std::vector<std::string> parts;
+      size_t at = 0;
+      while (at < tmpl.size()) {
+        const size_t open = tmpl.find('{', at);
+        parts.push_back(tmpl.substr(at, open - at));
+        if (open == std::string::npos) break;
+        at = tmpl.find('}', open) + 1;
+      }
+      return parts;
+    };
+    const std::map<Role, std::pair<Workflow, std::string_view>> nodes = {
+        {Role::AnswerGold, {Workflow::OneShot, "answer"}},  {Role::Answer, {Workflow::OneShot, "answer"}},
+        {Role::Irg, {Workflow::Irg, "generate"}},           {Role::Hyde, {Workflow::Hyde, "hypothesis"}},
+        {Role::Decompose, {Workflow::Multistep, "decompose"}}, {Role::SubAnswer, {Workflow::Multistep, "subanswer"}},
+        {Role::Next, {Workflow::Multistep, "next"}},        {Role::MultistepAnswer, {Workflow::Multistep, "answer"}},
+        {Role::Compress, {Workflow::Recomp, "compress"}},   {Role::RecompAnswer, {Workflow::Recomp, "answer"}}};
+    for (const auto& [role, examples] : roles) {
+      const auto& [workflow, node] = nodes.at(role);
+      const std::string tmpl = nodeTemplate(workflow, node);
+      QVERIFY(!tmpl.empty());
+      for (const RoleExampleText& t : examples) {
+        size_t at = 0;
+        for (const std::string& part : literalParts(tmpl)) {
+          const size_t found = t.prompt.find(part, at);
+          QVERIFY2(found != std::string::npos, qPrintable(QString::fromStdString(std::string(roleName(role)) + ": '" +
+                                                                                 part + "' not in: " + t.prompt)));
+          at = found + part.size();
+        }
+        QVERIFY2(!t.completion.empty(), roleName(role).data());
+        QVERIFY(t.completion.find('\n') == std::string::npos);  // every node stops at a newline
+      }
+    }
+  }
+
+  void completionsAreWhatEachNodeShouldWrite() {
+    auto s = open();
+    QVERIFY(s);
+    auto roles = byRole(*s);
+    corpus::QaPromptReader reader = *corpus::QaPromptReader::open(corpus());
+    for (Role answering : {Role::AnswerGold, Role::Answer, Role::Irg, Role::MultistepAnswer, Role::RecompAnswer})
+      for (const RoleExampleText& t : roles[answering]) {
+        auto item = reader.item(t.qaId);
+        QVERIFY(item.isOk());
+        QCOMPARE(t.completion, item->answers.front());
+      }
+    // Gold-context answering puts the gold passage in the prompt.
+    for (const RoleExampleText& t : roles[Role::AnswerGold]) {
+      auto item = reader.item(t.qaId);
+      bool passageOfGold = false;
+      for (const model::PromptPiece& p : t.pieces)
+        for (const Passage& g : item->goldPassages) passageOfGold |= p.passageId == g.id;
+      QVERIFY(passageOfGold);
+    }
+    // Retrieved answering: passages as pieces of their own (what Block-Attention and the prefix
+    // cache reuse), at most five.
+    for (const RoleExampleText& t : roles[Role::Answer]) {
+      int passages = 0;
+      for (const model::PromptPiece& p : t.pieces) passages += p.origin == model::SegmentOrigin::Passage;
+      QVERIFY(passages >= 1 && passages <= 5);
+    }
+    // HyDE writes the gold passage as prompts show it.
+    for (const RoleExampleText& t : roles[Role::Hyde]) {
+      auto item = reader.item(t.qaId);
+      std::string gold = model::passageText(item->goldPassages.front()).text;
+      gold.pop_back();  // its newline
+      QCOMPARE(t.completion, gold);
+    }
+    // Multistep: Next says DONE or asks a question; a decomposition is a question.
+    for (const RoleExampleText& t : roles[Role::Next])
+      QVERIFY(t.completion == "DONE" || t.completion.back() == '?');
+    for (const RoleExampleText& t : roles[Role::Decompose]) QCOMPARE(t.completion.back(), '?');
+    // RECOMP's summary holds the answer and is far shorter than the passages it summarises.
+    for (const RoleExampleText& t : roles[Role::Compress]) {
+      auto item = reader.item(t.qaId);
+      QVERIFY2(corpus::answerMatches(t.completion, item->answers), t.completion.c_str());
+      QVERIFY(t.completion.size() * 2 < t.prompt.size());
+    }
+  }
+
+  void twoHopQuestionsDecomposeAlongTheirPath() {
+    RoleExampleOptions o;
+    o.mix = {{Role::Decompose, 1}, {Role::Next, 1}, {Role::SubAnswer, 1}};
+    o.twoHopShare = 1.0;
+    auto s = open(o);
+    QVERIFY(s);
+    corpus::QaPromptReader reader = *corpus::QaPromptReader::open(corpus());
+    int firstHops = 0, secondHops = 0, dones = 0;
+    for (int64_t i = 0; i < 200; ++i) {
+      auto t = s->exampleText(3, 1, i);
+      QVERIFY2(t.isOk(), t.status().message().c_str());
+      auto item = reader.item(t->qaId);
+      QCOMPARE(item->type, std::string("two_hop"));
+      if (t->role == Role::Decompose) {
+        // "Abort is a kind of something; what is that a kind of?" -> "What is abort a kind of?"
+        QVERIFY2(t->completion.rfind("What ", 0) == 0, t->completion.c_str());
+        QVERIFY(t->completion != item->question);
+        ++firstHops;
+      } else if (t->role == Role::Next) {
+        if (t->completion == "DONE") ++dones;
+        else ++secondHops;
+      } else {
+        QVERIFY2(t->completion.back() == '.', t->completion.c_str());
+      }
+    }
+    QVERIFY(firstHops > 0 && secondHops > 0 && dones > 0);
+  }
+
+  void drawsArePureAndStayInTheirSplit() {
+    auto a = open(), b = open();
+    QVERIFY(a && b);
+    (void)b->exampleText(1, 0, 0);
+    for (int64_t i = 0; i < 50; ++i) {
+      auto x = a->example(9, 4, i, 384);
+      auto y = b->example(9, 4, i, 384);
+      QVERIFY2(x.isOk(), x.status().message().c_str());
+      QCOMPARE(x->tokens, y->tokens);
+      QCOMPARE(x->lossWeights, y->lossWeights);
+      // The completion (weight 1) ends with EOS; the prompt weighs 0 by default.
+      QCOMPARE(x->tokens.back(), *m_tok->eosId());
+      QCOMPARE(x->lossWeights.back(), 1.0f);
+      QCOMPARE(x->lossWeights[1], 0.0f);
+    }
+    corpus::QaPromptReader reader = *corpus::QaPromptReader::open(corpus());
+    auto train = reader.splitIds("train");
+    const std::set<int64_t> trainIds(train->begin(), train->end());
+    for (int64_t i = 0; i < 300; ++i) {
+      auto t = a->exampleText(2, 2, i);
+      QVERIFY(trainIds.count(t->qaId));
+    }
+  }
+
+  void longPromptsDropPassagesThenFail() {
+    RoleExampleOptions o;
+    o.mix = {{Role::Answer, 1}};
+    auto s = open(o);
+    QVERIFY(s);
+    auto full = s->exampleText(5, 0, 0);
+    auto trimmed = s->exampleText(5, 0, 0, 3);
+    QVERIFY(full.isOk() && trimmed.isOk());
+    QVERIFY(trimmed->prompt.size() < full->prompt.size());
+    auto fits = s->example(5, 0, 0, 4096);
+    QVERIFY(fits.isOk());
+    auto shorter = s->example(5, 0, 0, static_cast<int64_t>(fits->tokens.size()) - 1);
+    QVERIFY2(shorter.isOk(), shorter.status().message().c_str());  // fewer passages
+    QVERIFY(shorter->tokens.size() < fits->tokens.size());
+    auto none = s->example(5, 0, 0, 8);
+    QVERIFY(!none.isOk());
+    QVERIFY(QString::fromStdString(none.status().message()).contains("--seq-len"));
+  }
+
+  void badMixesAreRefused() {
+    auto bad = parseRoleMix("answer:2,summarise:1");
+    QVERIFY(!bad.isOk());
+    QVERIFY(QString::fromStdString(bad.status().message()).contains("multistep_answer"));  // names the roles
+    QVERIFY(!parseRoleMix("answer:x").isOk());
+    QVERIFY(!parseRoleMix("answer:-1").isOk());
+    QVERIFY(!parseRoleMix("answer:0").isOk());
+    auto ok = parseRoleMix("answer:3,hyde");
+    QVERIFY(ok.isOk());
+    QCOMPARE(ok->size(), size_t{2});
+    QCOMPARE(ok->at(1).weight, 1.0);
+    QCOMPARE(factSentence("hypernym", "dog", "canine", "What is dog a kind of?"), std::string("Dog is a kind of canine."));
+    QCOMPARE(factSentence("domain_topic", "x", "y", "Which field is x used in?"),
+             std::string("The answer to \"Which field is x used in?\" is y."));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestRoleExamples)
+#include "test_role_examples.moc"
