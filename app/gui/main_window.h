@@ -23,6 +23,7 @@ class RunHistoryPanel;
 class GuiStallMeter;
 class KvTreeInspector;
 class DragonPage;
+class ReproducePage;
 class ToolRegistry;
 struct ToolPlacement;
 
@@ -41,6 +42,7 @@ public:
   RunHistoryPanel* history() { return m_history; }
   KvTreeInspector* kvTree() { return m_kvTree; }
   DragonPage* dragon() { return m_dragon; }
+  ReproducePage* reproduce() { return m_reproduce; }
   EngineBridge* bridge() { return &m_bridge; }
   GuiStallMeter* stallMeter() { return m_stall; }
   ToolRegistry* tools() { return m_tools; }
@@ -68,6 +70,7 @@ private:
   RunHistoryPanel* m_history;
   KvTreeInspector* m_kvTree = nullptr;
   DragonPage* m_dragon = nullptr;
+  ReproducePage* m_reproduce = nullptr;
   GuiStallMeter* m_stall;
   ToolRegistry* m_tools = nullptr;
   QMenu* m_viewMenu = nullptr;
