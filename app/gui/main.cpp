@@ -1,12 +1,15 @@
 // ragraph-workbench: the desktop workbench.
 //   ragraph-workbench [--corpus PATH] [--screenshot FILE.png] [--demo] [--bench-timeline [--spans N]]
 //                     [--bench-kvtree [--nodes N]] [--show TOOL] [--dragon QUESTION [--dragon-latency MS] [--dragon-tokens N]]
+//                     [--reproduce FIGURE [--reproduce-args ARGS]]
 // --screenshot renders the window once its pages have loaded (with --demo: once the demo run has
 // finished), saves the PNG and exits; --demo runs a short IRG workload on the default
 // corpus through the editor's graph, so the timeline, heatmap and tables fill; --bench-timeline
 // and --bench-kvtree print the timeline's and the KV-tree inspector's drawing speed as JSON and exit;
 // --dragon runs one live DRAGON exchange in the DRAGON page (brought to the front) and prints its
-// summary and the GUI thread's longest stall during it (with --screenshot: saved after the run).
+// summary and the GUI thread's longest stall during it (with --screenshot: saved after the run);
+// --reproduce runs a paper figure's bench in the Reproduce page the same way (its result saved
+// into the run history).
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDockWidget>
@@ -28,6 +31,8 @@
 #include "run/run_panel.h"
 #include "inspectors/dragon_page.h"
 #include "inspectors/kv_tree_bench.h"
+#include "reproduce/paper_figures.h"
+#include "reproduce/reproduce_page.h"
 #include "timeline/timeline_bench.h"
 #include "tools/tool_registry.h"
 
@@ -52,8 +57,10 @@ int main(int argc, char** argv) {
   QCommandLineOption dragonOpt("dragon", "Run one live DRAGON exchange on QUESTION in the DRAGON page.", "QUESTION");
   QCommandLineOption dragonLatencyOpt("dragon-latency", "Added link latency for --dragon, ms (default 100).", "MS", "100");
   QCommandLineOption dragonTokensOpt("dragon-tokens", "Decode exactly N tokens in --dragon (EOS ignored).", "N");
+  QCommandLineOption reproduceOpt("reproduce", "Run FIGURE's bench in the Reproduce page (e.g. blocks-table2).", "FIGURE");
+  QCommandLineOption reproduceArgsOpt("reproduce-args", "Extra arguments for --reproduce's bench.", "ARGS");
   parser.addOptions({corpusOpt, shotOpt, demoOpt, benchOpt, spansOpt, kvBenchOpt, nodesOpt, showOpt, dragonOpt,
-                     dragonLatencyOpt, dragonTokensOpt});
+                     dragonLatencyOpt, dragonTokensOpt, reproduceOpt, reproduceArgsOpt});
   parser.process(app);
 
   // --bench-*: its count option must be a positive number; the result is printed as JSON.
@@ -91,7 +98,47 @@ int main(int argc, char** argv) {
       QApplication::exit(ok ? 0 : 1);
     });
   };
-  if (parser.isSet(dragonOpt)) {
+  if (parser.isSet(reproduceOpt)) {
+    ragwb::ReproducePage* page = window.reproduce();
+    if (!page->selectFigure(parser.value(reproduceOpt))) {
+      QStringList ids;
+      for (const ragwb::PaperFigure& f : ragwb::paperFigures()) ids << f.id;
+      std::fprintf(stderr, "error: --reproduce: no figure '%s'; the figures are: %s\n", qPrintable(parser.value(reproduceOpt)),
+                   qPrintable(ids.join(", ")));
+      return 2;
+    }
+    page->extraArgsEdit()->setText(parser.value(reproduceArgsOpt));
+    window.tools()->raise("reproduceDock");
+    QDockWidget* dock = window.tools()->dock("reproduceDock");
+    if (!shotFile.isEmpty() && dock) {  // the screenshot is of the page, floated at a readable size
+      dock->setFloating(true);
+      dock->resize(1300, 850);
+    }
+    QObject::connect(page, &ragwb::ReproducePage::runFinished, &window, [&window, page, shotFile](bool ok, const QString& m, qint64) {
+      std::printf("reproduce: %s %s longest GUI stall %.1f ms (GUI thread working %.1f ms of it)\n", ok ? "ok:" : "failed:",
+                  qPrintable(m), window.stallMeter()->maxStallMs(), window.stallMeter()->maxStallBusyMs());
+      std::fflush(stdout);
+      if (shotFile.isEmpty()) {
+        QApplication::exit(ok ? 0 : 1);
+        return;
+      }
+      QTimer::singleShot(400, page, [page, shotFile] {
+        QWidget* shot = page->parentWidget() ? page->parentWidget() : page;  // the floating dock
+        const bool saved = shot->grab().save(shotFile);
+        std::fprintf(saved ? stdout : stderr, saved ? "saved %s\n" : "error: cannot write %s\n", qPrintable(shotFile));
+        QApplication::exit(saved ? 0 : 1);
+      });
+    });
+    // Once the engine has loaded (or failed to), so that its loading does not share the run.
+    auto startOnce = [page] {
+      static bool started = false;
+      if (started) return;
+      started = true;
+      page->start();
+    };
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, page, startOnce);
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, page, startOnce);
+  } else if (parser.isSet(dragonOpt)) {
     bool ok = false;
     const double latency = parser.value(dragonLatencyOpt).toDouble(&ok);
     if (!ok || latency < 0 || latency > 1000) {

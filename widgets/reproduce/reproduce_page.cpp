@@ -58,6 +58,7 @@ ReproducePage::ReproducePage(QWidget* parent)
   m_progress->setValue(0);
   m_plot->setMinimumHeight(260);
   m_plot->legend->setVisible(true);
+  m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
   m_resultsView->setModel(m_results);
   m_resultsView->setSelectionBehavior(QAbstractItemView::SelectRows);
   m_resultsView->setSelectionMode(QAbstractItemView::SingleSelection);
