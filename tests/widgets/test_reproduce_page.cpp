@@ -68,7 +68,7 @@ private Q_SLOTS:
   }
 
   void everyFigureCitesItsPaperAndRunsAQuickBench() {
-    QVERIFY(ragwb::paperFigures().size() >= 3);
+    QVERIFY(ragwb::paperFigures().size() >= 4);
     for (const PaperFigure& f : ragwb::paperFigures()) {
       QVERIFY2(!f.citation.isEmpty() && !f.paper.empty(), qPrintable(f.id));
       QCOMPARE(f.args.value(0), QStringLiteral("bench"));
@@ -99,6 +99,16 @@ private Q_SLOTS:
     QCOMPARE(blocks->size(), size_t{2});
     QCOMPARE((*blocks)[0].category, QStringLiteral("128 tokens"));  // by length, not by key order
     QCOMPARE((*blocks)[1].value, 90.0);
+
+    auto hedra = ragwb::findPaperFigure(QStringLiteral("hedra-fig13"))->extract(parse(R"({
+      "summary": {"oneshot": {"hedra_over_flashrag": 2.0}, "multistep": {"hedra_over_flashrag": null},
+                  "irg": {"hedra_over_flashrag": 1.25}}})"));
+    QVERIFY(hedra.isOk());
+    QCOMPARE(hedra->size(), size_t{2});  // multistep: a policy sustained no rate
+    QCOMPARE(find(*hedra, QStringLiteral("IRG"))->value, 1.25);
+    auto unsustained = ragwb::findPaperFigure(QStringLiteral("hedra-fig13"))->extract(parse(R"({
+      "summary": {"oneshot": {"hedra_over_flashrag": null}, "multistep": {}, "irg": {}}})"));
+    QVERIFY(unsustained.status().message().find("--find-max") != std::string::npos);
 
     auto dep = ragwb::findPaperFigure(QStringLiteral("depcache-fig13"))->extract(parse(R"({
       "hit_rate": {"zipf": {"lru": 0.5, "lfu": 0.55, "pgdsf": 0.6, "lacr": 0.7, "lpm": 0.65, "lsp": 0.7}}})"));
@@ -209,7 +219,8 @@ private Q_SLOTS:
     const double value = page.plottedOurs()[0].value;
     QVERIFY(page.selectFigure(QStringLiteral("dragon-fig6")));
     QVERIFY(page.plottedOurs().empty());
-    page.resultsView()->setCurrentIndex(page.results()->index(0, 0));
+    QTableView* view = page.resultsView();
+    QTest::mouseClick(view->viewport(), Qt::LeftButton, {}, view->visualRect(page.results()->index(0, 0)).center());
     QCOMPARE(page.currentFigure()->id, QStringLiteral("blocks-table2"));
     QCOMPARE(page.plottedOurs().size(), size_t{1});
     QCOMPARE(page.plottedOurs()[0].value, value);

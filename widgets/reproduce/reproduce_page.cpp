@@ -85,7 +85,7 @@ ReproducePage::ReproducePage(QWidget* parent)
   auto* saved = new QWidget;
   auto* sl = new QVBoxLayout(saved);
   sl->setContentsMargins(0, 0, 0, 0);
-  sl->addWidget(new QLabel(tr("Saved results (select one to plot it again)")));
+  sl->addWidget(new QLabel(tr("Saved results (click one to plot it again)")));
   sl->addWidget(m_resultsView);
   right->addWidget(saved);
   right->setStretchFactor(0, 3);
@@ -110,8 +110,10 @@ ReproducePage::ReproducePage(QWidget* parent)
     m_status->setText(tr("%1 s elapsed. %2").arg(elapsed, 0, 'f', 0).arg(line));
   });
   connect(m_process, &BenchProcess::finished, this, &ReproducePage::onFinished);
-  connect(m_resultsView->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
-          [this](const QModelIndex& current) { openResult(current.row()); });
+  // A user's pick only: the view also moves its current index by itself (on focus, after a
+  // reset), which must not replace the figure being shown.
+  connect(m_resultsView, &QTableView::clicked, this, [this](const QModelIndex& i) { openResult(i.row()); });
+  connect(m_resultsView, &QTableView::activated, this, [this](const QModelIndex& i) { openResult(i.row()); });
   m_figures->setCurrentRow(0);
 }
 
@@ -224,7 +226,6 @@ void ReproducePage::refreshResults() {
     m_status->setText(QString::fromStdString(list.status().message()));
     return;
   }
-  const QSignalBlocker block(m_resultsView->selectionModel());  // a refresh does not reopen
   m_results->setResults(std::move(*list));
 }
 

@@ -3,7 +3,7 @@
 // the bench's latest stderr line, Cancel kills it (nothing saved). A finished run's JSON goes
 // into the run history (rag::RunStore bench_results) and is plotted with QCustomPlot: the
 // paper's reported numbers beside ours, per category. Saved results are listed below the plot
-// (BenchResultModel); selecting one plots it again.
+// (BenchResultModel); clicking one (or Enter on it) plots it again.
 //
 //   auto* page = new ragwb::ReproducePage;
 //   page->setStorePath(rag::defaultRunStoreLocation());
