@@ -68,11 +68,12 @@ private Q_SLOTS:
   }
 
   void everyFigureCitesItsPaperAndRunsAQuickBench() {
-    QVERIFY(ragwb::paperFigures().size() >= 4);
+    QVERIFY(ragwb::paperFigures().size() >= 5);
     for (const PaperFigure& f : ragwb::paperFigures()) {
       QVERIFY2(!f.citation.isEmpty() && !f.paper.empty(), qPrintable(f.id));
       QCOMPARE(f.args.value(0), QStringLiteral("bench"));
-      QVERIFY2(f.args.contains(QStringLiteral("--quick")), qPrintable(f.id));
+      // A quick preset wherever the bench has one (bench embed has none).
+      if (f.args.value(1) != QStringLiteral("embed")) QVERIFY2(f.args.contains(QStringLiteral("--quick")), qPrintable(f.id));
       QCOMPARE(ragwb::findPaperFigure(f.id), &f);
       // Output without the figure's keys is an error that names what is missing.
       auto none = f.extract(QJsonObject{});
@@ -110,11 +111,21 @@ private Q_SLOTS:
       "summary": {"oneshot": {"hedra_over_flashrag": null}, "multistep": {}, "irg": {}}})"));
     QVERIFY(unsustained.status().message().find("--find-max") != std::string::npos);
 
+    auto windve = ragwb::findPaperFigure(QStringLiteral("windve-table1"))->extract(parse(R"({"slo_seconds": 2, "ratio": 1.25})"));
+    QVERIFY(windve.isOk());
+    QCOMPARE((*windve)[0].category, QStringLiteral("2 s limit"));
+    QCOMPARE((*windve)[0].value, 25.0);
+    QVERIFY(!ragwb::findPaperFigure(QStringLiteral("windve-table1"))->extract(parse(R"({"ratio": null})")).isOk());
+
     auto dep = ragwb::findPaperFigure(QStringLiteral("depcache-fig13"))->extract(parse(R"({
       "hit_rate": {"zipf": {"lru": 0.5, "lfu": 0.55, "pgdsf": 0.6, "lacr": 0.7, "lpm": 0.65, "lsp": 0.7}}})"));
     QVERIFY(dep.isOk());
     QVERIFY(qAbs(find(*dep, QStringLiteral("vs LRU"))->value - 20.0) < 1e-9);
     QVERIFY(qAbs(find(*dep, QStringLiteral("vs LSP"))->value) < 1e-9);
+    auto two = ragwb::findPaperFigure(QStringLiteral("depcache-fig13"))->extract(parse(R"({"hit_rate": {
+      "zipf": {"lru": 0.5, "lfu": 0.55, "pgdsf": 0.6, "lacr": 0.7, "lpm": 0.65, "lsp": 0.7},
+      "uniform": {"lru": 0.1, "lfu": 0.1, "pgdsf": 0.1, "lacr": 0.2, "lpm": 0.1, "lsp": 0.1}}})"));
+    QVERIFY(qAbs(find(*two, QStringLiteral("vs LRU"))->value - 15.0) < 1e-9);  // the mean over patterns
     auto partial = ragwb::findPaperFigure(QStringLiteral("depcache-fig13"))->extract(parse(R"({"hit_rate": {"zipf": {"lacr": 0.7}}})"));
     QVERIFY(partial.status().message().find("hit_rate.zipf.lru") != std::string::npos);
   }

@@ -1,5 +1,5 @@
 // The papers' headline figures the Reproduce page can run: for each, the `ragraph bench ...`
-// arguments that reproduce it (the quick preset), the numbers the paper reports (reference data,
+// arguments that reproduce it (the quick preset where the bench has one), the numbers the paper reports (reference data,
 // each with the figure or table it comes from) and how to read the same quantities out of the
 // bench's JSON. Our numbers always come from a run; only the paper's are written here.
 //
@@ -33,7 +33,8 @@ struct PaperFigure {
   QString citation;     // where the reference numbers come from
   QString unit;         // the value axis ("% lower per-token latency")
   QStringList args;     // after `ragraph`: {"bench", "dragon", "--quick", "--json"}
-  double expectedSeconds = 60;  // what the quick preset took here, for the progress bar
+  // Roughly how long the run takes on the 2-core development machine: the progress bar's scale.
+  double expectedSeconds = 60;
   FigurePoints paper;   // the paper's numbers (reference data)
   // Our numbers from the bench's JSON; NotFound naming the key when the output lacks one.
   std::function<rag::Result<FigurePoints>(const QJsonObject&)> extract;

@@ -13,6 +13,7 @@
 #include <QSplitter>
 #include <QTableView>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "plot/qcustomplot_include.h"
 #include "rag/run_store.h"
@@ -156,7 +157,8 @@ void ReproducePage::showFigure() {
   m_command->setText(QStringLiteral("ragraph ") + arguments().join(QLatin1Char(' ')));
   if (!busy()) {
     m_progress->setValue(0);
-    m_status->setText(tr("The quick preset took about %1 s here.").arg(f->expectedSeconds, 0, 'f', 0));
+    m_status->setText(tr("Expected to take about %1 s on a 2-core machine; the progress bar is the elapsed time against that.")
+                          .arg(f->expectedSeconds, 0, 'f', 0));
   }
   plotResult(*f, {});
 }
@@ -272,6 +274,19 @@ QString ReproducePage::plotResult(const PaperFigure& figure, const QString& json
   for (const FigurePoint& p : m_ours) categories << p.category;
   for (const FigurePoint& p : m_paper)
     if (!categories.contains(p.category)) categories << p.category;
+  // Lengths ("512 tokens") in numeric order, ours and the paper's interleaved.
+  auto leadingNumber = [](const QString& c, bool* ok) { return c.section(QLatin1Char(' '), 0, 0).toDouble(ok); };
+  bool numeric = true;
+  for (const QString& c : categories) {
+    bool ok = false;
+    leadingNumber(c, &ok);
+    numeric = numeric && ok;
+  }
+  if (numeric)
+    std::stable_sort(categories.begin(), categories.end(), [&](const QString& a, const QString& b) {
+      bool ok = false;
+      return leadingNumber(a, &ok) < leadingNumber(b, &ok);
+    });
 
   m_plot->clearPlottables();
   auto ticker = QSharedPointer<QCPAxisTickerText>::create();
