@@ -1,7 +1,7 @@
 // ragraph-workbench: the desktop workbench.
 //   ragraph-workbench [--corpus PATH] [--screenshot FILE.png] [--demo] [--bench-timeline [--spans N]]
 //                     [--bench-kvtree [--nodes N]] [--show TOOL] [--dragon QUESTION [--dragon-latency MS] [--dragon-tokens N]]
-//                     [--reproduce FIGURE [--reproduce-args ARGS]]
+//                     [--reproduce FIGURE [--reproduce-args ARGS]] [--tour]
 // --screenshot renders the window once its pages have loaded (with --demo: once the demo run has
 // finished), saves the PNG and exits; --demo runs a short IRG workload on the default
 // corpus through the editor's graph, so the timeline, heatmap and tables fill; --bench-timeline
@@ -9,7 +9,8 @@
 // --dragon runs one live DRAGON exchange in the DRAGON page (brought to the front) and prints its
 // summary and the GUI thread's longest stall during it (with --screenshot: saved after the run);
 // --reproduce runs a paper figure's bench in the Reproduce page the same way (its result saved
-// into the run history).
+// into the run history); --tour starts the guided tour (with --screenshot: saved once the tour's
+// run has finished, at the timeline step).
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDockWidget>
@@ -35,6 +36,7 @@
 #include "reproduce/reproduce_page.h"
 #include "timeline/timeline_bench.h"
 #include "tools/tool_registry.h"
+#include "tour/guided_tour.h"
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -59,8 +61,9 @@ int main(int argc, char** argv) {
   QCommandLineOption dragonTokensOpt("dragon-tokens", "Decode exactly N tokens in --dragon (EOS ignored).", "N");
   QCommandLineOption reproduceOpt("reproduce", "Run FIGURE's bench in the Reproduce page (e.g. blocks-table2).", "FIGURE");
   QCommandLineOption reproduceArgsOpt("reproduce-args", "Extra arguments for --reproduce's bench.", "ARGS");
+  QCommandLineOption tourOpt("tour", "Start the guided tour: load a workflow, run it, and see what each view shows.");
   parser.addOptions({corpusOpt, shotOpt, demoOpt, benchOpt, spansOpt, kvBenchOpt, nodesOpt, showOpt, dragonOpt,
-                     dragonLatencyOpt, dragonTokensOpt, reproduceOpt, reproduceArgsOpt});
+                     dragonLatencyOpt, dragonTokensOpt, reproduceOpt, reproduceArgsOpt, tourOpt});
   parser.process(app);
 
   // --bench-*: its count option must be a positive number; the result is printed as JSON.
@@ -98,7 +101,14 @@ int main(int argc, char** argv) {
       QApplication::exit(ok ? 0 : 1);
     });
   };
-  if (parser.isSet(reproduceOpt)) {
+  if (parser.isSet(tourOpt)) {
+    QTimer::singleShot(0, &window, &ragwb::MainWindow::startTour);  // once the window is laid out
+    if (!shotFile.isEmpty())
+      QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window, [&window, shoot] {
+        window.tour()->next();  // from the run to the timeline it filled
+        shoot();
+      });
+  } else if (parser.isSet(reproduceOpt)) {
     ragwb::ReproducePage* page = window.reproduce();
     if (!page->selectFigure(parser.value(reproduceOpt))) {
       QStringList ids;

@@ -1,5 +1,6 @@
 #include "main_window.h"
 
+#include <memory>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDockWidget>
@@ -19,6 +20,8 @@
 #include "history/run_history_panel.h"
 #include "inspectors/dragon_page.h"
 #include "reproduce/reproduce_page.h"
+#include "tour/guided_tour.h"
+#include "nodegraph/graph_model.h"
 #include "inspectors/kv_tree_inspector.h"
 #include "nodegraph/graph_editor.h"
 #include "overview/overview_page.h"
@@ -220,6 +223,8 @@ void MainWindow::buildMenus() {
   m_viewMenu->addAction(tr("Zoom Timeline to &Fit"), m_timeline, &TimelineView::zoomToFit);
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("Guided &Tour"), this, &MainWindow::startTour);
+  help->addSeparator();
   help->addAction(tr("&About RAGraph Workbench"), this, &MainWindow::about);
   help->addAction(tr("About &Qt"), qApp, &QApplication::aboutQt);
 }
@@ -268,6 +273,36 @@ void MainWindow::exportTrace() {
     QMessageBox::warning(this, tr("Export Trace"), tr("Could not write %1: %2").arg(file, out.errorString()));
   else
     statusBar()->showMessage(tr("Trace written to %1 (%2 spans)").arg(file).arg(t.events.size()), 6000);
+}
+
+void MainWindow::startTour() {
+  if (!m_tour) {
+    m_tour = new GuidedTour(defaultTourSteps(), this);
+    m_tourPanel = new TourPanel(m_tour, this, [this](const QString& id) -> QWidget* {
+      if (id.isEmpty()) return m_editor;
+      m_tools->raise(id);
+      return m_tools->dock(id);
+    });
+    connect(m_tour, &GuidedTour::actionRequested, this, [this](TourStep::Action a) {
+      if (a == TourStep::Action::LoadWorkflow) {
+        m_editor->loadTemplate(rag::Workflow::Irg);
+      } else if (a == TourStep::Action::RunWorkflow) {
+        m_runPanel->configure(QStringLiteral("irg"), QStringLiteral("hedra"), 4.0, 8);
+        m_runPanel->setEditorGraph(m_editor->model()->graph(), /*select=*/true);
+        if (m_bridge.isEngineReady()) {
+          m_runPanel->start();
+        } else {  // still loading: the run starts when the engine is ready
+          statusBar()->showMessage(tr("Tour: the run starts once the engine has loaded."), 8000);
+          auto once = std::make_shared<QMetaObject::Connection>();
+          *once = connect(&m_bridge, &EngineBridge::engineReady, this, [this, once] {
+            disconnect(*once);
+            m_runPanel->start();
+          });
+        }
+      }
+    });
+  }
+  m_tour->start();
 }
 
 void MainWindow::about() {

@@ -24,6 +24,8 @@ class GuiStallMeter;
 class KvTreeInspector;
 class DragonPage;
 class ReproducePage;
+class GuidedTour;
+class TourPanel;
 class ToolRegistry;
 struct ToolPlacement;
 
@@ -46,6 +48,13 @@ public:
   EngineBridge* bridge() { return &m_bridge; }
   GuiStallMeter* stallMeter() { return m_stall; }
   ToolRegistry* tools() { return m_tools; }
+  GuidedTour* tour() { return m_tour; }
+  TourPanel* tourPanel() { return m_tourPanel; }
+
+public Q_SLOTS:
+  // The guided tour (Help → Guided Tour, ragraph-workbench --tour): loads IRG into the editor,
+  // runs 8 questions through it, then points at each view; skippable at every step.
+  void startTour();
 
 protected:
   void closeEvent(QCloseEvent* e) override;
@@ -71,6 +80,8 @@ private:
   KvTreeInspector* m_kvTree = nullptr;
   DragonPage* m_dragon = nullptr;
   ReproducePage* m_reproduce = nullptr;
+  GuidedTour* m_tour = nullptr;
+  TourPanel* m_tourPanel = nullptr;
   GuiStallMeter* m_stall;
   ToolRegistry* m_tools = nullptr;
   QMenu* m_viewMenu = nullptr;
