@@ -64,13 +64,18 @@ int cmdBenchDragon(Args& args) {
   const bool jsonFlag = args.flag("json");
   const std::string out = args.getOr("out", "");
   const std::string latList = args.getOr("latencies", "0,25,50,100,200,300");
-  const std::string methodList = args.getOr("methods", "dragon,drdg_tw,drdg_sw,device_only,cloud_only,drcg_text");
+  const std::string methodList = args.getOr("methods", "dragon,drdg_tw,drdg_sw,device_only,cloud_only,drcg_text,drcg_kv");
   auto questions = args.getInt("questions", quick ? 3 : 8);
   auto accQuestions = args.getInt("accuracy-questions", quick ? 10 : 40);
   const std::string docCounts = args.getOr("accuracy-docs", quick ? "0,2,8" : "0,1,2,4,8");
   auto settings = readRunSettings(args);
   auto opts = readSideOptions(args);
   const std::string cloudKernels = args.getOr("cloud-kernels", "on");
+  // Where the two processes are pinned (on machines with two cores or more); -1: not pinned.
+  auto deviceCore = args.getInt("device-core", 0);
+  auto cloudCore = args.getInt("cloud-core", 1);
+  if (!deviceCore) return fail(deviceCore.status());
+  if (!cloudCore) return fail(cloudCore.status());
   if (!questions) return fail(questions.status());
   if (!accQuestions) return fail(accQuestions.status());
   if (!settings) return fail(settings.status());
@@ -122,16 +127,20 @@ int cmdBenchDragon(Args& args) {
     if (qs.empty()) return fail(Status::notFound("the corpus has no test questions; rebuild it with `ragraph corpus build`"));
   }
 
-  // The cloud: a second process of this binary on core 1 (the device stays on core 0).
+  // The cloud: a second process of this binary on --cloud-core (the device on --device-core).
   auto port = freePort();
   if (!port) return fail(port.status());
   const std::string addr = "127.0.0.1:" + std::to_string(*port);
   const unsigned ncores = std::max(1u, std::thread::hardware_concurrency());
+  for (int64_t c : {*deviceCore, *cloudCore})
+    if (c < -1 || c >= static_cast<int64_t>(ncores))
+      return fail(Status::invalidArgument("--device-core and --cloud-core take a core in [0, " + std::to_string(ncores) +
+                                          ") or -1 (not pinned), not " + std::to_string(c)));
   std::vector<std::string> cargv = {"ragraph", "dragon", "cloud", "--listen", addr, "--once",
                                     "--corpus", opts->corpusPath, "--kernels", cloudKernels};
   if (!opts->model.dir.empty()) cargv.insert(cargv.end(), {"--model", opts->model.dir.string()});
   if (opts->deterministic) cargv.push_back("--deterministic");
-  if (ncores >= 2) cargv.insert(cargv.end(), {"--core", "1"});
+  if (ncores >= 2 && *cloudCore >= 0) cargv.insert(cargv.end(), {"--core", std::to_string(*cloudCore)});
   std::vector<char*> cargs;
   for (std::string& s : cargv) cargs.push_back(s.data());
   cargs.push_back(nullptr);
@@ -146,7 +155,7 @@ int cmdBenchDragon(Args& args) {
     child.pid = -1;
     return fail(Status::ioError(std::string("cannot start the cloud process: ") + std::strerror(rc)));
   }
-  if (ncores >= 2) opts->core = 0;
+  if (ncores >= 2) opts->core = static_cast<int>(*deviceCore);
   auto side = loadSide(Side::Device, *opts);
   if (!side) return fail(side.status());
   std::unique_ptr<Transport> link;
@@ -191,7 +200,7 @@ int cmdBenchDragon(Args& args) {
         h.maxTokens = 1;
         h.latencyMs = lat;
         h.question = q;
-        auto warm = runDevice(link.get(), (*side)->res, h, so);
+        auto warm = runDevice(link.get(), (*side)->demo->res, h, so);
         if (!warm) return fail(warm.status().withContext("warm-up run"));
       }
       for (Method m : methods) {
@@ -200,7 +209,7 @@ int cmdBenchDragon(Args& args) {
         h.latencyMs = lat;
         h.question = q;
         h.ignoreEos = true;  // every method decodes exactly max-tokens: per-token figures compare
-        auto rep = runDevice(link.get(), (*side)->res, h, so);
+        auto rep = runDevice(link.get(), (*side)->demo->res, h, so);
         if (!rep) return fail(rep.status().withContext(std::string(methodName(m)) + " at " + std::to_string(lat) + " ms"));
         if (!rep->note.empty()) return fail(Status::unavailable(rep->note));
         Cell& c = cells[std::string(methodName(m))][lat];
@@ -275,7 +284,7 @@ int cmdBenchDragon(Args& args) {
             sh.docsPerSide = docs;
             sh.question = item.question;
             sh.answer = item.answers.empty() ? std::string() : item.answers[0];
-            auto sc = runDevice(link.get(), (*side)->res, sh, so);
+            auto sc = runDevice(link.get(), (*side)->demo->res, sh, so);
             if (!sc) return fail(sc.status().withContext("perplexity run"));
             for (float v : sc->answerLogp) logpSum += v;
             logpCount += static_cast<double>(sc->answerLogp.size());
@@ -286,7 +295,7 @@ int cmdBenchDragon(Args& args) {
           h.docsPerSide = docs;
           h.question = item.question;
           h.ignoreEos = false;
-          auto rep = runDevice(link.get(), (*side)->res, h, so);
+          auto rep = runDevice(link.get(), (*side)->demo->res, h, so);
           if (!rep) return fail(rep.status().withContext("accuracy run"));
           correct += answerContainsGold(textOf(**side, rep->tokens), item.answers) ? 1 : 0;
         }
@@ -353,6 +362,8 @@ int cmdBenchDragon(Args& args) {
     w.key("device_kernels").value(opts->kernels);
     w.key("cloud_kernels").value(cloudKernels == "on");
     w.key("deterministic").value(opts->deterministic);
+    w.key("device_core").value(ncores >= 2 ? *deviceCore : int64_t{-1});
+    w.key("cloud_core").value(ncores >= 2 ? *cloudCore : int64_t{-1});
     w.key("link").value("loopback TCP, TCP_NODELAY, delay line in the transport: latency/2 each way, jitter latency/5");
     for (const char* what : {"latency_ms_per_token", "ttft_ms", "bytes_per_token", "tokens"}) {
       w.key(what).beginObject();

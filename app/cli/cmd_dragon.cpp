@@ -1,6 +1,6 @@
 // `ragraph dragon cloud|device`: DRAGON's two processes (device and cloud, each with its own
 // model runner and its own documents; see dragon_side.h for the corpus split). Passages never
-// cross the link except in the drcg_text baseline, whose point is to send them.
+// cross the link except in the drcg_text and drcg_kv baselines, whose point is to send them.
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -48,6 +48,7 @@ void writeReport(JsonWriter& w, const RunReport& r, const std::string& text, boo
     w.key("answer_tokens").value(static_cast<int64_t>(r.answerLogp.size()));
     w.key("answer_perplexity").value(std::exp(-sum / static_cast<double>(r.answerLogp.size())));
   }
+  if (r.kvTokensReceived > 0) w.key("kv_tokens_received").value(r.kvTokensReceived);
   if (!r.note.empty()) w.key("note").value(r.note);
   if (withEvents) {
     w.key("events").beginArray();
@@ -60,6 +61,8 @@ void writeReport(JsonWriter& w, const RunReport& r, const std::string& text, boo
       w.key("start_ms").value(e.startMs);
       w.key("end_ms").value(e.endMs);
       if (e.kind == RunEvent::Kind::Arrived || e.kind == RunEvent::Kind::Stale) w.key("decode_ms").value(e.decodeMs);
+      if (e.receivedMs >= 0) w.key("received_ms").value(e.receivedMs);
+      if (e.sentMs >= 0) w.key("peer_sent_ms").value(e.sentMs);  // the peer's clock: comparable on one machine
       if (e.kind == RunEvent::Kind::Verdict) {
         w.key("accepted").beginObject().key("device").value(e.accepted[0]).key("cloud").value(e.accepted[1]).endObject();
         w.key("next_aggregator").value(sideName(e.next));
@@ -99,7 +102,7 @@ int cmdDragonCloud(Args& args) {
       return fail(link.status());
     }
     std::fprintf(stderr, "dragon cloud: device %s connected\n", (*link)->peer().c_str());
-    Status s = serveCloud(**link, (*side)->res, so, [&](const Hello& h, const RunReport& r) {
+    Status s = serveCloud(**link, (*side)->demo->res, so, [&](const Hello& h, const RunReport& r) {
       std::fprintf(stderr, "dragon cloud: %s run, %u passages, %.1f ms, drafts accepted %lld rejected %lld\n",
                    std::string(methodName(h.method)).c_str(), r.documents[1], r.totalMs,
                    static_cast<long long>(r.accepted[1]), static_cast<long long>(r.rejected[1]));
@@ -137,7 +140,7 @@ int cmdDragonDevice(Args& args) {
   auto side = loadSide(Side::Device, *opts);
   if (!side) return fail(side.status());
   SessionOptions so{.peerTimeoutMs = static_cast<int>(*timeout)};
-  auto rep = runDevice(link.get(), (*side)->res, *settings, so);
+  auto rep = runDevice(link.get(), (*side)->demo->res, *settings, so);
   if (!rep) return fail(rep.status());
   std::vector<double> rtts;
   if (link && !link->broken()) {

@@ -1,38 +1,12 @@
 #include "dragon_side.h"
 
-#include <algorithm>
-#include <fstream>
-
 #include "core/clock.h"
 #include "core/fs.h"
-#include "corpus/corpus_db.h"
-#include "corpus/qa_reader.h"
-#include "model/prompt.h"
 #include "retrieval/embedding_service.h"
 
 namespace rag::cli {
 
 using namespace rag::dragon;
-
-namespace {
-
-uint64_t modelFingerprint(const LoadedModel& m, const ModelChoice& choice) {
-  const model::ModelFacts f = model::modelFacts(*m.model);
-  const int64_t shape[] = {f.config.hiddenSize, f.config.intermediateSize, f.config.numHiddenLayers,
-                           f.config.numAttentionHeads, f.config.numKeyValueHeads, f.config.vocabSize,
-                           f.parameters, f.weightBytes};
-  uint64_t h = fingerprintBytes(0, shape, sizeof shape);
-  // A sample of the weights file: two models of one shape but other training differ here.
-  std::ifstream in(choice.dir / "model.safetensors", std::ios::binary);
-  if (in) {
-    std::vector<char> buf(1 << 20);
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    h = fingerprintBytes(h, buf.data(), static_cast<size_t>(in.gcount()));
-  }
-  return h;
-}
-
-}  // namespace
 
 Result<SideOptions> readSideOptions(Args& args) {
   SideOptions o;
@@ -52,77 +26,23 @@ Result<SideOptions> readSideOptions(Args& args) {
 
 Result<std::unique_ptr<SideAssets>> loadSide(Side side, const SideOptions& o) {
   auto a = std::make_unique<SideAssets>();
-  a->source = side == Side::Device ? "foldoc" : "wordnet";
   if (o.core >= 0) {
     const int cores[] = {o.core};
     RAG_RETURN_IF_ERROR(retrieval::pinCurrentThread(cores));
   }
   model::setComputeThreads(1);
-  RAG_ASSIGN_OR_RETURN(a->corpus, corpus::openCorpus(o.corpusPath));
-  RAG_ASSIGN_OR_RETURN(retrieval::Bm25Index bm25, retrieval::Bm25Index::openOrBuild(o.corpusPath));
-  a->bm25.emplace(std::move(bm25));
   RAG_ASSIGN_OR_RETURN(a->model, loadChosenModel(o.model));
-  if (!a->model.tokenizer)
-    return Status::notFound("the model in " + o.model.dir.string() + " has no tokenizer.json next to it");
-  model::RunnerParams rp;
-  rp.deterministic = o.deterministic;
-  rp.kernels = o.kernels;
-  RAG_ASSIGN_OR_RETURN(a->runner, model::ModelRunner::create(a->model.model, rp, a->model.tokenizer));
-  SideResources& r = a->res;
-  r.side = side;
-  r.runner = a->runner.get();
-  r.scoreTemperature = o.scoreTemperature;
-  if (auto eos = a->model.tokenizer->eosId()) r.eos = static_cast<uint32_t>(*eos);
-  r.fingerprint = modelFingerprint(a->model, o.model);
-  SideAssets* raw = a.get();
-  r.retrieve = [raw](const std::string& question, uint32_t k) -> Result<std::vector<RetrievedPassage>> {
-    std::vector<RetrievedPassage> out;
-    if (k == 0) return out;
-    // One index over both sources: search deep enough that this side's own passages show up.
-    RAG_ASSIGN_OR_RETURN(auto hits, raw->bm25->searchScored(question, 400));
-    if (hits.empty()) return out;
-    std::string ids;
-    for (const auto& hit : hits) ids += (ids.empty() ? "" : ",") + std::to_string(hit.id);
-    RAG_ASSIGN_OR_RETURN(sql::Stmt st, raw->corpus.prepare("SELECT id FROM passages WHERE source = ?1 AND id IN (" +
-                                                            ids + ")"));
-    st.bind(1, raw->source);
-    std::vector<int64_t> mine;
-    for (;;) {
-      RAG_ASSIGN_OR_RETURN(bool row, st.step());
-      if (!row) break;
-      mine.push_back(st.columnInt64(0));
-    }
-    std::sort(mine.begin(), mine.end());
-    for (const auto& hit : hits) {  // in rank order
-      if (!std::binary_search(mine.begin(), mine.end(), hit.id)) continue;
-      RAG_ASSIGN_OR_RETURN(Passage p, corpus::readPassage(raw->corpus, hit.id));
-      out.push_back({model::passageText(p).text, hit.score});
-      if (out.size() == k) break;
-    }
-    return out;
-  };
-  std::shared_ptr<const model::Tokenizer> tok = a->model.tokenizer;
-  r.prompt = [tok](const std::vector<std::string>& passages, const std::string& question) {
-    std::vector<model::PromptPiece> pieces;
-    for (const std::string& p : passages) pieces.push_back({p, model::SegmentOrigin::Passage, -1});
-    pieces.push_back({"Question: " + question + "\nAnswer:", model::SegmentOrigin::Text, -1});
-    return model::tokenizePieces(*tok, pieces).tokens;
-  };
-  r.answerTokens = [tok](const std::string& answer) {
-    return tok->encode(" " + answer, {.parseSpecial = false});  // the completion of qa_prompt.h
-  };
-  RAG_ASSIGN_OR_RETURN(r.offlineFit, profileDecodeTime(*a->runner, 2, static_cast<int32_t>(tok->vocabSize()), 7));
+  RAG_ASSIGN_OR_RETURN(a->demo, loadDemoSide(side, a->model.model, a->model.tokenizer,
+                                             {.modelDir = o.model.dir,
+                                              .corpusPath = o.corpusPath,
+                                              .deterministic = o.deterministic,
+                                              .kernels = o.kernels,
+                                              .scoreTemperature = o.scoreTemperature}));
   return a;
 }
 
 std::string textOf(const SideAssets& a, const std::vector<uint32_t>& tokens) {
-  std::vector<int32_t> ids(tokens.begin(), tokens.end());
-  Result<std::string> t = a.model.tokenizer->decode(ids, {.skipSpecial = true});
-  if (!t) return "";
-  std::string s = *t;
-  const auto b = s.find_first_not_of(" \t\n");
-  const auto e = s.find_last_not_of(" \t\n");
-  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+  return answerText(*a.demo->tokenizer, tokens);
 }
 
 Result<Hello> readRunSettings(Args& args) {

@@ -1,9 +1,6 @@
 // What `ragraph dragon cloud|device` and `ragraph bench dragon` share: one side's loaded model,
-// runner and retrieval (SideAssets), the run settings read from the command line, pings.
-//
-// Demo split of the corpus: the cloud retrieves WordNet passages (the public corpus), the device
-// FOLDOC passages (its private documents), both by BM25 over the corpus's FTS5 index, so the two
-// sides' scores are on one scale.
+// runner and retrieval (SideAssets, over engine/dragon/demo_side.h, which also serves the
+// workbench's DRAGON page), the run settings read from the command line, pings.
 #pragma once
 
 #include <memory>
@@ -12,22 +9,17 @@
 #include <vector>
 
 #include "args.h"
+#include "dragon/demo_side.h"
 #include "dragon/session.h"
 #include "dragon/transport.h"
 #include "model_choice.h"
-#include "retrieval/bm25_index.h"
-#include "storage/sqlite.h"
 
 namespace rag::cli {
 
-// One side's loaded model, runner and retrieval; `res` points into it (keep it alive).
+// One side's loaded model (its description for the log) and its runner and retrieval.
 struct SideAssets {
   LoadedModel model;
-  std::unique_ptr<model::ModelRunner> runner;
-  std::optional<retrieval::Bm25Index> bm25;
-  sql::Db corpus;
-  std::string source;  // "foldoc" (device) | "wordnet" (cloud)
-  dragon::SideResources res;
+  std::unique_ptr<dragon::DemoSide> demo;  // demo->res: the session's resources
 };
 
 struct SideOptions {

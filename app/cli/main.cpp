@@ -140,7 +140,7 @@ const std::vector<Command>& commands() {
        "[--deterministic] [--kernels on|off] [--score-temperature 1] [--core N]",
        {"once", "deterministic"}, cmdDragonCloud},
       {"dragon", "device",
-       "--connect HOST:PORT \"QUESTION\" [--method dragon|drdg_tw|drdg_sw|device_only|cloud_only|drcg_text|score] "
+       "--connect HOST:PORT \"QUESTION\" [--method dragon|drdg_tw|drdg_sw|device_only|cloud_only|drcg_text|drcg_kv|score] "
        "[--latency MS] [--jitter MS] [--bandwidth MBIT] [--max-tokens 20] [--docs 2] [--max-ahead 3] "
        "[--policy greedy|device|cloud|random] [--temperature 0] [--top-p 0.8] [--seed 1] [--timeout-ms 30000] "
        "[--model DIR] [--dtype f32|bf16] [--corpus PATH] [--deterministic] [--kernels on|off] "
@@ -148,9 +148,10 @@ const std::vector<Command>& commands() {
        {"json", "events", "deterministic", "ignore-eos"}, cmdDragonDevice},
       {"bench", "dragon",
        "[--quick] [--json] [--out FILE] [--latencies 0,25,50,100,200,300] [--questions 8] "
-       "[--methods dragon,drdg_tw,drdg_sw,device_only,cloud_only,drcg_text] [--max-tokens 20] [--docs 2] "
+       "[--methods dragon,drdg_tw,drdg_sw,device_only,cloud_only,drcg_text,drcg_kv] [--max-tokens 20] [--docs 2] "
        "[--max-ahead 3] [--policy greedy] [--kernels on|off] [--cloud-kernels on|off] [--deterministic] "
-       "[--accuracy-questions 40] [--accuracy-docs 0,1,2,4,8] [--model DIR] [--corpus PATH]",
+       "[--accuracy-questions 40] [--accuracy-docs 0,1,2,4,8] [--model DIR] [--corpus PATH] "
+       "[--device-core 0] [--cloud-core 1] (-1: not pinned)",
        {"quick", "json", "deterministic", "ignore-eos"}, cmdBenchDragon},
       {"serve", "",
        "--listen HOST:PORT [--workflows FILE,...] [--max-inflight 32] [--retry-after 1] [--nprobe 128] "

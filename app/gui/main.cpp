@@ -1,7 +1,8 @@
 // ragraph-workbench: the desktop workbench.
 //   ragraph-workbench [--corpus PATH] [--screenshot FILE.png] [--demo] [--bench-timeline [--spans N]]
 //                     [--bench-kvtree [--nodes N]] [--show TOOL] [--demo-kg] [--demo-kv] [--demo-blocks]
-//                     [--demo-dep]
+//                     [--demo-dep] [--dragon QUESTION [--dragon-latency MS] [--dragon-tokens N]]
+//                     [--reproduce FIGURE [--reproduce-args ARGS]] [--tour]
 // --screenshot renders the window once its pages have loaded (with --demo: once the demo run has
 // finished), saves the PNG and exits; --demo runs a short IRG workload on the default
 // corpus through the editor's graph, so the timeline, heatmap and tables fill; --demo-kg runs the
@@ -10,11 +11,19 @@
 // eight seconds with the KV heatmap in front and prints its GUI-thread work; --demo-blocks runs
 // the same one-shot questions twice with Block attention on and the Block-attention panel in front;
 // --demo-dep runs GraphRAG twice under each eviction policy (LACR at α 0.2) with the DepCache panel in front;
-// --bench-timeline
-// and --bench-kvtree print the timeline's and the KV-tree inspector's drawing speed as JSON and exit.
+// --dragon runs one live DRAGON exchange in the DRAGON page (brought to the front) and prints its
+// summary and the GUI thread's longest stall during it (with --screenshot: saved after the run);
+// --reproduce runs a paper figure's bench in the Reproduce page the same way (its result saved
+// into the run history); --tour starts the guided tour (with --screenshot: saved once the tour's
+// run has finished, at the timeline step); --bench-timeline and --bench-kvtree print the
+// timeline's and the KV-tree inspector's drawing speed as JSON and exit.
 #include <QApplication>
+#include <QCheckBox>
 #include <QCommandLineParser>
 #include <QDockWidget>
+#include <QDoubleSpinBox>
+#include <QLineEdit>
+#include <QSpinBox>
 #include <QJsonDocument>
 #include <QTableView>
 #include <QTimer>
@@ -32,9 +41,13 @@
 #include "rag/corpus.h"
 #include "run/run_panel.h"
 #include "inspectors/kg_inspector.h"
+#include "inspectors/dragon_page.h"
 #include "inspectors/kv_tree_bench.h"
+#include "reproduce/paper_figures.h"
+#include "reproduce/reproduce_page.h"
 #include "timeline/timeline_bench.h"
 #include "tools/tool_registry.h"
+#include "tour/guided_tour.h"
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -69,8 +82,15 @@ int main(int argc, char** argv) {
                                 "(lru, lfu, pgdsf, lacr at alpha 0.2) with the DepCache panel in front; print each "
                                 "policy's subgraph hit rate so far, the longest GUI stall and the panel's own "
                                 "GUI-thread work.");
+  QCommandLineOption dragonOpt("dragon", "Run one live DRAGON exchange on QUESTION in the DRAGON page.", "QUESTION");
+  QCommandLineOption dragonLatencyOpt("dragon-latency", "Added link latency for --dragon, ms (default 100).", "MS", "100");
+  QCommandLineOption dragonTokensOpt("dragon-tokens", "Decode exactly N tokens in --dragon (EOS ignored).", "N");
+  QCommandLineOption reproduceOpt("reproduce", "Run FIGURE's bench in the Reproduce page (e.g. blocks-table2).", "FIGURE");
+  QCommandLineOption reproduceArgsOpt("reproduce-args", "Extra arguments for --reproduce's bench.", "ARGS");
+  QCommandLineOption tourOpt("tour", "Start the guided tour: load a workflow, run it, and see what each view shows.");
   parser.addOptions({corpusOpt, shotOpt, demoOpt, benchOpt, spansOpt, kvBenchOpt, nodesOpt, showOpt, demoKgOpt, demoKvOpt,
-                     demoBlocksOpt, demoDepOpt});
+                     demoBlocksOpt, demoDepOpt, dragonOpt, dragonLatencyOpt, dragonTokensOpt, reproduceOpt,
+                     reproduceArgsOpt, tourOpt});
   parser.process(app);
 
   // --bench-*: its count option must be a positive number; the result is printed as JSON.
@@ -289,6 +309,109 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "demo-kv: the engine is not available: %s\n", qPrintable(why));
       shoot();
     });
+  } else if (parser.isSet(tourOpt)) {
+    QTimer::singleShot(0, &window, &ragwb::MainWindow::startTour);  // once the window is laid out
+    if (!shotFile.isEmpty())
+      QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window, [&window, shoot] {
+        window.tour()->next();  // from the run to the timeline it filled
+        shoot();
+      });
+  } else if (parser.isSet(reproduceOpt)) {
+    ragwb::ReproducePage* page = window.reproduce();
+    if (!page->selectFigure(parser.value(reproduceOpt))) {
+      QStringList ids;
+      for (const ragwb::PaperFigure& f : ragwb::paperFigures()) ids << f.id;
+      std::fprintf(stderr, "error: --reproduce: no figure '%s'; the figures are: %s\n", qPrintable(parser.value(reproduceOpt)),
+                   qPrintable(ids.join(", ")));
+      return 2;
+    }
+    page->extraArgsEdit()->setText(parser.value(reproduceArgsOpt));
+    window.tools()->raise("reproduceDock");
+    QDockWidget* dock = window.tools()->dock("reproduceDock");
+    if (!shotFile.isEmpty() && dock) {  // the screenshot is of the page, floated at a readable size
+      dock->setFloating(true);
+      dock->resize(1300, 850);
+    }
+    QObject::connect(page, &ragwb::ReproducePage::runFinished, &window, [&window, page, shotFile](bool ok, const QString& m, qint64) {
+      std::printf("reproduce: %s %s longest GUI stall %.1f ms (GUI thread working %.1f ms of it)\n", ok ? "ok:" : "failed:",
+                  qPrintable(m), window.stallMeter()->maxStallMs(), window.stallMeter()->maxStallBusyMs());
+      std::fflush(stdout);
+      if (shotFile.isEmpty()) {
+        QApplication::exit(ok ? 0 : 1);
+        return;
+      }
+      QTimer::singleShot(400, page, [page, shotFile] {
+        QWidget* shot = page->parentWidget() ? page->parentWidget() : page;  // the floating dock
+        const bool saved = shot->grab().save(shotFile);
+        std::fprintf(saved ? stdout : stderr, saved ? "saved %s\n" : "error: cannot write %s\n", qPrintable(shotFile));
+        QApplication::exit(saved ? 0 : 1);
+      });
+    });
+    // Once the engine has loaded (or failed to), so that its loading does not share the run.
+    auto startOnce = [page] {
+      static bool started = false;
+      if (started) return;
+      started = true;
+      page->start();
+    };
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, page, startOnce);
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, page, startOnce);
+  } else if (parser.isSet(dragonOpt)) {
+    bool ok = false;
+    const double latency = parser.value(dragonLatencyOpt).toDouble(&ok);
+    if (!ok || latency < 0 || latency > 1000) {
+      std::fprintf(stderr, "error: --dragon-latency takes milliseconds in [0, 1000], not '%s'\n",
+                   qPrintable(parser.value(dragonLatencyOpt)));
+      return 2;
+    }
+    int tokens = 0;
+    if (parser.isSet(dragonTokensOpt)) {
+      tokens = parser.value(dragonTokensOpt).toInt(&ok);
+      if (!ok || tokens < 1 || tokens > 256) {
+        std::fprintf(stderr, "error: --dragon-tokens takes a number in [1, 256], not '%s'\n",
+                     qPrintable(parser.value(dragonTokensOpt)));
+        return 2;
+      }
+    }
+    window.tools()->raise("dragonDock");
+    ragwb::DragonPage* page = window.dragon();
+    QDockWidget* dock = window.tools()->dock("dragonDock");
+    if (!shotFile.isEmpty() && dock) {  // the screenshot is of the page, floated at a readable size
+      dock->setFloating(true);
+      dock->resize(1400, 900);
+    }
+    page->questionEdit()->setText(parser.value(dragonOpt));
+    page->latencySpin()->setValue(latency);
+    if (tokens > 0) {
+      page->maxTokensSpin()->setValue(tokens);
+      page->ignoreEosBox()->setChecked(true);
+    }
+    QObject::connect(page, &ragwb::DragonPage::runFinished, &window, [&window, page, shotFile](bool ok, const QString& m) {
+      std::printf("dragon run: %s %s longest GUI stall %.1f ms (GUI thread working %.1f ms of it)\n", ok ? "ok:" : "failed:",
+                  qPrintable(m), window.stallMeter()->maxStallMs(), window.stallMeter()->maxStallBusyMs());
+      if (page->lastSummary())
+        std::printf("dragon answer: %s (%.1f ms/token)\n", page->lastSummary()->answer.c_str(), page->lastSummary()->perTokenMs);
+      std::fflush(stdout);
+      if (shotFile.isEmpty()) {
+        QApplication::exit(ok ? 0 : 1);
+        return;
+      }
+      QTimer::singleShot(400, page, [page, shotFile] {
+        QWidget* shot = page->parentWidget() ? page->parentWidget() : page;  // the floating dock
+        const bool saved = shot->grab().save(shotFile);
+        std::fprintf(saved ? stdout : stderr, saved ? "saved %s\n" : "error: cannot write %s\n", qPrintable(shotFile));
+        QApplication::exit(saved ? 0 : 1);
+      });
+    });
+    // Once the engine has loaded (or failed to), so that its loading does not share the run.
+    auto startOnce = [page] {
+      static bool started = false;
+      if (started) return;
+      started = true;
+      page->start();
+    };
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, page, startOnce);
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, page, startOnce);
   } else if (parser.isSet(demoOpt)) {
     // Every built-in in turn (16 questions each through hedra), IRG last so the views end on it;
     // each run's accuracy is printed as it finishes.

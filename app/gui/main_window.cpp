@@ -1,5 +1,6 @@
 #include "main_window.h"
 
+#include <memory>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDockWidget>
@@ -21,6 +22,10 @@
 #include "panels/dep_cache_panel.h"
 #include "history/run_history_panel.h"
 #include "inspectors/kg_inspector.h"
+#include "inspectors/dragon_page.h"
+#include "reproduce/reproduce_page.h"
+#include "tour/guided_tour.h"
+#include "nodegraph/graph_model.h"
 #include "inspectors/kv_tree_inspector.h"
 #include "nodegraph/graph_editor.h"
 #include "overview/overview_page.h"
@@ -97,6 +102,30 @@ MainWindow::MainWindow(std::filesystem::path corpus, QWidget* parent)
             m_timeline->zoomToFit();
             statusBar()->showMessage(tr("Run %1 reopened: %2 trace spans").arg(id).arg(trace.events.size()), 8000);
           });
+  // A DRAGON run: the stall meter watches the GUI thread while the page streams the run in.
+  connect(m_dragon, &DragonPage::runStarted, this, [this] {
+    m_stall->reset();
+    m_stall->start();
+  });
+  connect(m_dragon, &DragonPage::runFinished, this, [this](bool ok, const QString& message) {
+    if (m_stall->ticks() > 0)
+      statusBar()->showMessage(tr("DRAGON: %1 Longest GUI stall during the run %2 ms.").arg(message).arg(m_stall->maxStallMs(), 0, 'f', 1), 15000);
+    else if (!ok)
+      statusBar()->showMessage(tr("DRAGON: %1").arg(message), 15000);
+    m_stall->stop();
+    updateStatus();
+  });
+  // A paper figure's bench: it runs in a child process; the stall meter shows the GUI thread
+  // kept responsive meanwhile.
+  connect(m_reproduce, &ReproducePage::runStarted, this, [this] {
+    m_stall->reset();
+    m_stall->start();
+  });
+  connect(m_reproduce, &ReproducePage::runFinished, this, [this](bool, const QString& message, qint64) {
+    statusBar()->showMessage(tr("Reproduce: %1 Longest GUI stall during the bench %2 ms.").arg(message).arg(m_stall->maxStallMs(), 0, 'f', 1), 15000);
+    m_stall->stop();
+    updateStatus();
+  });
   auto* statusTimer = new QTimer(this);
   connect(statusTimer, &QTimer::timeout, this, &MainWindow::updateStatus);
   statusTimer->start(1000);
@@ -106,6 +135,7 @@ MainWindow::MainWindow(std::filesystem::path corpus, QWidget* parent)
   restoreState(settings.value("mainWindow/state").toByteArray());
   m_overview->loadCorpus(m_corpus);
   m_history->setStorePath(m_bridge.runStorePath());
+  m_reproduce->setStorePath(QString::fromStdString(m_bridge.runStorePath().string()));
   EngineConfig config;
   config.corpus = m_corpus;
   m_bridge.startEngine(config);
@@ -149,6 +179,9 @@ void MainWindow::buildDocks() {
   m_depCache = new DepCachePanel(&m_bridge);
   m_kg = new KgInspector(&m_bridge);
   m_kg->setCorpus(m_corpus);
+  m_dragon = new DragonPage;
+  m_dragon->setSources(rag::defaultModelDirectory(), m_corpus);
+  m_reproduce = new ReproducePage;
 
   // The ids are the docks' object names, which saved layouts (QSettings) refer to: keep them.
   m_tools = new ToolRegistry(this);
@@ -163,6 +196,8 @@ void MainWindow::buildDocks() {
   addTool("kgDock", tr("Knowledge graph"), m_kg, P::tabbedWith("kvTreeDock"));
   addTool("blockAttentionDock", tr("Block attention"), m_blocks, P::tabbedWith("kgDock"));
   addTool("depCacheDock", tr("DepCache"), m_depCache, P::tabbedWith("blockAttentionDock"));
+  addTool("dragonDock", tr("DRAGON"), m_dragon, P::tabbedWith("depCacheDock"));
+  addTool("reproduceDock", tr("Reproduce"), m_reproduce, P::tabbedWith("dragonDock"));
   m_tools->raise("runDock");
   m_tools->raise("heatmapDock");
   resizeDocks({m_tools->dock("timelineDock"), m_tools->dock("heatmapDock"), m_tools->dock("kvHeatDock")},
@@ -204,6 +239,8 @@ void MainWindow::buildMenus() {
   m_viewMenu->addAction(tr("Zoom Timeline to &Fit"), m_timeline, &TimelineView::zoomToFit);
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("Guided &Tour"), this, &MainWindow::startTour);
+  help->addSeparator();
   help->addAction(tr("&About RAGraph Workbench"), this, &MainWindow::about);
   help->addAction(tr("About &Qt"), qApp, &QApplication::aboutQt);
 }
@@ -238,6 +275,7 @@ void MainWindow::openCorpus() {
   m_corpus = file.toStdString();
   m_overview->loadCorpus(m_corpus);
   m_kg->setCorpus(m_corpus);
+  m_dragon->setSources(rag::defaultModelDirectory(), m_corpus);
   EngineConfig c = m_bridge.config();
   c.corpus = m_corpus;
   m_bridge.startEngine(c);
@@ -254,6 +292,36 @@ void MainWindow::exportTrace() {
     statusBar()->showMessage(tr("Trace written to %1 (%2 spans)").arg(file).arg(t.events.size()), 6000);
 }
 
+void MainWindow::startTour() {
+  if (!m_tour) {
+    m_tour = new GuidedTour(defaultTourSteps(), this);
+    m_tourPanel = new TourPanel(m_tour, this, [this](const QString& id) -> QWidget* {
+      if (id.isEmpty()) return m_editor;
+      m_tools->raise(id);
+      return m_tools->dock(id);
+    });
+    connect(m_tour, &GuidedTour::actionRequested, this, [this](TourStep::Action a) {
+      if (a == TourStep::Action::LoadWorkflow) {
+        m_editor->loadTemplate(rag::Workflow::Irg);
+      } else if (a == TourStep::Action::RunWorkflow) {
+        m_runPanel->configure(QStringLiteral("irg"), QStringLiteral("hedra"), 4.0, 8);
+        m_runPanel->setEditorGraph(m_editor->model()->graph(), /*select=*/true);
+        if (m_bridge.isEngineReady()) {
+          m_runPanel->start();
+        } else {  // still loading: the run starts when the engine is ready
+          statusBar()->showMessage(tr("Tour: the run starts once the engine has loaded."), 8000);
+          auto once = std::make_shared<QMetaObject::Connection>();
+          *once = connect(&m_bridge, &EngineBridge::engineReady, this, [this, once] {
+            disconnect(*once);
+            m_runPanel->start();
+          });
+        }
+      }
+    });
+  }
+  m_tour->start();
+}
+
 void MainWindow::about() {
   QMessageBox::about(this, tr("About RAGraph Workbench"),
                      tr("<h3>RAGraph Workbench %1</h3>"
@@ -261,7 +329,8 @@ void MainWindow::about() {
                         "RAG workflows, with an embedded serving engine. Built: HedraRAG, "
                         "WindVE, DepCache's and Block-Attention's serving paths (run from the "
                         "command line with --graph-attention and --block-attention) and DRAGON "
-                        "(ragraph dragon). Not built yet: their panels in this window.</p>")
+                        "(ragraph dragon, and live in the DRAGON page). Not built yet: panels "
+                        "for DepCache and Block-Attention in this window.</p>")
                          .arg(QApplication::applicationVersion()));
 }
 

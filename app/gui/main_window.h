@@ -1,6 +1,8 @@
 // The workbench's main window: the RAGraph editor in the middle; tools in docks, registered
 // through a ToolRegistry: the live pipeline timeline, the cluster heatmap, the run panel, the run
-// history, the corpus overview, the KV-tree inspector and the knowledge-graph inspector (the layout is saved with QSettings); menus and shortcuts; a status bar with the engine's state and
+// history, the corpus overview, the KV-tree and knowledge-graph inspectors, the KV heatmap, the
+// Block-attention and DepCache panels, the DRAGON page and the Reproduce page (the layout is saved with
+// QSettings); the guided tour; menus and shortcuts; a status bar with the engine's state and
 // the longest GUI-thread stall. The engine lives behind the EngineBridge, on its own threads.
 #pragma once
 
@@ -26,6 +28,10 @@ class RunHistoryPanel;
 class GuiStallMeter;
 class KvTreeInspector;
 class KgInspector;
+class DragonPage;
+class ReproducePage;
+class GuidedTour;
+class TourPanel;
 class ToolRegistry;
 struct ToolPlacement;
 
@@ -47,9 +53,18 @@ public:
   RunHistoryPanel* history() { return m_history; }
   KvTreeInspector* kvTree() { return m_kvTree; }
   KgInspector* knowledgeGraph() { return m_kg; }
+  DragonPage* dragon() { return m_dragon; }
+  ReproducePage* reproduce() { return m_reproduce; }
   EngineBridge* bridge() { return &m_bridge; }
   GuiStallMeter* stallMeter() { return m_stall; }
   ToolRegistry* tools() { return m_tools; }
+  GuidedTour* tour() { return m_tour; }
+  TourPanel* tourPanel() { return m_tourPanel; }
+
+public Q_SLOTS:
+  // The guided tour (Help → Guided Tour, ragraph-workbench --tour): loads IRG into the editor,
+  // runs 8 questions through it, then points at each view; skippable at every step.
+  void startTour();
 
 protected:
   void closeEvent(QCloseEvent* e) override;
@@ -77,6 +92,10 @@ private:
   RunHistoryPanel* m_history;
   KvTreeInspector* m_kvTree = nullptr;
   KgInspector* m_kg = nullptr;
+  DragonPage* m_dragon = nullptr;
+  ReproducePage* m_reproduce = nullptr;
+  GuidedTour* m_tour = nullptr;
+  TourPanel* m_tourPanel = nullptr;
   GuiStallMeter* m_stall;
   ToolRegistry* m_tools = nullptr;
   QMenu* m_viewMenu = nullptr;

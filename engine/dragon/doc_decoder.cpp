@@ -35,12 +35,14 @@ Status DocDecoder::start(std::vector<DocInput> docs) {
   for (DocInput& d : docs) {
     if (d.tokens.empty()) return Status::invalidArgument("a document sequence has no tokens");
     model::SequenceRequest req;
+    const int64_t cachedTokens = d.cached.numTokens;
+    if (cachedTokens > 0) req.cached.push_back({d.cached, -1});
     req.prompt = std::move(d.tokens);
     req.sampling.maxTokens = 0;  // compute what we give it, sample nothing
     req.keepKv = true;
     req.allLogits = true;
     Seq s;
-    s.promptLen = static_cast<int64_t>(req.prompt.size());
+    s.promptLen = cachedTokens + static_cast<int64_t>(req.prompt.size());
     s.score = d.score;
     RAG_ASSIGN_OR_RETURN(s.id, m_runner.add(std::move(req)));
     m_seqs.push_back(std::move(s));

@@ -37,6 +37,10 @@ namespace rag::dragon {
 struct DocInput {
   std::vector<int32_t> tokens;  // the document's prompt tokens then the question's
   double score = 0;             // retrieval score r_i (larger: more relevant)
+  // KV already computed for the tokens before `tokens` (at positions 0..n-1; numTokens 0: none),
+  // e.g. received from the peer (DRCG/KV). The sequence takes its own reference on the blocks;
+  // the caller still releases its handle.
+  model::KvHandle cached = {};
 };
 
 struct DecoderParams {

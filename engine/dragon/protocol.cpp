@@ -107,6 +107,7 @@ std::string_view msgTypeName(MsgType t) {
     case MsgType::Pong: return "pong";
     case MsgType::Bye: return "bye";
     case MsgType::Error: return "error";
+    case MsgType::KvChunk: return "kv_chunk";
   }
   return "unknown";
 }
@@ -122,16 +123,18 @@ std::string_view methodName(Method m) {
     case Method::CloudOnly: return "cloud_only";
     case Method::DrcgText: return "drcg_text";
     case Method::Score: return "score";
+    case Method::DrcgKv: return "drcg_kv";
   }
   return "unknown";
 }
 
 Result<Method> parseMethod(std::string_view name) {
   for (Method m : {Method::Dragon, Method::DrdgTw, Method::DrdgSw, Method::DeviceOnly, Method::CloudOnly,
-                   Method::DrcgText, Method::Score})
+                   Method::DrcgText, Method::DrcgKv, Method::Score})
     if (methodName(m) == name) return m;
-  return Status::invalidArgument("unknown method '" + std::string(name) +
-                                 "'; use dragon, drdg_tw, drdg_sw, device_only, cloud_only, drcg_text or score");
+  return Status::invalidArgument(
+      "unknown method '" + std::string(name) +
+      "'; use dragon, drdg_tw, drdg_sw, device_only, cloud_only, drcg_text, drcg_kv or score");
 }
 
 std::string_view policyName(AggregatorPolicy p) {
@@ -219,6 +222,7 @@ void ByteWriter::f64(double v) {
   std::memcpy(&u, &v, 8);
   u64(u);
 }
+void ByteWriter::raw(std::span<const uint8_t> b) { m_b.insert(m_b.end(), b.begin(), b.end()); }
 void ByteWriter::str(std::string_view s) {
   u32(static_cast<uint32_t>(s.size()));
   m_b.insert(m_b.end(), s.begin(), s.end());
@@ -268,6 +272,12 @@ std::string ByteReader::str() {
   std::string s(reinterpret_cast<const char*>(m_b.data() + m_pos), n);
   m_pos += n;
   return s;
+}
+std::vector<uint8_t> ByteReader::raw(size_t n) {
+  if (!take(n)) return {};
+  std::vector<uint8_t> v(m_b.begin() + static_cast<std::ptrdiff_t>(m_pos), m_b.begin() + static_cast<std::ptrdiff_t>(m_pos + n));
+  m_pos += n;
+  return v;
 }
 Status ByteReader::finish() const {
   if (m_short) return corrupt(m_what, "payload is truncated");
@@ -322,7 +332,7 @@ Result<Hello> decodeHello(std::span<const uint8_t> p) {
   const uint8_t scored = r.u8();
   m.answer = r.str();
   RAG_RETURN_IF_ERROR(r.finish());
-  if (method > static_cast<uint8_t>(Method::Score)) return corrupt("hello", "unknown method " + std::to_string(method));
+  if (method > static_cast<uint8_t>(Method::DrcgKv)) return corrupt("hello", "unknown method " + std::to_string(method));
   if (scored != static_cast<uint8_t>(Method::Dragon) && scored != static_cast<uint8_t>(Method::DeviceOnly) &&
       scored != static_cast<uint8_t>(Method::CloudOnly))
     return corrupt("hello", "a score run scores dragon, device_only or cloud_only, not method " + std::to_string(scored));
@@ -500,6 +510,53 @@ Result<Bye> decodeBye(std::span<const uint8_t> p) {
   Bye m;
   m.reason = r.str();
   RAG_RETURN_IF_ERROR(r.finish());
+  return m;
+}
+
+void encode(const KvChunk& m, ByteWriter& w) {
+  w.u32(m.passages);
+  w.u32(m.totalTokens);
+  w.u32(m.firstToken);
+  w.u32(m.layers);
+  w.u32(m.kvHeads);
+  w.u32(m.headDim);
+  w.u8(m.elementBytes);
+  w.u32(static_cast<uint32_t>(m.tokens.size()));
+  for (uint32_t t : m.tokens) w.u32(t);
+  w.u32(static_cast<uint32_t>(m.data.size()));
+  w.raw(m.data);
+}
+Result<KvChunk> decodeKvChunk(std::span<const uint8_t> p) {
+  ByteReader r(p, "kv_chunk");
+  KvChunk m;
+  m.passages = r.u32();
+  m.totalTokens = r.u32();
+  m.firstToken = r.u32();
+  m.layers = r.u32();
+  m.kvHeads = r.u32();
+  m.headDim = r.u32();
+  m.elementBytes = r.u8();
+  const uint32_t n = r.u32();
+  if (r.ok() && static_cast<size_t>(n) * 4 > p.size()) return corrupt("kv_chunk", "token count exceeds the payload");
+  for (uint32_t i = 0; i < n && r.ok(); ++i) m.tokens.push_back(r.u32());
+  const uint32_t bytes = r.u32();
+  if (r.ok() && bytes > p.size()) return corrupt("kv_chunk", "data length exceeds the payload");
+  m.data = r.raw(bytes);
+  RAG_RETURN_IF_ERROR(r.finish());
+  if (m.elementBytes != 2 && m.elementBytes != 4)
+    return corrupt("kv_chunk", "element size " + std::to_string(m.elementBytes) + " (2 or 4 expected)");
+  if (m.layers == 0 || m.kvHeads == 0 || m.headDim == 0 || m.layers > 4096 || m.kvHeads > 4096 || m.headDim > 4096)
+    return corrupt("kv_chunk", "bad KV shape");
+  const bool emptySequence = n == 0 && m.totalTokens == 0 && m.firstToken == 0;  // the sender had no passages
+  if ((n == 0 && !emptySequence) || static_cast<uint64_t>(m.firstToken) + n > m.totalTokens)
+    return corrupt("kv_chunk", "tokens [" + std::to_string(m.firstToken) + ", +" + std::to_string(n) + ") outside the " +
+                                   std::to_string(m.totalTokens) + " tokens of the sequence");
+  const uint64_t expect = static_cast<uint64_t>(m.layers) * 2 * n * static_cast<uint64_t>(m.rowBytes());
+  if (expect != bytes)
+    return corrupt("kv_chunk", std::to_string(bytes) + " bytes of K/V for " + std::to_string(n) + " tokens of " +
+                                   std::to_string(m.layers) + " layers × " + std::to_string(m.kvHeads) + " heads × " +
+                                   std::to_string(m.headDim) + " × " + std::to_string(m.elementBytes) +
+                                   " bytes (expected " + std::to_string(expect) + ")");
   return m;
 }
 

@@ -18,7 +18,8 @@
 //   RAG_ASSIGN_OR_RETURN(Draft d, decodeDraft(frame.payload));   // Corrupt on a short or bad payload
 //
 // Documents never travel: a Draft holds a token, a truncated distribution, the side's corrected
-// weight W_s and its decode time. Only the drcg_text baseline (DocText) ships passages, by design.
+// weight W_s and its decode time. Only the two DRCG baselines ship passages, by design: drcg_text
+// as text (DocText), drcg_kv as the KV of their prefill (KvChunk frames).
 #pragma once
 
 #include <cstdint>
@@ -32,7 +33,7 @@
 namespace rag::dragon {
 
 inline constexpr uint32_t kMagic = 0x31475244;  // "DRG1" read as little-endian u32
-inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = 2;  // 2: drcg_kv and KvChunk
 inline constexpr size_t kHeaderBytes = 32;
 inline constexpr uint32_t kMaxPayloadBytes = 64u << 20;  // a larger length is a malformed frame
 
@@ -50,8 +51,9 @@ enum class MsgType : uint8_t {
   Pong,
   Bye,            // orderly end, with a reason
   Error,          // the peer failed; its message
+  KvChunk,        // K/V rows of the cloud's passages' prefill (DRCG/KV baseline only)
 };
-inline constexpr int kMsgTypeCount = 14;  // indexes 0..13 (0 unused)
+inline constexpr int kMsgTypeCount = 15;  // indexes 0..14 (0 unused)
 std::string_view msgTypeName(MsgType t);
 
 struct FrameHeader {
@@ -78,6 +80,7 @@ public:
   void f32(float v);
   void f64(double v);
   void str(std::string_view s);  // u32 length + bytes
+  void raw(std::span<const uint8_t> b);  // the bytes alone (the length is the caller's)
   const std::vector<uint8_t>& bytes() const { return m_b; }
 
 private:
@@ -95,6 +98,7 @@ public:
   float f32();
   double f64();
   std::string str();
+  std::vector<uint8_t> raw(size_t n);
   bool ok() const { return !m_short; }
   // Corrupt "<what> payload is truncated" or "... has N trailing bytes" when not fully read.
   Status finish() const;
@@ -116,7 +120,8 @@ inline Side other(Side s) { return s == Side::Device ? Side::Cloud : Side::Devic
 // Methods of one run (the paper's baselines and DRAGON), chosen by the device.
 // Score is no generation: the answer in Hello::answer is teacher-forced and its per-token
 // log-probabilities under Hello::scored (dragon, device_only or cloud_only) give a perplexity.
-enum class Method : uint8_t { Dragon = 0, DrdgTw, DrdgSw, DeviceOnly, CloudOnly, DrcgText, Score };
+// (DrcgKv comes last so that the older methods keep their wire values.)
+enum class Method : uint8_t { Dragon = 0, DrdgTw, DrdgSw, DeviceOnly, CloudOnly, DrcgText, Score, DrcgKv };
 std::string_view methodName(Method m);
 Result<Method> parseMethod(std::string_view name);  // InvalidArgument listing the names
 
@@ -206,6 +211,25 @@ struct SeqScore {
 struct Bye {
   std::string reason;
 };
+// A run of K/V rows of one token sequence's prefill (DRCG/KV): tokens [firstToken, firstToken + n)
+// of `totalTokens`, computed at RoPE positions firstToken.. by the sender's runner. `data` holds,
+// for every layer in order, the keys of the n tokens then their values, each token a row of
+// kvHeads × headDim elements of elementBytes (4: F32, 2: BF16) as the KV pool stores them:
+//   data.size() = layers × 2 × n × kvHeads × headDim × elementBytes.
+// A sequence too large for one frame travels as consecutive chunks (kv_transfer.h); an empty
+// sequence (no passages) as one chunk of 0 tokens.
+struct KvChunk {
+  uint32_t passages = 0;     // how many passages the whole sequence holds
+  uint32_t totalTokens = 0;
+  uint32_t firstToken = 0;
+  uint32_t layers = 0, kvHeads = 0, headDim = 0;
+  uint8_t elementBytes = 4;
+  std::vector<uint32_t> tokens = {};  // the n token ids of these rows
+  std::vector<uint8_t> data = {};
+  int64_t rowBytes() const { return static_cast<int64_t>(kvHeads) * headDim * elementBytes; }
+};
+// Bytes of a KvChunk payload besides its tokens and K/V rows.
+inline constexpr size_t kKvChunkFixedBytes = 4 * 8 + 1;  // 6 u32 fields, 2 u32 counts, elementBytes
 
 void encode(const Hello& m, ByteWriter& w);
 void encode(const HelloAck& m, ByteWriter& w);
@@ -217,6 +241,7 @@ void encode(const DocTexts& m, ByteWriter& w);
 void encode(const SeqCandidate& m, ByteWriter& w);
 void encode(const SeqScore& m, ByteWriter& w);
 void encode(const Bye& m, ByteWriter& w);
+void encode(const KvChunk& m, ByteWriter& w);
 
 // Each decoder checks ranges (enums, sizes, sorted ids) and reads the payload to its end:
 // Corrupt with the message type's name otherwise.
@@ -230,5 +255,7 @@ Result<DocTexts> decodeDocTexts(std::span<const uint8_t> p);
 Result<SeqCandidate> decodeSeqCandidate(std::span<const uint8_t> p);
 Result<SeqScore> decodeSeqScore(std::span<const uint8_t> p);
 Result<Bye> decodeBye(std::span<const uint8_t> p);
+// Corrupt also for a shape the data length does not match, or an element size other than 2 or 4.
+Result<KvChunk> decodeKvChunk(std::span<const uint8_t> p);
 
 }  // namespace rag::dragon

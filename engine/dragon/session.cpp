@@ -6,6 +6,7 @@
 
 #include "core/clock.h"
 #include "dragon/aggregation.h"
+#include "dragon/kv_transfer.h"
 #include "dragon/session_internal.h"
 
 namespace rag::dragon {
@@ -66,6 +67,21 @@ std::vector<DocInput> perDocumentInputs(SideResources& side, const std::vector<R
   for (const RetrievedPassage& p : passages) in.push_back({side.prompt({p.text}, question), p.score / side.scoreTemperature});
   if (in.empty()) in.push_back({side.prompt({}, question), 0.0});
   return in;
+}
+
+// The leading tokens that prompt(passages, question) gives its passages: the prompt is tokenized
+// piece by piece (SideResources::prompt), so it is those tokens followed by prompt({}, question).
+// The KV of this prefix is the same whatever follows it (a causal prompt).
+Result<std::vector<int32_t>> passagePrefix(const SideResources& side, const std::vector<std::string>& passages,
+                                           const std::string& question) {
+  if (passages.empty()) return std::vector<int32_t>{};
+  std::vector<int32_t> all = side.prompt(passages, question);
+  const std::vector<int32_t> tail = side.prompt({}, question);
+  if (all.size() < tail.size() || !std::equal(tail.begin(), tail.end(), all.end() - static_cast<std::ptrdiff_t>(tail.size())))
+    return Status::internal("this side's prompt does not end with the question's own tokens, so its passages' KV "
+                            "cannot be sent as a prefix (the prompt must be tokenized piece by piece)");
+  all.resize(all.size() - tail.size());
+  return all;
 }
 
 // A side alone on one prompt: draft, accept, until EOS or the budget. `onToken` sees each.
@@ -249,6 +265,42 @@ Status runSide(Transport* t, SideResources& side, const Hello& h, RunReport& rep
       for (const RetrievedPassage& p : ps) texts.push_back(p.text);
       DocDecoder dec(*side.runner, dp);
       RAG_RETURN_IF_ERROR(dec.start({{side.prompt(texts, h.question), 0.0}}));
+      rep.prefillMs = dec.prefillMs();
+      RAG_RETURN_IF_ERROR(decodeAlone(dec, side, h, rep, clock, {}));
+      break;
+    }
+    case Method::DrcgKv: {
+      RAG_ASSIGN_OR_RETURN(std::vector<RetrievedPassage> ps, side.retrieve(h.question, h.docsPerSide));
+      rep.documents[mi] = static_cast<uint32_t>(ps.size());
+      if (me == Side::Cloud) {
+        std::vector<std::string> texts;
+        for (const RetrievedPassage& p : ps) texts.push_back(p.text);
+        RAG_ASSIGN_OR_RETURN(std::vector<int32_t> prefix, passagePrefix(side, texts, h.question));
+        Stopwatch sw;
+        RAG_ASSIGN_OR_RETURN(std::vector<KvChunk> chunks, computePrefixKv(*side.runner, prefix, kDefaultKvChunkBytes,
+                                                                         static_cast<uint32_t>(ps.size())));
+        rep.prefillMs = sw.elapsedMs();
+        for (const KvChunk& c : chunks) RAG_RETURN_IF_ERROR(sendMsg(*t, MsgType::KvChunk, c));
+        break;
+      }
+      std::vector<KvChunk> chunks;
+      for (uint32_t got = 0;;) {
+        RAG_ASSIGN_OR_RETURN(Frame f, expect(*t, MsgType::KvChunk, o));
+        RAG_ASSIGN_OR_RETURN(KvChunk c, decodeKvChunk(f.payload));
+        got += static_cast<uint32_t>(c.tokens.size());
+        const bool last = got >= c.totalTokens;
+        chunks.push_back(std::move(c));
+        if (last) break;
+      }
+      RAG_ASSIGN_OR_RETURN(model::KvHandle kv, importPrefixKv(*side.runner, chunks));
+      rep.kvTokensReceived = kv.numTokens;
+      rep.documents[1] = chunks.front().passages;
+      std::vector<std::string> texts;
+      for (const RetrievedPassage& p : ps) texts.push_back(p.text);
+      DocDecoder dec(*side.runner, dp);
+      Status started = dec.start({{side.prompt(texts, h.question), 0.0, kv}});
+      if (kv.numTokens > 0) side.runner->releaseKv(kv);  // the decoder's sequence holds the blocks now
+      RAG_RETURN_IF_ERROR(started);
       rep.prefillMs = dec.prefillMs();
       RAG_RETURN_IF_ERROR(decodeAlone(dec, side, h, rep, clock, {}));
       break;

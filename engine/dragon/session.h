@@ -21,7 +21,16 @@
 //   device_only CRCG on the device: its documents concatenated in one prompt, no link.
 //   cloud_only  CRCG in the cloud; the tokens are streamed to the device.
 //   drcg_text   the cloud sends its passages' text (DocText), the device prefills every passage
-//               in one prompt and decodes alone. The only method that ships documents.
+//               (both sides', best score first) in one prompt and decodes alone.
+//   drcg_kv     the cloud prefills its passages (without the question) and sends their K/V rows
+//               (KvChunk frames, kv_transfer.h); the device imports them as its prompt's cached
+//               prefix, prefills its own passages and the question after them, decodes alone.
+//               Its prompt is [cloud passages; device passages; question]: a KV prefix cannot be
+//               interleaved with the device's passages by score as drcg_text's text can (rows
+//               computed without the passages before them are another model input), so the
+//               two answer alike exactly when every cloud passage outranks every device one
+//               (then bit-identically in deterministic mode). The DRCG pair are the only
+//               methods that ship documents.
 //   score       no generation: Hello::answer is teacher-forced under Hello::scored's distribution
 //               (dragon: p = ω_D·p_D + ω_C·p_C per token, the cloud sending its per-token
 //               log-probabilities and W_C; device_only / cloud_only: one concatenated prompt),
@@ -61,7 +70,8 @@ struct SideResources {
   model::ModelRunner* runner = nullptr;
   // The side's top-k passages for a question (its own corpus only).
   std::function<Result<std::vector<RetrievedPassage>>(const std::string& question, uint32_t k)> retrieve;
-  // Prompt tokens for passages (in order) followed by the question.
+  // Prompt tokens for passages (in order) followed by the question, tokenized piece by piece:
+  // prompt(A ++ B, q) is A's tokens followed by prompt(B, q) (drcg_kv sends A's KV as a prefix).
   std::function<std::vector<int32_t>(const std::vector<std::string>& passages, const std::string& question)> prompt;
   // Tokens of an answer as the model continues a prompt with it (Score runs).
   std::function<std::vector<int32_t>(const std::string& answer)> answerTokens;
@@ -71,8 +81,13 @@ struct SideResources {
   double scoreTemperature = 1;   // r_i = score / temperature in the aggregation weights
 };
 
+struct RunEvent;
 struct SessionOptions {
   int peerTimeoutMs = 30000;  // longest wait for the peer (plus the link's latency)
+  // Live observer of dragon / drdg_tw runs (the workbench's timeline): each RunEvent as it is
+  // recorded, with nowNs() at the run clock's start (the event's times are ms after it). Called
+  // on the session's thread, between decoding steps: it must return quickly.
+  std::function<void(const RunEvent& e, uint64_t runStartNs)> onEvent = {};
 };
 
 // One event of a dragon / drdg_tw run as this side saw it, on the run's clock (ms since the
@@ -92,6 +107,11 @@ struct RunEvent {
   uint32_t token = 0;
   double startMs = 0, endMs = 0;
   double decodeMs = 0;
+  // A frame from the peer (Arrived, Stale, and a Verdict the peer decided): when the peer sent
+  // it and when this side's receiver had it, on this run's clock; -1 for local events. The send
+  // time is read off the peer's clock (the frame header's sentNs): meaningful when both sides
+  // run on one machine (one monotonic clock), as loopback and in-process runs do.
+  double sentMs = -1, receivedMs = -1;
   bool accepted[2] = {false, false};
   Side next = Side::Device;  // Verdict: who aggregates next
 };
@@ -117,6 +137,7 @@ struct RunReport {
   // Score runs: log p(answer token | question, passages, previous answer tokens) per token.
   std::vector<float> answerLogp;
   std::vector<RunEvent> events;  // dragon / drdg_tw runs, in order
+  int64_t kvTokensReceived = 0;  // drcg_kv on the device: tokens whose K/V came over the link
 };
 
 // Device: runs one question with settings.method (the question is settings.question). `link`

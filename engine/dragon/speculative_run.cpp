@@ -86,6 +86,18 @@ public:
   }
 
 private:
+  void record(const RunEvent& e) {
+    m_rep.events.push_back(e);
+    if (m_o.onEvent) m_o.onEvent(e, nowNs() - m_clock.elapsedNs());
+  }
+  // A peer frame's send and receipt times on this run's clock (RunEvent::sentMs).
+  void stampFrame(RunEvent& e, const Frame& f) const {
+    const uint64_t start = nowNs() - m_clock.elapsedNs();
+    auto ms = [start](uint64_t ns) { return (static_cast<double>(ns) - static_cast<double>(start)) * 1e-6; };
+    e.sentMs = ms(f.header.sentNs);
+    e.receivedMs = ms(f.receivedNs);
+  }
+
   const Draft* front(Side s) const {
     const auto& q = m_s.queue[static_cast<size_t>(s)];
     return !q.empty() && q.front().pos == m_s.pos ? &q.front() : nullptr;
@@ -112,7 +124,8 @@ private:
                    .token = d.token};
         e.startMs = e.endMs = m_clock.elapsedMs();
         e.decodeMs = d.decodeMs;
-        m_rep.events.push_back(e);
+        stampFrame(e, f);
+        record(e);
         if (stale) {
           ++m_rep.staleDrafts;  // drafted before its side learnt of a rollback
           return Status::ok();
@@ -128,7 +141,7 @@ private:
         ++m_rep.aggregatedOn[static_cast<size_t>(other(m_me))];
         const RttEstimate rtt = m_t->rtt();  // current when the aggregator comes here
         m_prof.observeRtt(rtt.instantMs, rtt.historicalMs);
-        return apply(v);
+        return apply(v, &f);
       }
       case MsgType::Ready: {
         RAG_ASSIGN_OR_RETURN(Ready r, decodeReady(f.payload));
@@ -158,7 +171,7 @@ private:
     e.startMs = startMs;
     e.endMs = m_clock.elapsedMs();
     e.decodeMs = d.decodeMs;
-    m_rep.events.push_back(e);
+    record(e);
     Draft msg;
     msg.side = m_me;
     msg.pos = d.pos;
@@ -201,16 +214,18 @@ private:
     return apply(v);
   }
 
-  Status apply(const Verdict& v) {
+  // `from`: the peer's Verdict frame (null when this side aggregated).
+  Status apply(const Verdict& v, const Frame* from = nullptr) {
     RunEvent e{.kind = RunEvent::Kind::Verdict, .side = m_s.aggregator, .pos = v.pos, .token = v.token};
     e.startMs = e.endMs = m_clock.elapsedMs();
     e.accepted[0] = v.accepted[0];
     e.accepted[1] = v.accepted[1];
     e.next = v.nextAggregator;
-    m_rep.events.push_back(e);
+    if (from) stampFrame(e, *from);
+    record(e);
     if (!v.accepted[static_cast<size_t>(m_me)])
-      m_rep.events.push_back({.kind = RunEvent::Kind::Rollback, .side = m_me, .pos = v.pos, .token = v.token,
-                              .startMs = e.endMs, .endMs = e.endMs});
+      record({.kind = RunEvent::Kind::Rollback, .side = m_me, .pos = v.pos, .token = v.token, .startMs = e.endMs,
+              .endMs = e.endMs});
     // Greedy: acceptance is the observed outcome, known to both sides, so a side that receives
     // the aggregator has current estimates.
     if (m_h.temperature <= 0)

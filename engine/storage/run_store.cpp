@@ -32,6 +32,10 @@ constexpr sql::Migration kMigrations[] = {
      "  PRIMARY KEY (run_id, request_id));"
      "CREATE TABLE traces ("
      "  run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE, lanes TEXT NOT NULL, events BLOB NOT NULL);"},
+    {2,
+     "CREATE TABLE bench_results ("
+     "  id INTEGER PRIMARY KEY, name TEXT NOT NULL, command_line TEXT NOT NULL, started_at TEXT NOT NULL,"
+     "  seconds REAL NOT NULL, json TEXT NOT NULL);"},
 };
 
 std::string utcNow() {
@@ -340,6 +344,46 @@ Status RunStore::deleteRun(int64_t run) {
   st.bind(1, run);
   RAG_RETURN_IF_ERROR(st.run());
   if (m_impl->db.changes() == 0) return Status::notFound("no run " + std::to_string(run) + " in " + path().string());
+  return Status::ok();
+}
+
+Result<int64_t> RunStore::addBenchResult(const BenchResult& r) {
+  if (r.name.empty()) return Status::invalidArgument("a bench result needs a name (the figure it reproduces)");
+  if (Result<JsonValue> doc = parseJson(r.json); !doc)
+    return Status::invalidArgument("bench result '" + r.name + "' not saved: its output is not JSON (" +
+                                   doc.status().message() + ")");
+  RAG_ASSIGN_OR_RETURN(sql::Stmt st, m_impl->db.prepare(
+      "INSERT INTO bench_results(name, command_line, started_at, seconds, json) VALUES (?1, ?2, ?3, ?4, ?5)"));
+  st.bind(1, r.name).bind(2, r.commandLine).bind(3, r.startedAt.empty() ? utcNow() : r.startedAt);
+  st.bind(4, r.seconds).bind(5, r.json);
+  RAG_RETURN_IF_ERROR(st.run());
+  return m_impl->db.lastInsertRowId();
+}
+
+Result<std::vector<BenchResult>> RunStore::listBenchResults() {
+  RAG_ASSIGN_OR_RETURN(sql::Stmt st, m_impl->db.prepare(
+      "SELECT id, name, command_line, started_at, seconds, json FROM bench_results ORDER BY id DESC"));
+  std::vector<BenchResult> out;
+  while (true) {
+    RAG_ASSIGN_OR_RETURN(bool row, st.step());
+    if (!row) break;
+    BenchResult r;
+    r.id = st.columnInt64(0);
+    r.name = st.columnText(1);
+    r.commandLine = st.columnText(2);
+    r.startedAt = st.columnText(3);
+    r.seconds = st.columnDouble(4);
+    r.json = st.columnText(5);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Status RunStore::deleteBenchResult(int64_t id) {
+  RAG_ASSIGN_OR_RETURN(sql::Stmt st, m_impl->db.prepare("DELETE FROM bench_results WHERE id = ?1"));
+  st.bind(1, id);
+  RAG_RETURN_IF_ERROR(st.run());
+  if (m_impl->db.changes() == 0) return Status::notFound("no bench result " + std::to_string(id) + " in " + path().string());
   return Status::ok();
 }
 

@@ -8,6 +8,7 @@
 
 #include "dragon/aggregation.h"
 #include "dragon/doc_decoder.h"
+#include "dragon/kv_transfer.h"
 #include "dragon/protocol.h"
 #include "dragon/schedule_sim.h"
 #include "dragon/session.h"
@@ -485,6 +486,128 @@ private Q_SLOTS:
     QCOMPARE(text->link.received[idx(MsgType::DocText)].frames, int64_t{1});
     QVERIFY(text->link.received[idx(MsgType::DocText)].bytes > 12 + 17 + 22);
     QCOMPARE(text->link.received[idx(MsgType::Draft)].frames, int64_t{0});
+  }
+
+  void prefixKvSurvivesTheWireBitForBit() {
+    // The cloud's rows, chunked small, imported into another runner: the sequence that continues
+    // after them has the keys (and logits) of one that prefilled everything itself.
+    auto cloudRunner = tinyRunner(), devRunner = tinyRunner();
+    std::vector<int32_t> prefix, rest;
+    Rng rng(5);
+    for (int i = 0; i < 37; ++i) prefix.push_back(static_cast<int32_t>(2 + rng.below(90)));
+    for (int i = 0; i < 9; ++i) rest.push_back(static_cast<int32_t>(2 + rng.below(90)));
+    const model::LlamaConfig c = model::testing::tinyConfig();
+    const int64_t tokenBytes = c.numHiddenLayers * 2 * c.numKeyValueHeads * c.headDim * 4;
+    auto chunks = computePrefixKv(*cloudRunner, prefix, static_cast<size_t>(10 * tokenBytes));
+    QVERIFY2(chunks.isOk(), chunks.status().message().c_str());
+    QCOMPARE(chunks->size(), size_t{4});  // 10 + 10 + 10 + 7 tokens
+    QVERIFY(!cloudRunner->hasWork());
+    QCOMPARE(cloudRunner->kvStats().used, 0);  // the cloud keeps nothing
+    int64_t dataBytes = 0;
+    for (const KvChunk& ch : *chunks) {
+      QCOMPARE(static_cast<int64_t>(ch.data.size()), static_cast<int64_t>(ch.tokens.size()) * tokenBytes);
+      dataBytes += static_cast<int64_t>(ch.data.size());
+      ByteWriter w;  // each chunk survives its encoding
+      encode(ch, w);
+      QCOMPARE(w.bytes().size(), kKvChunkFixedBytes + 4 * ch.tokens.size() + ch.data.size());
+      auto back = decodeKvChunk(w.bytes());
+      QVERIFY2(back.isOk(), back.status().message().c_str());
+      QCOMPARE(back->data, ch.data);
+    }
+    QCOMPARE(dataBytes, int64_t{37} * tokenBytes);
+    auto kv = importPrefixKv(*devRunner, *chunks);
+    QVERIFY2(kv.isOk(), kv.status().message().c_str());
+    QCOMPARE(kv->numTokens, int64_t{37});
+    model::SequenceRequest afterKv;
+    afterKv.prompt = rest;
+    afterKv.cached.push_back({*kv, -1});
+    afterKv.sampling.maxTokens = 0;
+    afterKv.keepKv = true;
+    auto withKv = devRunner->add(std::move(afterKv));
+    QVERIFY(withKv.isOk());
+    devRunner->releaseKv(*kv);
+    std::vector<int32_t> all = prefix;
+    all.insert(all.end(), rest.begin(), rest.end());
+    model::SequenceRequest whole;
+    whole.prompt = all;
+    whole.sampling.maxTokens = 0;
+    whole.keepKv = true;
+    auto plain = devRunner->add(std::move(whole));
+    QVERIFY(plain.isOk());
+    while (devRunner->hasWork()) devRunner->step();
+    for (int32_t l = 0; l < c.numHiddenLayers; ++l) {
+      auto a = devRunner->keys(*withKv, l, 46), b = devRunner->keys(*plain, l, 46);
+      QVERIFY(a.isOk() && b.isOk());
+      QVERIFY(*a == *b);
+    }
+    // Bad input: a gap, another model's shape, a data length that does not fit the shape.
+    std::vector<KvChunk> gap = {(*chunks)[0], (*chunks)[2], (*chunks)[3]};
+    QVERIFY(mentions(importPrefixKv(*devRunner, gap).status(), {"not consecutive"}));
+    std::vector<KvChunk> other = *chunks;
+    for (KvChunk& ch : other) ch.kvHeads = 4;
+    QVERIFY(mentions(importPrefixKv(*devRunner, other).status(), {"same --model"}));
+    KvChunk bad = (*chunks)[0];
+    bad.data.pop_back();
+    ByteWriter bw;
+    encode(bad, bw);
+    auto refused = decodeKvChunk(bw.bytes());
+    QCOMPARE(refused.status().code(), StatusCode::Corrupt);
+    QVERIFY(mentions(refused.status(), {"kv_chunk", "expected"}));
+  }
+
+  void drcgKvShipsKvAndAnswersLikeDrcgText() {
+    FakeSide dev(Side::Device, 1), cloud(Side::Cloud, 2);
+    auto idx = [](MsgType t) { return static_cast<size_t>(t); };
+    const Hello h = settings(Method::DrcgKv, 20, 12);
+    // The device's answer is that of a device that prefilled [cloud passages; its passages;
+    // question] itself, whatever the scores.
+    std::vector<std::string> texts;
+    for (FakeSide* s : {&cloud, &dev}) {
+      auto ps = s->res.retrieve(h.question, h.docsPerSide);  // kept: *temporary would dangle in the loop
+      for (const RetrievedPassage& p : *ps) texts.push_back(p.text);
+    }
+    std::vector<uint32_t> ref;
+    {
+      DocDecoder d(*dev.runner, {.topP = h.topP, .greedy = true});
+      QVERIFY(d.start({{dev.res.prompt(texts, h.question), 0.0}}).isOk());
+      for (uint32_t i = 0; i < h.maxTokens; ++i) {
+        auto x = d.draft();
+        QVERIFY(x.isOk());
+        d.accept();
+        ref.push_back(x->token);
+      }
+    }
+    auto kv = runOnce(dev, cloud, h);
+    QVERIFY2(kv.isOk(), kv.status().message().c_str());
+    QCOMPARE(kv->tokens, ref);
+    QCOMPARE(kv->documents[0], 3u);
+    QCOMPARE(kv->documents[1], 3u);  // the cloud's passages, as its KV says
+    // The cloud's three passages (12 + 17 + 22 tokens) crossed as K/V rows, sized as the pool
+    // holds them: layers × 2 × tokens × kv_heads × head_dim × 4 bytes, plus the token ids.
+    const model::LlamaConfig c = model::testing::tinyConfig();
+    const int64_t tokens = 12 + 17 + 22;
+    QCOMPARE(kv->kvTokensReceived, tokens);
+    const TypeCounts got = kv->link.received[idx(MsgType::KvChunk)];
+    QCOMPARE(got.frames, int64_t{1});
+    QCOMPARE(got.bytes, static_cast<int64_t>(kHeaderBytes + kKvChunkFixedBytes) + 4 * tokens +
+                            c.numHiddenLayers * 2 * tokens * c.numKeyValueHeads * c.headDim * 4);
+    QCOMPARE(kv->link.received[idx(MsgType::DocText)].frames, int64_t{0});
+    QCOMPARE(kv->link.received[idx(MsgType::Draft)].frames, int64_t{0});
+    // drcg_text ranks both sides' passages by score; here they interleave, so its prompt (and
+    // answer) may differ. With every cloud passage ranked first the prompts are the same and
+    // so are the tokens: only what crossed the link differs.
+    for (auto& d : cloud.docs) d.second += 10;
+    auto text = runOnce(dev, cloud, settings(Method::DrcgText, 20, 12));
+    auto kv2 = runOnce(dev, cloud, h);
+    QVERIFY2(text.isOk(), text.status().message().c_str());
+    QVERIFY2(kv2.isOk(), kv2.status().message().c_str());
+    QCOMPARE(kv2->tokens, text->tokens);
+    QCOMPARE(kv2->tokens, ref);
+    QCOMPARE(text->link.received[idx(MsgType::KvChunk)].frames, int64_t{0});
+    QVERIFY(got.bytes > 20 * text->link.received[idx(MsgType::DocText)].bytes);
+    // No KV left behind on either side once the run is over.
+    QCOMPARE(dev.runner->kvStats().used, 0);
+    QCOMPARE(cloud.runner->kvStats().used, 0);
   }
 
   void baselinesRun() {

@@ -156,6 +156,56 @@ private Q_SLOTS:
     auto t = store->trace(*run);
     QCOMPARE(t.status().code(), StatusCode::Corrupt);
   }
+
+  void benchResultsRoundTripNewestFirst() {
+    const fs::path p = file("bench.db");
+    {
+      // A history written before bench results existed (schema 1) gains the table on open.
+      auto db = sql::Db::open(p, sql::OpenMode::Create);
+      QVERIFY(db.isOk());
+      QVERIFY(db->exec("CREATE TABLE runs (id INTEGER PRIMARY KEY, started_at TEXT NOT NULL, workflow TEXT NOT NULL,"
+                       " workflow_json TEXT NOT NULL, mode TEXT NOT NULL, split TEXT NOT NULL, rps REAL NOT NULL,"
+                       " requests INTEGER NOT NULL, nprobe INTEGER NOT NULL, slo REAL NOT NULL,"
+                       " finished INTEGER NOT NULL DEFAULT 0, metrics TEXT);"
+                       "CREATE TABLE requests (run_id INTEGER, request_id INTEGER);"
+                       "CREATE TABLE traces (run_id INTEGER PRIMARY KEY, lanes TEXT, events BLOB);").isOk());
+      QVERIFY(db->setUserVersion(1).isOk());
+    }
+    auto store = RunStore::open(p);
+    QVERIFY(store.isOk());
+    BenchResult a{0, "dragon-fig6", "ragraph bench dragon --quick --json", "", 12.5, "{\"bench\": \"dragon\", \"x\": [1, 2]}"};
+    BenchResult b{0, "blocks-table2", "ragraph bench blocks --quick", "2026-11-26T03:00:00Z", 3, "{\"bench\": \"blocks\"}"};
+    auto ida = store->addBenchResult(a);
+    auto idb = store->addBenchResult(b);
+    QVERIFY(ida.isOk() && idb.isOk());
+    QVERIFY(*idb > *ida);
+    auto again = RunStore::open(p);
+    auto list = again->listBenchResults();
+    QVERIFY(list.isOk());
+    QCOMPARE(list->size(), size_t{2});
+    QCOMPARE((*list)[0].name, std::string("blocks-table2"));
+    QCOMPARE((*list)[0].startedAt, std::string("2026-11-26T03:00:00Z"));
+    QCOMPARE((*list)[1].id, *ida);
+    QCOMPARE((*list)[1].commandLine, a.commandLine);
+    QCOMPARE((*list)[1].json, a.json);
+    QCOMPARE((*list)[1].seconds, 12.5);
+    QVERIFY(!(*list)[1].startedAt.empty());  // stamped when not given
+    QVERIFY(again->listRuns().isOk());        // the runs table is untouched
+
+    QVERIFY(again->deleteBenchResult(*ida).isOk());
+    QCOMPARE(again->listBenchResults()->size(), size_t{1});
+    QCOMPARE(again->deleteBenchResult(*ida).code(), StatusCode::NotFound);
+  }
+
+  void benchResultThatIsNotJsonIsRefused() {
+    auto store = RunStore::open(file("bench-bad.db"));
+    QVERIFY(store.isOk());
+    auto half = store->addBenchResult({0, "dragon-fig6", "ragraph bench dragon", "", 1, "{\"bench\": \"dra"});
+    QCOMPARE(half.status().code(), StatusCode::InvalidArgument);
+    QVERIFY(mentions(half.status(), {"dragon-fig6", "not JSON"}));
+    QCOMPARE(store->addBenchResult({0, "", "x", "", 1, "{}"}).status().code(), StatusCode::InvalidArgument);
+    QCOMPARE(store->listBenchResults()->size(), size_t{0});
+  }
 };
 
 QTEST_GUILESS_MAIN(TestRunStore)

@@ -1,5 +1,5 @@
-// The run history: every serving run's settings, per-request results, metrics and trace in one
-// SQLite file, so any past run can be reopened, its timeline scrubbed and its figures exported.
+// The run history: every serving run's settings, per-request results, metrics and trace, and the
+// JSON of benches run from the workbench, in one SQLite file, so any past run can be reopened, its timeline scrubbed and its figures exported.
 //
 //   RAG_ASSIGN_OR_RETURN(rag::RunStore store, rag::RunStore::open("runs.db"));
 //   RAG_ASSIGN_OR_RETURN(int64_t run, store.beginRun(settings));
@@ -71,6 +71,17 @@ struct RunSummary {
   bool finished = false;
 };
 
+// One finished `ragraph bench ...` run (the workbench's Reproduce page): what ran and the JSON it
+// printed, kept whole so a past result can be reopened and plotted again.
+struct BenchResult {
+  int64_t id = 0;           // assigned by addBenchResult
+  std::string name;         // the figure it reproduces, e.g. "dragon-fig6"
+  std::string commandLine;  // the command as run, e.g. "ragraph bench dragon --quick --json"
+  std::string startedAt;    // UTC, ISO 8601
+  double seconds = 0;       // wall time of the bench
+  std::string json;         // the bench's output, a JSON document
+};
+
 struct StoredTrace {
   std::vector<TraceEvent> events;
   std::vector<TraceLane> lanes;  // by lane id
@@ -93,6 +104,12 @@ public:
   Result<std::vector<RequestRecord>> requests(int64_t run);
   Result<StoredTrace> trace(int64_t run);
   Status deleteRun(int64_t run);
+
+  // Bench results. addBenchResult refuses (InvalidArgument) an empty name or a `json` that does
+  // not parse as JSON, so the history never holds half an output; it returns the new id.
+  Result<int64_t> addBenchResult(const BenchResult& result);
+  Result<std::vector<BenchResult>> listBenchResults();  // newest first, JSON included
+  Status deleteBenchResult(int64_t id);
 
 private:
   struct Impl;
