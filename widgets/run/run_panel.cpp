@@ -106,7 +106,7 @@ RunPanel::RunPanel(EngineBridge* bridge, QWidget* parent) : QWidget(parent), m_b
   form->addRow(tr("&nprobe"), m_nprobe);
   form->addRow(tr("S&LO"), m_slo);
   form->addRow(tr("KV"), kv);
-  form->addRow(tr("&Eviction"), eviction);
+  form->addRow(tr("Eviction"), eviction);
 
   m_start = new QPushButton(tr("&Start"));
   m_start->setObjectName("start");
