@@ -135,8 +135,11 @@ std::vector<PaperFigure> makeFigures() {
                QStringLiteral("highest sustained rate, HedraRAG / FlashRAG (x)"),
                {QStringLiteral("bench"), QStringLiteral("serve"), QStringLiteral("--quick"), QStringLiteral("--workflows"),
                 QStringLiteral("oneshot,multistep,irg"), QStringLiteral("--modes"), QStringLiteral("flashrag,hedra"),
-                QStringLiteral("--nprobe"), QStringLiteral("256")},
-               240,  // not run here; the README calls --quick "a preset of a few minutes"
+                QStringLiteral("--nprobe"), QStringLiteral("256"),
+                // The quick grid's 16 requests arrive in a burst both policies absorb, capping the
+                // ratio at 1: search each policy's highest rate over at least 3 s of arrivals.
+                QStringLiteral("--find-max"), QStringLiteral("--min-seconds"), QStringLiteral("3")},
+               170,  // 169 s here
                {point(QStringLiteral("One-shot"), 1.5), point(QStringLiteral("Multistep"), 4.0), point(QStringLiteral("IRG"), 3.0)},
                hedraFig13});
   f.push_back({QStringLiteral("windve-table1"),
