@@ -14,9 +14,9 @@
 // --dragon runs one live DRAGON exchange in the DRAGON page (brought to the front) and prints its
 // summary and the GUI thread's longest stall during it (with --screenshot: saved after the run);
 // --reproduce runs a paper figure's bench in the Reproduce page the same way (its result saved
-// into the run history); --tour starts the guided tour (with --screenshot: saved once the tour's
-// run has finished, at the timeline step); --bench-timeline and --bench-kvtree print the
-// timeline's and the KV-tree inspector's drawing speed as JSON and exit.
+// into the run history); --tour starts the guided tour (with --screenshot it walks itself to the
+// run, and the window is saved once the run has finished, at the timeline step); --bench-timeline
+// and --bench-kvtree print the timeline's and the KV-tree inspector's drawing speed as JSON and exit.
 #include <QApplication>
 #include <QCheckBox>
 #include <QCommandLineParser>
@@ -311,11 +311,27 @@ int main(int argc, char** argv) {
     });
   } else if (parser.isSet(tourOpt)) {
     QTimer::singleShot(0, &window, &ragwb::MainWindow::startTour);  // once the window is laid out
-    if (!shotFile.isEmpty())
-      QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window, [&window, shoot] {
-        window.tour()->next();  // from the run to the timeline it filled
-        shoot();
+    if (!shotFile.isEmpty())  // walks itself: on to the run step once the engine is ready
+      QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, &window, [&window] {
+        static bool walked = false;
+        if (walked || !window.tour() || window.tour()->current() != 0) return;
+        walked = true;
+        window.tour()->next();
       });
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, &window, [shoot](const QString& why) {
+      std::fprintf(stderr, "tour: the engine is not available, so the tour's run cannot start: %s\n", qPrintable(why));
+      shoot();
+    });
+    QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window,
+                     [&window, shoot, shotFile](qint64 id, const rag::RunMetrics& m) {
+                       std::printf("tour run %lld: %lld/%lld answered, longest GUI stall %.1f ms\n", static_cast<long long>(id),
+                                   static_cast<long long>(m.completed), static_cast<long long>(m.requests),
+                                   window.stallMeter()->maxStallMs());
+                       std::fflush(stdout);
+                       if (shotFile.isEmpty()) return;
+                       window.tour()->next();  // from the run to the timeline it filled
+                       shoot();
+                     });
   } else if (parser.isSet(reproduceOpt)) {
     ragwb::ReproducePage* page = window.reproduce();
     if (!page->selectFigure(parser.value(reproduceOpt))) {

@@ -107,6 +107,14 @@ private Q_SLOTS:
     QVERIFY(hedra.isOk());
     QCOMPARE(hedra->size(), size_t{2});  // multistep: a policy sustained no rate
     QCOMPARE(find(*hedra, QStringLiteral("IRG"))->value, 1.25);
+    auto capped = ragwb::findPaperFigure(QStringLiteral("hedra-fig13"))->extract(parse(R"({
+      "runs": [{"workflow": "oneshot", "rps": 16}, {"workflow": "irg", "rps": 16}],
+      "search_runs": [{"workflow": "oneshot", "rps": 256}, {"workflow": "irg", "rps": 64}],
+      "summary": {"oneshot": {"max_sustained_rps": {"flashrag": 256, "hedra": 256}, "hedra_over_flashrag": 1},
+                  "multistep": {}, "irg": {"max_sustained_rps": {"flashrag": 32, "hedra": 64}, "hedra_over_flashrag": 2}}})"));
+    QVERIFY(capped.isOk());
+    QCOMPARE(capped->size(), size_t{1});  // One-shot: both held the highest rate run, no ratio
+    QCOMPARE((*capped)[0].category, QStringLiteral("IRG"));
     auto unsustained = ragwb::findPaperFigure(QStringLiteral("hedra-fig13"))->extract(parse(R"({
       "summary": {"oneshot": {"hedra_over_flashrag": null}, "multistep": {}, "irg": {}}})"));
     QVERIFY(unsustained.status().message().find("--find-max") != std::string::npos);

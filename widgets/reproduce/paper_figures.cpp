@@ -1,8 +1,10 @@
 #include "reproduce/paper_figures.h"
 
+#include <QJsonArray>
 #include <QJsonValue>
 #include <algorithm>
 #include <iterator>
+#include <map>
 
 namespace ragwb {
 
@@ -25,22 +27,36 @@ FigurePoint point(const QString& category, double value) { return {category, val
 FigurePoint range(const QString& category, double low, double high) { return {category, low, high}; }
 
 // HedraRAG Fig. 13: HedraRAG's highest sustained request rate over FlashRAG's, per workflow.
-// A workflow where either policy sustained none of the rates run has no ratio (the bench writes
-// null) and is left out; none at all is an error.
+// A workflow is left out where the ratio is not measured: null (a policy sustained none of the
+// rates run), or both policies held the highest rate run for it (both at the ceiling, so the
+// ratio says nothing). None left is an error.
 rag::Result<FigurePoints> hedraFig13(const QJsonObject& j) {
   QJsonObject summary;
   if (!child(j, QStringLiteral("summary"), &summary)) return missing(QStringLiteral("summary"));
+  std::map<QString, double> highestRun;  // workflow -> the highest rate any run or probe used
+  for (const char* list : {"runs", "search_runs"})
+    for (const QJsonValue& r : j.value(QLatin1String(list)).toArray()) {
+      const QString w = r.toObject().value(QStringLiteral("workflow")).toString();
+      highestRun[w] = std::max(highestRun[w], r.toObject().value(QStringLiteral("rps")).toDouble());
+    }
   FigurePoints out;
   const std::pair<const char*, const char*> workflows[] = {{"oneshot", "One-shot"}, {"multistep", "Multistep"}, {"irg", "IRG"}};
   for (const auto& [key, label] : workflows) {
-    QJsonObject w;
+    QJsonObject w, best;
     if (!child(summary, QLatin1String(key), &w)) return missing(QStringLiteral("summary.%1").arg(QLatin1String(key)));
     const QJsonValue r = w.value(QStringLiteral("hedra_over_flashrag"));
-    if (r.isDouble()) out.push_back(point(QString::fromLatin1(label), r.toDouble()));
+    if (!r.isDouble()) continue;
+    if (child(w, QStringLiteral("max_sustained_rps"), &best)) {
+      const auto top = highestRun.find(QLatin1String(key));
+      if (top != highestRun.end() && top->second > 0 && best.value(QStringLiteral("hedra")).toDouble() >= top->second &&
+          best.value(QStringLiteral("flashrag")).toDouble() >= top->second)
+        continue;  // both at the ceiling
+    }
+    out.push_back(point(QString::fromLatin1(label), r.toDouble()));
   }
   if (out.empty())
-    return rag::Status::notFound("no workflow has summary.<workflow>.hedra_over_flashrag: a policy sustained none of the "
-                                 "rates run; add --find-max or lower --rps");
+    return rag::Status::notFound("no workflow has a measured summary.<workflow>.hedra_over_flashrag: each policy sustained "
+                                 "none of the rates run, or both held the highest; add --find-max or change --rps");
   return out;
 }
 
@@ -135,8 +151,11 @@ std::vector<PaperFigure> makeFigures() {
                QStringLiteral("highest sustained rate, HedraRAG / FlashRAG (x)"),
                {QStringLiteral("bench"), QStringLiteral("serve"), QStringLiteral("--quick"), QStringLiteral("--workflows"),
                 QStringLiteral("oneshot,multistep,irg"), QStringLiteral("--modes"), QStringLiteral("flashrag,hedra"),
-                QStringLiteral("--nprobe"), QStringLiteral("256")},
-               240,  // not run here; the README calls --quick "a preset of a few minutes"
+                QStringLiteral("--nprobe"), QStringLiteral("256"),
+                // The quick grid's 16 requests arrive in a burst both policies absorb, capping the
+                // ratio at 1: search each policy's highest rate over at least 3 s of arrivals.
+                QStringLiteral("--find-max"), QStringLiteral("--min-seconds"), QStringLiteral("3")},
+               170,  // 169 s here
                {point(QStringLiteral("One-shot"), 1.5), point(QStringLiteral("Multistep"), 4.0), point(QStringLiteral("IRG"), 3.0)},
                hedraFig13});
   f.push_back({QStringLiteral("windve-table1"),
