@@ -29,6 +29,7 @@
 #include <QTimer>
 #include <cstdio>
 #include <iterator>
+#include <functional>
 #include <memory>
 
 #include "bridge/gui_stall_meter.h"
@@ -48,6 +49,51 @@
 #include "timeline/timeline_bench.h"
 #include "tools/tool_registry.h"
 #include "tour/guided_tour.h"
+
+namespace {
+
+// Brings tool `id` to the front, floated at `size` (a screenshot of it is then of the tool alone).
+void floatTool(ragwb::MainWindow& window, const QString& id, QSize size) {
+  window.tools()->raise(id);
+  if (QDockWidget* dock = window.tools()->dock(id)) {
+    dock->setFloating(true);
+    dock->resize(size);
+  }
+}
+
+// After `delayMs` (a few more paints), saves `widget` as the PNG `file` and exits with the result;
+// without a file, just exits.
+void saveAndExit(QWidget* widget, const QString& file, int delayMs) {
+  QTimer::singleShot(delayMs, widget, [widget, file] {
+    if (file.isEmpty()) return QApplication::exit(0);
+    const bool ok = widget->grab().save(file);
+    std::fprintf(ok ? stdout : stderr, ok ? "saved %s\n" : "error: cannot write %s\n", qPrintable(file));
+    QApplication::exit(ok ? 0 : 1);
+  });
+}
+
+// Calls `start` once: when the engine has loaded, or (with `orFailed`) failed to, so that its
+// loading does not share the run being measured.
+void startOnceEngineSettles(ragwb::MainWindow& window, QObject* context, std::function<void()> start, bool orFailed) {
+  auto once = [start = std::move(start), done = std::make_shared<bool>(false)] {
+    if (*done) return;
+    *done = true;
+    start();
+  };
+  QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, context, once);
+  if (orFailed) QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, context, once);
+}
+
+// A demo's engine that failed to load: said on stderr, then `shoot` (the window's screenshot).
+template <class Shoot>
+void reportEngineFailure(ragwb::MainWindow& window, const char* demo, Shoot shoot) {
+  QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, &window, [demo, shoot](const QString& why) {
+    std::fprintf(stderr, "%s: the engine is not available: %s\n", demo, qPrintable(why));
+    shoot();
+  });
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -130,29 +176,15 @@ int main(int argc, char** argv) {
   };
   if (parser.isSet(demoKgOpt)) {
     // The inspector floats at a size where a subgraph reads; --screenshot saves it alone.
-    window.tools()->raise("kgDock");
-    if (QDockWidget* dock = window.tools()->dock("kgDock")) {
-      dock->setFloating(true);
-      dock->resize(1400, 860);
-    }
-    auto shootKg = [&window, shotFile] {
-      QTimer::singleShot(400, &window, [&window, shotFile] {
-        bool ok = window.knowledgeGraph()->grab().save(shotFile);
-        std::fprintf(ok ? stdout : stderr, ok ? "saved %s\n" : "error: cannot write %s\n", qPrintable(shotFile));
-        QApplication::exit(ok ? 0 : 1);
-      });
-    };
-    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, &window, [&window] {
-      static bool started = false;
-      if (started) return;
-      started = true;
+    floatTool(window, "kgDock", {1400, 860});
+    startOnceEngineSettles(window, &window, [&window] {
       window.editor()->loadTemplate(rag::Workflow::GraphRag);
       window.runPanel()->configure("graphrag", "hedra", 6.0, 16);
       window.runPanel()->setEditorGraph(window.editor()->model()->graph(), /*select=*/true);
       window.runPanel()->start();
-    });
+    }, /*orFailed=*/false);
     QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window,
-                     [&window, shootKg, shotFile](qint64 id, const rag::RunMetrics& m) {
+                     [&window, shotFile](qint64 id, const rag::RunMetrics& m) {
                        std::printf("demo-kg run %lld (graphrag): %lld/%lld answered, %d requests in the knowledge-graph "
                                    "inspector, longest GUI stall %.1f ms (GUI thread working %.1f ms of it); the "
                                    "inspector's longest GUI-thread work: %.1f ms per request, %.1f ms per drawing\n",
@@ -162,21 +194,11 @@ int main(int argc, char** argv) {
                                    window.knowledgeGraph()->longestRequestMs(), window.knowledgeGraph()->longestApplyMs());
                        std::fflush(stdout);
                        // The last request's layout lands first; without --screenshot the demo ends here.
-                       QTimer::singleShot(1500, &window, [shootKg, shotFile] {
-                         if (shotFile.isEmpty()) QApplication::exit(0);
-                         else shootKg();
-                       });
+                       saveAndExit(window.knowledgeGraph(), shotFile, 1500);
                      });
-    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, &window, [shoot](const QString& why) {
-      std::fprintf(stderr, "demo-kg: the engine is not available: %s\n", qPrintable(why));
-      shoot();
-    });
+    reportEngineFailure(window, "demo-kg", shoot);
   } else if (parser.isSet(demoDepOpt)) {
-    window.tools()->raise("depCacheDock");
-    if (QDockWidget* dock = window.tools()->dock("depCacheDock")) {
-      dock->setFloating(true);
-      dock->resize(1000, 640);
-    }
+    floatTool(window, "depCacheDock", {1000, 640});
     static const char* const kPolicies[] = {"lru", "lfu", "pgdsf", "lacr"};
     auto next = std::make_shared<size_t>(0);
     auto startRun = [&window, next] {
@@ -186,12 +208,7 @@ int main(int argc, char** argv) {
       window.runPanel()->setEditorGraph(window.editor()->model()->graph(), /*select=*/true);
       window.runPanel()->start();  // reloads the engine under the next policy
     };
-    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, &window, [startRun] {
-      static bool started = false;
-      if (started) return;
-      started = true;
-      startRun();
-    });
+    startOnceEngineSettles(window, &window, startRun, /*orFailed=*/false);
     QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window,
                      [&window, shotFile, next, startRun](qint64 id, const rag::RunMetrics& m) {
                        ragwb::DepCachePolicyModel* p = window.depCache()->policies();
@@ -207,25 +224,12 @@ int main(int argc, char** argv) {
                                    window.depCache()->longestReportMs());
                        std::fflush(stdout);
                        if (++*next < 2 * std::size(kPolicies)) return QTimer::singleShot(0, &window, startRun);
-                       QTimer::singleShot(600, &window, [&window, shotFile] {
-                         if (shotFile.isEmpty()) return QApplication::exit(0);
-                         bool ok = window.depCache()->grab().save(shotFile);
-                         std::fprintf(ok ? stdout : stderr, ok ? "saved %s\n" : "error: cannot write %s\n",
-                                      qPrintable(shotFile));
-                         QApplication::exit(ok ? 0 : 1);
-                       });
+                       saveAndExit(window.depCache(), shotFile, 600);
                      });
-    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, &window, [shoot](const QString& why) {
-      std::fprintf(stderr, "demo-dep: the engine is not available: %s\n", qPrintable(why));
-      shoot();
-    });
+    reportEngineFailure(window, "demo-dep", shoot);
   } else if (parser.isSet(demoBlocksOpt)) {
     // The same questions twice: the first run computes the passage blocks, the second reuses them.
-    window.tools()->raise("blockAttentionDock");
-    if (QDockWidget* dock = window.tools()->dock("blockAttentionDock")) {
-      dock->setFloating(true);
-      dock->resize(1100, 720);
-    }
+    floatTool(window, "blockAttentionDock", {1100, 720});
     auto runs = std::make_shared<int>(0);
     auto startRun = [&window] {
       window.editor()->loadTemplate(rag::Workflow::OneShot);
@@ -234,12 +238,7 @@ int main(int argc, char** argv) {
       window.runPanel()->setEditorGraph(window.editor()->model()->graph(), /*select=*/true);
       window.runPanel()->start();  // the first start reloads the engine with Block attention
     };
-    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, &window, [startRun] {
-      static bool started = false;
-      if (started) return;
-      started = true;
-      startRun();
-    });
+    startOnceEngineSettles(window, &window, startRun, /*orFailed=*/false);
     QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window,
                      [&window, shotFile, runs, startRun](qint64 id, const rag::RunMetrics& m) {
                        std::printf("demo-blocks run %lld (oneshot, block attention): %lld/%lld answered, %d "
@@ -252,40 +251,24 @@ int main(int argc, char** argv) {
                                    window.blockAttention()->longestRecordMs(), window.blockAttention()->longestRefreshMs());
                        std::fflush(stdout);
                        if (++*runs < 2) return QTimer::singleShot(0, &window, startRun);
-                       QTimer::singleShot(1200, &window, [&window, shotFile] {  // a store refresh after the run
-                         if (shotFile.isEmpty()) return QApplication::exit(0);
-                         // Where the second run starts: the first run's last rows above it.
-                         ragwb::BlockAttentionPanel* panel = window.blockAttention();
-                         const int second = panel->requests()->rowCount() / 2;
-                         panel->requestView()->scrollTo(panel->requests()->index(std::max(0, second - 8), 0),
-                                                        QAbstractItemView::PositionAtTop);
-                         bool ok = window.blockAttention()->grab().save(shotFile);
-                         std::fprintf(ok ? stdout : stderr, ok ? "saved %s\n" : "error: cannot write %s\n",
-                                      qPrintable(shotFile));
-                         QApplication::exit(ok ? 0 : 1);
-                       });
+                       // Where the second run starts: the first run's last rows above it.
+                       ragwb::BlockAttentionPanel* panel = window.blockAttention();
+                       const int second = panel->requests()->rowCount() / 2;
+                       panel->requestView()->scrollTo(panel->requests()->index(std::max(0, second - 8), 0),
+                                                      QAbstractItemView::PositionAtTop);
+                       saveAndExit(panel, shotFile, 1200);  // after a store refresh
                      });
-    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, &window, [shoot](const QString& why) {
-      std::fprintf(stderr, "demo-blocks: the engine is not available: %s\n", qPrintable(why));
-      shoot();
-    });
+    reportEngineFailure(window, "demo-blocks", shoot);
   } else if (parser.isSet(demoKvOpt)) {
     // The heatmap floats at a size where blocks read; --screenshot saves it alone. IRG's
     // prompts share their template and each round's retrieved passages, so the prefix cache hits.
-    window.tools()->raise("kvHeatDock");
-    if (QDockWidget* dock = window.tools()->dock("kvHeatDock")) {
-      dock->setFloating(true);
-      dock->resize(1100, 720);
-    }
-    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, &window, [&window] {
-      static bool started = false;
-      if (started) return;
-      started = true;
+    floatTool(window, "kvHeatDock", {1100, 720});
+    startOnceEngineSettles(window, &window, [&window] {
       window.editor()->loadTemplate(rag::Workflow::Irg);
       window.runPanel()->configure("irg", "hedra", 6.0, 48);
       window.runPanel()->setEditorGraph(window.editor()->model()->graph(), /*select=*/true);
       window.runPanel()->start();
-    });
+    }, /*orFailed=*/false);
     QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window,
                      [&window, shotFile](qint64 id, const rag::RunMetrics& m) {
                        std::printf("demo-kv run %lld (irg): %lld/%lld answered, %d KV heatmap reports, longest "
@@ -297,18 +280,9 @@ int main(int argc, char** argv) {
                                    window.kvHeatmap()->longestSampleMs(), window.kvHeatmap()->longestReplotMs());
                        std::fflush(stdout);
                        // Two more reports after the run: the cache's blocks once the sequences are gone.
-                       QTimer::singleShot(1200, &window, [&window, shotFile] {
-                         if (shotFile.isEmpty()) return QApplication::exit(0);
-                         bool ok = window.kvHeatmap()->grab().save(shotFile);
-                         std::fprintf(ok ? stdout : stderr, ok ? "saved %s\n" : "error: cannot write %s\n",
-                                      qPrintable(shotFile));
-                         QApplication::exit(ok ? 0 : 1);
-                       });
+                       saveAndExit(window.kvHeatmap(), shotFile, 1200);
                      });
-    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, &window, [shoot](const QString& why) {
-      std::fprintf(stderr, "demo-kv: the engine is not available: %s\n", qPrintable(why));
-      shoot();
-    });
+    reportEngineFailure(window, "demo-kv", shoot);
   } else if (parser.isSet(tourOpt)) {
     QTimer::singleShot(0, &window, &ragwb::MainWindow::startTour);  // once the window is laid out
     if (!shotFile.isEmpty())  // walks itself: on to the run step once the engine is ready
@@ -342,36 +316,16 @@ int main(int argc, char** argv) {
       return 2;
     }
     page->extraArgsEdit()->setText(parser.value(reproduceArgsOpt));
-    window.tools()->raise("reproduceDock");
-    QDockWidget* dock = window.tools()->dock("reproduceDock");
-    if (!shotFile.isEmpty() && dock) {  // the screenshot is of the page, floated at a readable size
-      dock->setFloating(true);
-      dock->resize(1300, 850);
-    }
+    if (shotFile.isEmpty()) window.tools()->raise("reproduceDock");
+    else floatTool(window, "reproduceDock", {1300, 850});  // the screenshot is of the page alone, at a readable size
     QObject::connect(page, &ragwb::ReproducePage::runFinished, &window, [&window, page, shotFile](bool ok, const QString& m, qint64) {
       std::printf("reproduce: %s %s longest GUI stall %.1f ms (GUI thread working %.1f ms of it)\n", ok ? "ok:" : "failed:",
                   qPrintable(m), window.stallMeter()->maxStallMs(), window.stallMeter()->maxStallBusyMs());
       std::fflush(stdout);
-      if (shotFile.isEmpty()) {
-        QApplication::exit(ok ? 0 : 1);
-        return;
-      }
-      QTimer::singleShot(400, page, [page, shotFile] {
-        QWidget* shot = page->parentWidget() ? page->parentWidget() : page;  // the floating dock
-        const bool saved = shot->grab().save(shotFile);
-        std::fprintf(saved ? stdout : stderr, saved ? "saved %s\n" : "error: cannot write %s\n", qPrintable(shotFile));
-        QApplication::exit(saved ? 0 : 1);
-      });
+      if (shotFile.isEmpty()) return QApplication::exit(ok ? 0 : 1);
+      saveAndExit(page->parentWidget() ? page->parentWidget() : page, shotFile, 400);  // the floating dock
     });
-    // Once the engine has loaded (or failed to), so that its loading does not share the run.
-    auto startOnce = [page] {
-      static bool started = false;
-      if (started) return;
-      started = true;
-      page->start();
-    };
-    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, page, startOnce);
-    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, page, startOnce);
+    startOnceEngineSettles(window, page, [page] { page->start(); }, /*orFailed=*/true);
   } else if (parser.isSet(dragonOpt)) {
     bool ok = false;
     const double latency = parser.value(dragonLatencyOpt).toDouble(&ok);
@@ -389,13 +343,9 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
-    window.tools()->raise("dragonDock");
+    if (shotFile.isEmpty()) window.tools()->raise("dragonDock");
+    else floatTool(window, "dragonDock", {1400, 900});  // the screenshot is of the page alone, at a readable size
     ragwb::DragonPage* page = window.dragon();
-    QDockWidget* dock = window.tools()->dock("dragonDock");
-    if (!shotFile.isEmpty() && dock) {  // the screenshot is of the page, floated at a readable size
-      dock->setFloating(true);
-      dock->resize(1400, 900);
-    }
     page->questionEdit()->setText(parser.value(dragonOpt));
     page->latencySpin()->setValue(latency);
     if (tokens > 0) {
@@ -408,26 +358,10 @@ int main(int argc, char** argv) {
       if (page->lastSummary())
         std::printf("dragon answer: %s (%.1f ms/token)\n", page->lastSummary()->answer.c_str(), page->lastSummary()->perTokenMs);
       std::fflush(stdout);
-      if (shotFile.isEmpty()) {
-        QApplication::exit(ok ? 0 : 1);
-        return;
-      }
-      QTimer::singleShot(400, page, [page, shotFile] {
-        QWidget* shot = page->parentWidget() ? page->parentWidget() : page;  // the floating dock
-        const bool saved = shot->grab().save(shotFile);
-        std::fprintf(saved ? stdout : stderr, saved ? "saved %s\n" : "error: cannot write %s\n", qPrintable(shotFile));
-        QApplication::exit(saved ? 0 : 1);
-      });
+      if (shotFile.isEmpty()) return QApplication::exit(ok ? 0 : 1);
+      saveAndExit(page->parentWidget() ? page->parentWidget() : page, shotFile, 400);  // the floating dock
     });
-    // Once the engine has loaded (or failed to), so that its loading does not share the run.
-    auto startOnce = [page] {
-      static bool started = false;
-      if (started) return;
-      started = true;
-      page->start();
-    };
-    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, page, startOnce);
-    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, page, startOnce);
+    startOnceEngineSettles(window, page, [page] { page->start(); }, /*orFailed=*/true);
   } else if (parser.isSet(demoOpt)) {
     // Every built-in in turn (16 questions each through hedra), IRG last so the views end on it;
     // each run's accuracy is printed as it finishes.
@@ -441,12 +375,7 @@ int main(int argc, char** argv) {
       window.runPanel()->setEditorGraph(window.editor()->model()->graph(), /*select=*/true);
       window.runPanel()->start();
     };
-    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineReady, &window, [startNext] {
-      static bool started = false;
-      if (started) return;
-      started = true;
-      startNext();
-    });
+    startOnceEngineSettles(window, &window, startNext, /*orFailed=*/false);
     QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window,
                      [&window, shoot, next, startNext](qint64 id, const rag::RunMetrics& m) {
                        std::printf("demo run %lld (%s): %lld/%lld answered, accuracy %.2f, mean latency %.3f s, "
@@ -460,10 +389,7 @@ int main(int argc, char** argv) {
                        if (++*next < std::size(kOrder)) QTimer::singleShot(0, &window, startNext);
                        else shoot();
                      });
-    QObject::connect(window.bridge(), &ragwb::EngineBridge::engineFailed, &window, [shoot](const QString& why) {
-      std::fprintf(stderr, "demo: the engine is not available: %s\n", qPrintable(why));
-      shoot();
-    });
+    reportEngineFailure(window, "demo", shoot);
   } else if (!shotFile.isEmpty()) {
     QObject::connect(window.overview(), &ragwb::OverviewPage::loaded, &window, shoot);
     QObject::connect(window.overview(), &ragwb::OverviewPage::failed, &window, shoot);
