@@ -41,6 +41,17 @@ int64_t matchingRows(const fs::path& file, const std::string& head, int64_t dim)
   return ec ? -1 : wholeRows(size, head.size(), dim);
 }
 
+// `floats` floats after a header of `headerBytes`, read straight into (aligned) floats: the header
+// has no fixed length, so the rows are not 4-byte aligned within the file's bytes.
+Result<std::vector<float>> readRows(const fs::path& file, size_t headerBytes, int64_t floats) {
+  std::vector<float> rows(static_cast<size_t>(floats));
+  std::ifstream in(file, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(headerBytes));
+  if (!in.read(reinterpret_cast<char*>(rows.data()), static_cast<std::streamsize>(rows.size() * sizeof(float))))
+    return Status::ioError("cannot read " + file.string());
+  return rows;
+}
+
 }  // namespace
 
 fs::path defaultIndexBase(const fs::path& corpus) { return fs::path(corpus.string() + ".index"); }
@@ -117,9 +128,7 @@ Result<PassageIndexBuild> buildPassageIndex(const PassageIndexParams& p, const E
 
   // The IVF index over the finished vectors.
   Stopwatch indexWatch;
-  RAG_ASSIGN_OR_RETURN(std::string bytes, readFile(vectorsFile));
-  std::span<const float> vectors(reinterpret_cast<const float*>(bytes.data() + head.size()),
-                                 static_cast<size_t>(n * p.dim));
+  RAG_ASSIGN_OR_RETURN(std::vector<float> vectors, readRows(vectorsFile, head.size(), n * p.dim));
   out.nlist = p.nlist > 0 ? p.nlist : IvfIndex::defaultNlist(n);
   RAG_ASSIGN_OR_RETURN(IvfIndex ivf, IvfIndex::build(vectors, p.dim, out.nlist, p.seed, p.progress));
   RAG_RETURN_IF_ERROR(ivf.save(withSuffix(base, ".ivf"), p.fingerprint));
@@ -144,11 +153,7 @@ Result<PassageIndex> PassageIndex::load(const fs::path& base, std::string_view f
   if (n != ivf.size() || size != head.size() + static_cast<uintmax_t>(n * ivf.dim()) * sizeof(float))
     return Status::corrupt(vectorsFile.string() + " holds " + std::to_string(n) + " vectors but the IVF index " +
                            std::to_string(ivf.size()) + "; rebuild it with `ragraph index build`");
-  std::vector<float> vectors(static_cast<size_t>(n * ivf.dim()));
-  std::ifstream in(vectorsFile, std::ios::binary);
-  in.seekg(static_cast<std::streamoff>(head.size()));
-  if (!in.read(reinterpret_cast<char*>(vectors.data()), static_cast<std::streamsize>(vectors.size() * sizeof(float))))
-    return Status::ioError("cannot read " + vectorsFile.string());
+  RAG_ASSIGN_OR_RETURN(std::vector<float> vectors, readRows(vectorsFile, head.size(), n * ivf.dim()));
   const int64_t dim = ivf.dim();
   return PassageIndex(std::move(ivf), std::move(vectors), n, dim);
 }
