@@ -56,19 +56,6 @@ QCPColorGradient residencyGradient() {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-void styleAxis(QCPAxis* axis, const QPalette& pal) {
-  const QColor text = pal.color(QPalette::WindowText);
-  QColor grid = pal.color(QPalette::Mid);
-  grid.setAlpha(110);
-  axis->setBasePen(QPen(text));
-  axis->setTickPen(QPen(text));
-  axis->setSubTickPen(QPen(text));
-  axis->setTickLabelColor(text);
-  axis->setLabelColor(text);
-  axis->grid()->setPen(QPen(grid, 1, Qt::DotLine));
-  axis->grid()->setZeroLinePen(Qt::NoPen);
-}
-
 }  // namespace
 
 ClusterHeatmap::ClusterHeatmap(QWidget* parent) : QWidget(parent) {

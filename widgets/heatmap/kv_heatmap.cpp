@@ -35,19 +35,6 @@ QCPColorGradient ownerGradient() {
   return g;
 }
 
-void styleAxis(QCPAxis* axis, const QPalette& pal) {
-  const QColor text = pal.color(QPalette::WindowText);
-  QColor grid = pal.color(QPalette::Mid);
-  grid.setAlpha(110);
-  axis->setBasePen(QPen(text));
-  axis->setTickPen(QPen(text));
-  axis->setSubTickPen(QPen(text));
-  axis->setTickLabelColor(text);
-  axis->setLabelColor(text);
-  axis->grid()->setPen(QPen(grid, 1, Qt::DotLine));
-  axis->grid()->setZeroLinePen(Qt::NoPen);
-}
-
 QString ownerLabel(rag::KvBlockOwner o) {
   switch (o) {
     case rag::KvBlockOwner::Free: return KvHeatmap::tr("free");

@@ -98,24 +98,25 @@ const KgRequestModel::Req* KgRequestModel::bySerial(quintptr serial) const {
   return row < m_requests.size() ? &m_requests[row] : nullptr;
 }
 
-const rag::KgLink* KgRequestModel::linkAt(const QModelIndex& index) const {
+// The request's link a link row is, or a path row is under.
+const KgRequestModel::LinkRow* KgRequestModel::linkRowAt(const QModelIndex& index) const {
   const Req* r = requestOf(index);
   if (!r) return nullptr;
   size_t link = 0;
   if (kind(index) == RowKind::Link) link = static_cast<size_t>(index.row());
   else if (kind(index) == RowKind::Path) link = static_cast<size_t>(index.internalId() & kLinkBits);
   else return nullptr;
-  return link < r->links.size() ? r->links[link].link : nullptr;
+  return link < r->links.size() ? &r->links[link] : nullptr;
+}
+
+const rag::KgLink* KgRequestModel::linkAt(const QModelIndex& index) const {
+  const LinkRow* row = linkRowAt(index);
+  return row ? row->link : nullptr;
 }
 
 const rag::KgSubgraphUse* KgRequestModel::subgraphAt(const QModelIndex& index) const {
-  const Req* r = requestOf(index);
-  if (!r) return nullptr;
-  size_t link = 0;
-  if (kind(index) == RowKind::Link) link = static_cast<size_t>(index.row());
-  else if (kind(index) == RowKind::Path) link = static_cast<size_t>(index.internalId() & kLinkBits);
-  else return nullptr;
-  return link < r->links.size() ? r->links[link].subgraph : nullptr;
+  const LinkRow* row = linkRowAt(index);
+  return row ? row->subgraph : nullptr;
 }
 
 const rag::KgPathUse* KgRequestModel::pathAt(const QModelIndex& index) const {

@@ -63,6 +63,7 @@ private:
     int64_t kept = 0, pruned = 0;
   };
   const Req* requestOf(const QModelIndex& index) const;  // the request a row is in
+  const LinkRow* linkRowAt(const QModelIndex& index) const;
 
   std::deque<Req> m_requests;  // oldest first
   int m_capacity;

@@ -35,4 +35,17 @@ QString exportPlotDialog(QWidget* parent, QCustomPlot* plot, const QString& sugg
   return path;
 }
 
+void styleAxis(QCPAxis* axis, const QPalette& pal) {
+  const QColor text = pal.color(QPalette::WindowText);
+  QColor grid = pal.color(QPalette::Mid);
+  grid.setAlpha(110);
+  axis->setBasePen(QPen(text));
+  axis->setTickPen(QPen(text));
+  axis->setSubTickPen(QPen(text));
+  axis->setTickLabelColor(text);
+  axis->setLabelColor(text);
+  axis->grid()->setPen(QPen(grid, 1, Qt::DotLine));
+  axis->grid()->setZeroLinePen(Qt::NoPen);
+}
+
 }  // namespace ragwb

@@ -4,7 +4,9 @@
 #include <QSize>
 #include <QString>
 
+class QCPAxis;
 class QCustomPlot;
+class QPalette;
 class QWidget;
 
 namespace ragwb {
@@ -15,5 +17,9 @@ bool savePlot(QCustomPlot* plot, const QString& path, QSize size = {}, const QSt
 // Asks for a file (PNG or SVG) and saves; returns the path written, empty when cancelled or failed
 // (`error` then says why, empty when cancelled).
 QString exportPlotDialog(QWidget* parent, QCustomPlot* plot, const QString& suggestedName, QString* error);
+
+// The palette's text colour on an axis's line, ticks and labels and a dotted grid, so the
+// heatmaps follow light and dark themes alike.
+void styleAxis(QCPAxis* axis, const QPalette& pal);
 
 }  // namespace ragwb
