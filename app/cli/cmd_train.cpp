@@ -112,7 +112,7 @@ struct LmOptions {
   int64_t showExamples = 0;  // print this many training examples and stop
   int32_t graphSubgraphs = 5;  // graph data: subgraphs per prompt and paths per subgraph
   int32_t graphPaths = 30;
-  std::vector<knowledge::RoleWeight> roleMix = knowledge::defaultRoleMix();  // --data roles: --roles
+  knowledge::RoleExampleOptions roles;  // --data roles: --roles, --completion-budget, --no-gold-share
 };
 
 // The model shape flags, read before the tokenizer is (its size is the vocabulary).
@@ -261,10 +261,18 @@ Result<LmOptions> readLmOptions(Args& args) {
   RAG_ASSIGN_OR_RETURN(int64_t graphPaths, atLeast(args, "paths", 30, 1));
   o.graphSubgraphs = static_cast<int32_t>(graphSubgraphs);
   o.graphPaths = static_cast<int32_t>(graphPaths);
+  for (const char* flag : {"roles", "completion-budget", "no-gold-share"})
+    if (o.data.data != TrainData::Roles && args.get(flag))
+      return Status::invalidArgument("--" + std::string(flag) + " is for --data roles");
   if (auto roles = args.get("roles")) {
-    if (o.data.data != TrainData::Roles) return Status::invalidArgument("--roles is for --data roles");
-    RAG_ASSIGN_OR_RETURN(o.roleMix, knowledge::parseRoleMix(*roles));
+    RAG_ASSIGN_OR_RETURN(o.roles.mix, knowledge::parseRoleMix(*roles));
   }
+  RAG_ASSIGN_OR_RETURN(int64_t completionBudget, atLeast(args, "completion-budget", 0, 0));
+  o.roles.completionBudget = static_cast<int32_t>(std::min<int64_t>(completionBudget, 1 << 20));
+  RAG_ASSIGN_OR_RETURN(double noGoldShare, args.getDouble("no-gold-share", o.roles.noGoldShare));
+  if (!(noGoldShare >= 0 && noGoldShare <= 1))
+    return Status::invalidArgument("--no-gold-share must be between 0 and 1 (the share of answer prompts without their gold passage)");
+  o.roles.noGoldShare = noGoldShare;
   RAG_ASSIGN_OR_RETURN(double promptLoss, args.getDouble("prompt-loss", 0.1));
   if (!(promptLoss >= 0 && promptLoss <= 1))
     return Status::invalidArgument("--prompt-loss must be between 0 and 1");
@@ -282,6 +290,8 @@ Result<LmOptions> readLmOptions(Args& args) {
                       {"recall-name-tokens", std::to_string(nameTokens)},
                       {"recall-pairs", std::to_string(recallPairs)},
                       {"prompt-loss", shortest(promptLoss)},
+                      {"completion-budget", std::to_string(completionBudget)},
+                      {"no-gold-share", shortest(noGoldShare)},
                       {"tokenizer-vocab", std::to_string(o.tokenizer->vocabSize())}})
     o.setup.runOptions.emplace_back(k, v);
   return o;
@@ -424,13 +434,14 @@ int cmdTrainLm(Args& args) {
     if (o.data.mask != MaskKind::Causal)
       return fail(Status::invalidArgument("--data roles trains under the causal mask the built-in workflows serve with; drop --mask"));
     std::string mix;
-    for (const knowledge::RoleWeight& w : o.roleMix) {
+    for (const knowledge::RoleWeight& w : o.roles.mix) {
       if (w.weight <= 0) continue;
       char weight[32];
       std::snprintf(weight, sizeof weight, "%g", w.weight);
       mix += (mix.empty() ? "" : ",") + std::string(knowledge::roleName(w.role)) + ":" + weight;
     }
-    knowledge::RoleExampleOptions r{.mix = o.roleMix, .promptLossWeight = o.data.promptLossWeight};
+    knowledge::RoleExampleOptions r = o.roles;
+    r.promptLossWeight = o.data.promptLossWeight;
     return trainOn<knowledge::RoleExampleSource>(o, tokenizer, r,
                                                  "workflow roles (" + mix + ", over BM25-retrieved passages" + from);
   }
@@ -459,10 +470,11 @@ int cmdTrainEmbedder(Args& args) {
   Result<int64_t> ffn = atLeast(args, "ffn", 4 * hidden.valueOr(256), 1);
   Result<double> temperature = args.getDouble("temperature", 0.05);
   Result<double> titles = args.getDouble("title-pairs", 0.3);
+  Result<double> hardNegatives = args.getDouble("hard-negatives", 0);
   const bool json = args.flag("json");
   Status s = readTrainParams(args, setup, {.seqLen = 128, .batch = 64, .lr = 5e-4});
   for (const Status& st : {layers.status(), hidden.status(), heads.status(), ffn.status(),
-                           temperature.status(), titles.status(), s})
+                           temperature.status(), titles.status(), hardNegatives.status(), s})
     if (!st) return fail(st);
   if (Status f = args.finish(); !f) return fail(f);
   if (Status v = validateTrainParams(setup.params); !v) return fail(v);
@@ -471,6 +483,9 @@ int cmdTrainEmbedder(Args& args) {
                                         std::to_string(*hidden) + " and " + std::to_string(*heads) + ")"));
   if (!(*titles >= 0 && *titles <= 1))
     return fail(Status::invalidArgument("--title-pairs must be between 0 and 1"));
+  if (!(*hardNegatives >= 0 && *hardNegatives <= 1))
+    return fail(Status::invalidArgument("--hard-negatives must be between 0 and 1 (the share of pairs given a "
+                                        "BM25-mined hard negative)"));
   Result<Tokenizer> tokenizer = findTokenizer(tokenizerArg, init, setup);
   if (!tokenizer) return fail(tokenizer.status());
 
@@ -493,10 +508,12 @@ int cmdTrainEmbedder(Args& args) {
   }
   setup.runOptions.emplace_back("temperature", shortest(*temperature));
   setup.runOptions.emplace_back("title-pairs", shortest(*titles));
+  setup.runOptions.emplace_back("hard-negatives", shortest(*hardNegatives));
   setup.runOptions.emplace_back("tokenizer-vocab", std::to_string(tokenizer->vocabSize()));
 
   CorpusPairOptions opts;
   opts.titleFraction = *titles;
+  opts.hardNegatives = *hardNegatives;
   Result<std::unique_ptr<CorpusPairSource>> train = CorpusPairSource::open(corpus, *tokenizer, opts);
   if (!train) return fail(train.status());
   std::unique_ptr<CorpusPairSource> heldOut;
@@ -508,7 +525,9 @@ int cmdTrainEmbedder(Args& args) {
     heldOut = std::move(*d);
   }
   restartWithPassiveOpenMp();  // everything is checked: from here on libtorch computes
-  return runTraining(setup, json, "question/title -> passage pairs from " + corpus.string(),
+  const std::string negatives =
+      *hardNegatives > 0 ? " (" + shortest(*hardNegatives * 100) + "% with a BM25-mined hard negative)" : "";
+  return runTraining(setup, json, "question/title -> passage pairs from " + corpus.string() + negatives,
                      [&](const TrainCallbacks& cb) {
                        return trainEmbedder(setup, **train, heldOut.get(), cb, *temperature);
                      });

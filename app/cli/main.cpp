@@ -35,7 +35,7 @@ const std::vector<Command>& commands() {
        cmdTrainTokenizer},
       {"train", "lm",
        "--out DIR [--corpus PATH] [--tokenizer DIR] [--init DIR | --layers 4 --hidden 256 "
-       "--heads 4 --kv-heads 4 --ffn 704] [--data qa|passages|mixed|recall|graph|roles] [--roles answer_gold:2,answer:3,...] [--subgraphs 5] [--paths 30] [--context gold|none] "
+       "--heads 4 --kv-heads 4 --ffn 704] [--data qa|passages|mixed|recall|graph|roles] [--roles answer_gold:2,answer:3,...] [--completion-budget N] [--no-gold-share 0.15] [--subgraphs 5] [--paths 30] [--context gold|none] "
        "[--passages 5] [--min-passages N] [--questions 1] [--recall-name-tokens N] "
        "[--recall-pairs N] [--show-examples N] [--mask causal|block|ancestor] [--prompt-loss 0.1] "
        "[--steps 1000] [--batch 16] "
@@ -45,7 +45,7 @@ const std::vector<Command>& commands() {
        {"resume", "json"}, cmdTrainLm},
       {"train", "embedder",
        "--out DIR [--corpus PATH] [--tokenizer DIR] [--init DIR | --layers 4 --hidden 256 "
-       "--heads 4 --ffn 1024] [--temperature 0.05] [--title-pairs 0.3] [--steps 1000] "
+       "--heads 4 --ffn 1024] [--temperature 0.05] [--title-pairs 0.3] [--hard-negatives 0] [--steps 1000] "
        "[--batch 64] [--seq-len 128] [--lr 5e-4] [--min-lr LR/10] [--warmup 100] "
        "[--weight-decay 0.1] [--clip-norm 1] [--seed 1] [--dtype f32|bf16] [--threads N] "
        "[--checkpoint-every 200] [--log-every 10] [--eval-every N --eval-examples 64] [--resume] "

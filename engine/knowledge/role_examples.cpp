@@ -184,8 +184,8 @@ Result<std::vector<model::PassageText>> RoleExampleSource::Impl::retrieve(std::s
   return out;
 }
 
-RoleExampleSource::RoleExampleSource(std::unique_ptr<Impl> impl, model::Tokenizer tokenizer, float promptLossWeight)
-    : m_impl(std::move(impl)), m_tokenizer(std::move(tokenizer)), m_promptLossWeight(promptLossWeight) {}
+RoleExampleSource::RoleExampleSource(std::unique_ptr<Impl> impl, model::Tokenizer tokenizer)
+    : m_impl(std::move(impl)), m_tokenizer(std::move(tokenizer)) {}
 RoleExampleSource::~RoleExampleSource() = default;
 size_t RoleExampleSource::items() const { return m_impl->ids.size(); }
 
@@ -239,7 +239,7 @@ Result<std::unique_ptr<RoleExampleSource>> RoleExampleSource::open(const std::fi
                               std::string(s.node) + "' for the " + std::string(roleName(s.role)) + " role");
     impl->templates[s.role] = node->promptTemplate;
   }
-  return std::unique_ptr<RoleExampleSource>(new RoleExampleSource(std::move(impl), tokenizer, options.promptLossWeight));
+  return std::unique_ptr<RoleExampleSource>(new RoleExampleSource(std::move(impl), tokenizer));
 }
 
 Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t step, int64_t index, size_t dropPassages) {
@@ -372,8 +372,13 @@ Result<model::TrainingExample> RoleExampleSource::example(uint64_t seed, int64_t
     const size_t promptLength = ex.tokens.size();
     if (static_cast<int64_t>(promptLength + completion.size()) > maxTokens) continue;
     ex.tokens.insert(ex.tokens.end(), completion.begin(), completion.end());
-    ex.lossWeights.assign(ex.tokens.size(), m_promptLossWeight);
-    for (size_t i = promptLength; i < ex.tokens.size(); ++i) ex.lossWeights[i] = 1.0f;
+    const RoleExampleOptions& o = m_impl->options;
+    const size_t budget = static_cast<size_t>(std::max(o.completionBudget, 0));
+    const float weight = budget == 0 || completion.size() <= budget
+                             ? 1.0f
+                             : static_cast<float>(budget) / static_cast<float>(completion.size());
+    ex.lossWeights.assign(ex.tokens.size(), o.promptLossWeight);
+    for (size_t i = promptLength; i < ex.tokens.size(); ++i) ex.lossWeights[i] = weight;
     return ex;
   }
   return Status::invalidArgument("a role example does not fit " + std::to_string(maxTokens) +

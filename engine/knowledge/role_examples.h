@@ -68,6 +68,11 @@ struct RoleExampleOptions {
   double noGoldShare = 0.15;     // answer/irg prompts whose passages leave the gold ones out
   double twoHopShare = 0.5;      // multistep roles: the share of two-hop questions
   float promptLossWeight = 0.0f;
+  // Completion tokens an example's loss may weigh at most: a longer completion (HyDE's passage,
+  // RECOMP's summary) has its tokens' weights scaled so they sum to this, so the few-token
+  // answers every workflow ends with are not outweighed by the long roles. 0: every completion
+  // token weighs 1.
+  int32_t completionBudget = 0;
 };
 
 // One example as text, before tokenization (what --show-examples prints, what tests read).
@@ -97,10 +102,9 @@ public:
 
 private:
   struct Impl;
-  RoleExampleSource(std::unique_ptr<Impl> impl, model::Tokenizer tokenizer, float promptLossWeight);
+  RoleExampleSource(std::unique_ptr<Impl> impl, model::Tokenizer tokenizer);
   std::unique_ptr<Impl> m_impl;
   model::Tokenizer m_tokenizer;
-  float m_promptLossWeight = 0;
 };
 
 // The sentence a multistep sub-answer states: "Dog is a kind of canine." for the relations the

@@ -346,7 +346,8 @@ public:
     for (int64_t i = first; i < first + count; ++i) {
       RAG_ASSIGN_OR_RETURN(TrainingPair pair, source.pair(p.seed, step, i, maxLen));
       const std::string where = "training pair " + std::to_string(i) + " of step " + std::to_string(step);
-      for (const std::vector<int32_t>* text : {&pair.query, &pair.passage}) {
+      for (const std::vector<int32_t>* text : {&pair.query, &pair.passage, &pair.negative}) {
+        if (text == &pair.negative && text->empty()) continue;  // no hard negative
         if (text->empty() || static_cast<int64_t>(text->size()) > maxLen)
           return Status::invalidArgument(where + " has a text of " + std::to_string(text->size()) +
                                          " tokens; it must have 1 to " + std::to_string(maxLen) +
@@ -360,34 +361,48 @@ public:
       pairs.push_back(std::move(pair));
     }
     const BertModel work = bf16 ? m_model->to(torch::kBFloat16) : *m_model;
-    auto embed = [&](auto text) {
+    auto embed = [&](const std::vector<const std::vector<int32_t>*>& texts) {
       int64_t len = 0;
-      for (const TrainingPair& pr : pairs) len = std::max<int64_t>(len, static_cast<int64_t>(text(pr).size()));
-      const auto b = static_cast<int64_t>(pairs.size());
-      std::vector<int64_t> ids(static_cast<size_t>(b * len), 0);
-      std::vector<uint8_t> valid(static_cast<size_t>(b * len), 0);
-      for (int64_t r = 0; r < b; ++r) {
-        const std::vector<int32_t>& t = text(pairs[static_cast<size_t>(r)]);
+      for (const std::vector<int32_t>* t : texts) len = std::max<int64_t>(len, static_cast<int64_t>(t->size()));
+      const auto n = static_cast<int64_t>(texts.size());
+      std::vector<int64_t> ids(static_cast<size_t>(n * len), 0);
+      std::vector<uint8_t> valid(static_cast<size_t>(n * len), 0);
+      for (int64_t r = 0; r < n; ++r) {
+        const std::vector<int32_t>& t = *texts[static_cast<size_t>(r)];
         for (size_t j = 0; j < t.size(); ++j) {
           ids[static_cast<size_t>(r * len) + j] = t[j];
           valid[static_cast<size_t>(r * len) + j] = 1;
         }
       }
-      return work.embed(torch::tensor(ids, torch::kLong).view({b, len}),
-                        torch::from_blob(valid.data(), {b, len}, torch::kUInt8).to(torch::kBool));
+      return work.embed(torch::tensor(ids, torch::kLong).view({n, len}),
+                        torch::from_blob(valid.data(), {n, len}, torch::kUInt8).to(torch::kBool));
     };
-    torch::Tensor q = embed([](const TrainingPair& pr) -> const std::vector<int32_t>& { return pr.query; });
-    torch::Tensor d = embed([](const TrainingPair& pr) -> const std::vector<int32_t>& { return pr.passage; });
-    torch::Tensor logits = torch::matmul(q, d.t()) / m_temperature;  // F32 [B, B]
-    // Another pair's copy of the positive passage is no negative.
+    // Candidates: every pair's passage (row i's positive is column i), then the hard negatives.
+    std::vector<const std::vector<int32_t>*> queries, candidates;
+    std::vector<int64_t> candidateIds;
+    for (const TrainingPair& pr : pairs) {
+      queries.push_back(&pr.query);
+      candidates.push_back(&pr.passage);
+      candidateIds.push_back(pr.passageId);
+    }
+    for (const TrainingPair& pr : pairs)
+      if (!pr.negative.empty()) {
+        candidates.push_back(&pr.negative);
+        candidateIds.push_back(pr.negativeId);
+      }
+    torch::Tensor q = embed(queries);
+    torch::Tensor d = embed(candidates);
+    torch::Tensor logits = torch::matmul(q, d.t()) / m_temperature;  // F32 [B, candidates]
+    // Another copy of a query's positive passage is no negative.
     const auto b = static_cast<int64_t>(pairs.size());
-    std::vector<uint8_t> same(static_cast<size_t>(b * b), 0);
-    for (int64_t i = 0; i < b; ++i)
-      for (int64_t j = 0; j < b; ++j)
-        same[static_cast<size_t>(i * b + j)] =
-            i != j && pairs[static_cast<size_t>(i)].passageId != 0 &&
-            pairs[static_cast<size_t>(i)].passageId == pairs[static_cast<size_t>(j)].passageId;
-    logits = logits.masked_fill(torch::from_blob(same.data(), {b, b}, torch::kUInt8).to(torch::kBool),
+    const auto c = static_cast<int64_t>(candidates.size());
+    std::vector<uint8_t> same(static_cast<size_t>(b * c), 0);
+    for (int64_t i = 0; i < b; ++i) {
+      const int64_t positive = pairs[static_cast<size_t>(i)].passageId;
+      for (int64_t j = 0; j < c; ++j)
+        same[static_cast<size_t>(i * c + j)] = i != j && positive != 0 && candidateIds[static_cast<size_t>(j)] == positive;
+    }
+    logits = logits.masked_fill(torch::from_blob(same.data(), {b, c}, torch::kUInt8).to(torch::kBool),
                                 -std::numeric_limits<float>::infinity());
     out.sum = torch::nn::functional::cross_entropy(
         logits, torch::arange(b, torch::kLong),

@@ -92,11 +92,15 @@ public:
                                           int64_t maxTokens) = 0;
 };
 
-// One query -> passage pair for embedder training.
+// One query -> passage pair for embedder training, with an optional hard negative: a passage
+// that looks relevant to the query but is not (BM25-mined), scored against every query of the
+// batch beside the in-batch passages.
 struct TrainingPair {
   std::vector<int32_t> query, passage;  // token ids, 1..maxTokens each
   // The passage's identity: pairs of a batch sharing it are not each other's negatives.
   int64_t passageId = 0;
+  std::vector<int32_t> negative;  // empty: none; else 1..maxTokens token ids
+  int64_t negativeId = 0;
 };
 
 // Where embedder pairs come from; the same contract as ExampleSource (a pure function of the

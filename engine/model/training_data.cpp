@@ -7,6 +7,7 @@
 #include "corpus/corpus_db.h"
 #include "model/prompt.h"
 #include "corpus/qa_reader.h"
+#include "retrieval/bm25_index.h"
 #include "core/random.h"
 
 namespace rag::model {
@@ -292,9 +293,24 @@ Result<std::unique_ptr<CorpusPairSource>> CorpusPairSource::open(const std::file
   if (reader.maxPassageId() == 0)
     return Status::notFound("corpus " + corpus.string() + " has no passages to train on; "
                             "rebuild it with `ragraph corpus build`");
+  if (!(options.hardNegatives >= 0 && options.hardNegatives <= 1))
+    return Status::invalidArgument("the share of pairs with a hard negative must be between 0 and 1");
+  if (options.hardNegativeDepth < 2)
+    return Status::invalidArgument("hard negatives are mined from a query's top 2 or more passages");
+  std::unique_ptr<retrieval::Bm25Index> bm25;
+  if (options.hardNegatives > 0) {
+    RAG_ASSIGN_OR_RETURN(retrieval::Bm25Index index, retrieval::Bm25Index::openOrBuild(corpus));
+    bm25 = std::make_unique<retrieval::Bm25Index>(std::move(index));
+  }
   return std::unique_ptr<CorpusPairSource>(
-      new CorpusPairSource(std::move(reader), tokenizer, options, std::move(ids)));
+      new CorpusPairSource(std::move(reader), tokenizer, options, std::move(ids), std::move(bm25)));
 }
+
+CorpusPairSource::CorpusPairSource(corpus::QaPromptReader reader, Tokenizer tokenizer, CorpusPairOptions options,
+                                   std::vector<int64_t> qaIds, std::unique_ptr<retrieval::Bm25Index> bm25)
+    : m_reader(std::move(reader)), m_tokenizer(std::move(tokenizer)), m_options(std::move(options)),
+      m_qaIds(std::move(qaIds)), m_bm25(std::move(bm25)) {}
+CorpusPairSource::~CorpusPairSource() = default;
 
 Result<TrainingPair> CorpusPairSource::pair(uint64_t seed, int64_t step, int64_t index,
                                             int64_t maxTokens) {
@@ -308,6 +324,7 @@ Result<TrainingPair> CorpusPairSource::pair(uint64_t seed, int64_t step, int64_t
   };
   rag::Passage passage;
   std::string query;
+  std::vector<int64_t> gold;  // passages that answer the query: never its negative
   if (m_qaIds.empty() || rng.uniform01() < m_options.titleFraction) {
     // Titles of every passage (a random one), so passages no question asks about are seen too.
     const auto maxId = static_cast<uint64_t>(m_reader.maxPassageId());
@@ -326,12 +343,25 @@ Result<TrainingPair> CorpusPairSource::pair(uint64_t seed, int64_t step, int64_t
       return Status::corrupt("QA item " + std::to_string(item.id) + " has no gold passage; "
                              "rebuild the corpus with `ragraph corpus build`");
     query = item.question;
+    for (const rag::Passage& g : item.goldPassages) gold.push_back(g.id);
     passage = std::move(item.goldPassages.front());
   }
-  TrainingPair out{cut(query), cut(corpus::embeddingText(passage)), passage.id};
+  gold.push_back(passage.id);
+  TrainingPair out{cut(query), cut(corpus::embeddingText(passage)), passage.id, {}, 0};
   if (out.query.empty() || out.passage.empty())
     return Status::corrupt("passage " + std::to_string(passage.id) + " has an empty title or text; "
                            "rebuild the corpus with `ragraph corpus build`");
+  // A hard negative: one of BM25's top passages for the query, drawn uniformly, gold ones left out.
+  if (m_bm25 && rng.uniform01() < m_options.hardNegatives) {
+    RAG_ASSIGN_OR_RETURN(std::vector<int64_t> ranked, m_bm25->search(query, m_options.hardNegativeDepth));
+    std::erase_if(ranked, [&](int64_t id) { return std::find(gold.begin(), gold.end(), id) != gold.end(); });
+    if (!ranked.empty()) {
+      RAG_ASSIGN_OR_RETURN(rag::Passage negative, m_reader.passage(ranked[rng.below(ranked.size())]));
+      out.negative = cut(corpus::embeddingText(negative));
+      out.negativeId = negative.id;
+      if (out.negative.empty()) out.negativeId = 0;
+    }
+  }
   return out;
 }
 

@@ -20,6 +20,10 @@
 #include "model/trainer.h"
 #include "core/random.h"
 
+namespace rag::retrieval {
+class Bm25Index;
+}
+
 namespace rag::model {
 
 // Qa: QA prompts. Passages: plain passage text. Mixed: both, by qaFraction. Recall: synthetic
@@ -100,6 +104,11 @@ struct CorpusPairOptions {
   // The share of pairs whose query is a passage's title (the rest: a question and its first
   // gold passage, the passage the question's topic entity names).
   double titleFraction = 0.3;
+  // The share of pairs that also carry a hard negative: a passage BM25 ranks among the query's
+  // top `hardNegativeDepth` that is none of its gold passages (retrieval/bm25_index.h, the corpus's
+  // FTS index, built when missing). 0: in-batch negatives only.
+  double hardNegatives = 0;
+  int32_t hardNegativeDepth = 10;
 };
 
 // Embedder training pairs (trainer.h PairSource) from a corpus: query -> passage text as the
@@ -110,17 +119,17 @@ public:
   static Result<std::unique_ptr<CorpusPairSource>> open(const std::filesystem::path& corpus,
                                                         const Tokenizer& tokenizer,
                                                         const CorpusPairOptions& options);
+  ~CorpusPairSource() override;
   Result<TrainingPair> pair(uint64_t seed, int64_t step, int64_t index, int64_t maxTokens) override;
 
 private:
   CorpusPairSource(corpus::QaPromptReader reader, Tokenizer tokenizer, CorpusPairOptions options,
-                   std::vector<int64_t> qaIds)
-      : m_reader(std::move(reader)), m_tokenizer(std::move(tokenizer)),
-        m_options(std::move(options)), m_qaIds(std::move(qaIds)) {}
+                   std::vector<int64_t> qaIds, std::unique_ptr<retrieval::Bm25Index> bm25);
   corpus::QaPromptReader m_reader;
   Tokenizer m_tokenizer;
   CorpusPairOptions m_options;
   std::vector<int64_t> m_qaIds;
+  std::unique_ptr<retrieval::Bm25Index> m_bm25;  // when options.hardNegatives > 0
 };
 
 // A passage title without its part of speech: "southern flounder (noun)" -> "southern flounder".

@@ -177,6 +177,33 @@ private Q_SLOTS:
     QVERIFY(firstHops > 0 && secondHops > 0 && dones > 0);
   }
 
+  void longCompletionsWeighNoMoreThanTheBudget() {
+    RoleExampleOptions capped;
+    capped.completionBudget = 8;
+    auto plain = open(), budget = open(capped);
+    QVERIFY(plain && budget);
+    int longOnes = 0, shortOnes = 0;
+    for (int64_t i = 0; i < 80; ++i) {
+      auto x = plain->example(5, 1, i, 384);
+      auto y = budget->example(5, 1, i, 384);
+      QVERIFY2(x.isOk() && y.isOk(), "a role example");
+      QCOMPARE(x->tokens, y->tokens);  // the budget changes weights only
+      double completion = 0, weighed = 0;
+      for (size_t j = 0; j < x->tokens.size(); ++j) {
+        completion += x->lossWeights[j];
+        weighed += y->lossWeights[j];
+      }
+      if (completion > 8) {
+        ++longOnes;
+        QVERIFY2(std::abs(weighed - 8.0) < 1e-3, qPrintable(QString("a %1-token completion weighs %2").arg(completion).arg(weighed)));
+      } else {
+        ++shortOnes;
+        QCOMPARE(y->lossWeights, x->lossWeights);
+      }
+    }
+    QVERIFY(longOnes > 0 && shortOnes > 0);  // HyDE's passages and the answers both drawn
+  }
+
   void drawsArePureAndStayInTheirSplit() {
     auto a = open(), b = open();
     QVERIFY(a && b);

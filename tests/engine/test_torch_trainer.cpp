@@ -121,6 +121,21 @@ public:
   }
 };
 
+// MatchTask with a hard negative per pair: the query's tokens in another order (rotated by one)
+// with two noise tokens, the same token set as the positive. In-batch negatives never share a
+// query's tokens, so only the hard negatives teach the encoder to read their order.
+class LookAlikeTask : public MatchTask {
+public:
+  Result<TrainingPair> pair(uint64_t seed, int64_t step, int64_t index, int64_t n) override {
+    RAG_ASSIGN_OR_RETURN(TrainingPair p, MatchTask::pair(seed, step, index, n));
+    p.negative.assign(p.query.begin() + 1, p.query.end());
+    p.negative.push_back(p.query.front());
+    p.negative.insert(p.negative.end(), p.passage.end() - 2, p.passage.end());
+    p.negativeId = 0;
+    return p;
+  }
+};
+
 TrainSetup embedderSetupIn(const fs::path& out, int64_t steps) {
   TrainSetup s = setupIn(out, steps);
   BertConfig& c = s.model.encoder;
@@ -207,6 +222,29 @@ private Q_SLOTS:
     torch::Tensor de = m->embed(torch::tensor(d).view({16, 6}), torch::ones({16, 6}, torch::kBool));
     const int64_t hits = torch::matmul(qe, de.t()).argmax(1).eq(torch::arange(16)).sum().item<int64_t>();
     QVERIFY2(hits >= 12, qPrintable(QString("%1 of 16 queries found their passage").arg(hits)));
+  }
+
+  void hardNegativesTeachWhatInBatchOnesCannot() {
+    LookAlikeTask task, heldOut;
+    TrainSetup s = embedderSetupIn(path("embedder-hard"), 150);
+    Result<TrainResult> r = trainEmbedder(s, task, nullptr, {}, 0.1);
+    QVERIFY2(r.isOk(), r.status().message().c_str());
+    QCOMPARE(r->tokens, int64_t{150 * 16 * (4 + 6 + 6)});  // the negatives are encoded too
+    auto m = BertModel::load(path("embedder-hard"));
+    QVERIFY2(m.isOk(), m.status().message().c_str());
+    torch::NoGradGuard noGrad;
+    std::vector<int64_t> q, d, neg;
+    for (int i = 0; i < 16; ++i) {
+      TrainingPair p = *heldOut.pair(99, 0, i, 16);
+      q.insert(q.end(), p.query.begin(), p.query.end());
+      d.insert(d.end(), p.passage.begin(), p.passage.end());
+      neg.insert(neg.end(), p.negative.begin(), p.negative.end());
+    }
+    torch::Tensor qe = m->embed(torch::tensor(q).view({16, 4}), torch::ones({16, 4}, torch::kBool));
+    torch::Tensor de = m->embed(torch::tensor(d).view({16, 6}), torch::ones({16, 6}, torch::kBool));
+    torch::Tensor ne = m->embed(torch::tensor(neg).view({16, 6}), torch::ones({16, 6}, torch::kBool));
+    const int64_t wins = (qe * de).sum(1).gt((qe * ne).sum(1)).sum().item<int64_t>();
+    QVERIFY2(wins >= 13, qPrintable(QString("%1 of 16 queries preferred their passage to its look-alike").arg(wins)));
   }
 
   void embedderRunsResumeAndRefuseBadInput() {
