@@ -7,6 +7,7 @@
 #include <QAbstractItemModelTester>
 #include <QFont>
 #include <QSignalSpy>
+#include <QPlainTextEdit>
 #include <QTreeView>
 #include <filesystem>
 
@@ -156,6 +157,55 @@ private Q_SLOTS:
     inspector.showSnapshot(tree);
     QVERIFY(view->isExpanded(m->indexOfNode(id)));
     QVERIFY(view->isExpanded(m->index(0, 0)));
+  }
+
+  void changesBetweenSnapshotsAreMarkedAndLogged() {
+    ragwb::KvTreeInspector inspector(nullptr);
+    std::vector<rag::KvTreeNode> before = wideTree();
+    inspector.showSnapshot(before);
+    KvTreeModel* m = inspector.model();
+    QVERIFY(m->changes().first);  // nothing to compare the first snapshot with
+    QCOMPARE(m->indexOfNode(1).data(KvTreeModel::ChangeRole).toInt(), static_cast<int>(ragwb::KvTreeChange::None));
+
+    std::vector<rag::KvTreeNode> after;
+    for (rag::KvTreeNode n : before) {
+      if (n.id == 5) continue;                   // evicted
+      if (n.id == 2) n.hostTier = true;          // moved to the host tier
+      if (n.id == 7) n.tokens.assign(4, 9);      // id reused for other tokens: evicted and added
+      after.push_back(n);
+    }
+    after.push_back(node(21, 0, 100));           // new
+    inspector.showSnapshot(after);
+    const ragwb::KvTreeChanges& c = m->changes();
+    QVERIFY(!c.first);
+    QCOMPARE(c.evicted.size(), size_t{2});
+    QCOMPARE(c.evictedTokens, int64_t{8});
+    QCOMPARE(c.added, 2);
+    QCOMPARE(c.toHost, 1);
+    QCOMPARE(c.toCompute, 0);
+    auto change = [&](int32_t id) { return m->indexOfNode(id).data(KvTreeModel::ChangeRole).toInt(); };
+    QCOMPARE(change(2), static_cast<int>(ragwb::KvTreeChange::ToHost));
+    QCOMPARE(change(21), static_cast<int>(ragwb::KvTreeChange::Added));
+    QCOMPARE(change(1), static_cast<int>(ragwb::KvTreeChange::None));
+    QVERIFY(m->indexOfNode(2).data(Qt::BackgroundRole).isValid());
+    const QString log = inspector.changeLog()->toPlainText();
+    QVERIFY2(log.contains("evicted «node 5» (4 tokens"), qPrintable(log));
+    QVERIFY2(log.contains("1 moved to the host tier"), qPrintable(log));
+    QCOMPARE(inspector.evictedSinceOpened(), int64_t{2});
+
+    // Unfolding lays the same snapshot out again: its marks stay, nothing is compared.
+    const QModelIndex root = m->index(0, 0, m->index(0, 0));
+    int folded = -1;
+    for (int r = 0; r < m->rowCount(root); ++r)
+      if (m->index(r, 0, root).data(KvTreeModel::KindRole).toInt() == static_cast<int>(KvTreeModel::RowKind::Folded)) folded = r;
+    QVERIFY(folded >= 0);
+    QVERIFY(m->unfold(m->index(folded, 0, root)));
+    QCOMPARE(change(2), static_cast<int>(ragwb::KvTreeChange::ToHost));
+    QCOMPARE(m->changes().evicted.size(), size_t{2});
+
+    inspector.showSnapshot(after);  // nothing changed since
+    QVERIFY(!m->changes().any());
+    QCOMPARE(change(2), static_cast<int>(ragwb::KvTreeChange::None));
   }
 
   void benchmarkReportsItsShape() {

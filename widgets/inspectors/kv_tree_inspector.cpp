@@ -6,6 +6,8 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QPlainTextEdit>
+#include <QTime>
 #include <QScrollBar>
 #include <QSet>
 #include <QTreeView>
@@ -43,8 +45,9 @@ KvTreeInspector::KvTreeInspector(EngineBridge* bridge, QWidget* parent)
   m_view->setUniformRowHeights(true);  // keeps scrolling O(visible rows) at thousands of nodes
   m_view->setAlternatingRowColors(true);
   m_view->setIndentation(14);
-  m_view->setToolTip(tr("Bold: locked by a live sequence. Orange: in the host tier. Double-click a \"… more\" row "
-                        "to unfold it."));
+  m_view->setToolTip(tr("Bold: locked by a live sequence. Orange text: in the host tier. Tinted rows changed at the "
+                        "last update: green new, orange moved to the host tier, blue brought back. Double-click a "
+                        "\"… more\" row to unfold it."));
   // Fixed widths for the numbers (measuring contents would visit every open row at each
   // update); the text takes the rest.
   QHeaderView* header = m_view->header();
@@ -57,10 +60,16 @@ KvTreeInspector::KvTreeInspector(EngineBridge* bridge, QWidget* parent)
     header->setSectionResizeMode(column, QHeaderView::Interactive);
     header->resizeSection(column, digit * chars + 10);
   }
+  m_log = new QPlainTextEdit;
+  m_log->setReadOnly(true);
+  m_log->setMaximumBlockCount(500);
+  m_log->setPlaceholderText(tr("Evictions and tier moves appear here as they happen."));
+  m_log->setFixedHeight(m_log->fontMetrics().lineSpacing() * 5 + 12);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
   layout->addLayout(bar);
   layout->addWidget(m_view, 1);
+  layout->addWidget(m_log);
 
   connect(m_view, &QTreeView::doubleClicked, this, [this](const QModelIndex& i) { m_model->unfold(i.siblingAtColumn(0)); });
   m_timer.setInterval(500);
@@ -139,12 +148,38 @@ void KvTreeInspector::showLayout(KvTreeLayout layout) {
   }
   m_view->verticalScrollBar()->setValue(scroll);
 
-  m_summary->setText(m_model->nodeCount() == 0
-                         ? tr("The prefix cache is empty (or off).")
-                         : tr("%1 nodes · %2 tokens cached · %3 folded rows")
-                               .arg(m_model->nodeCount())
-                               .arg(m_model->cachedTokens())
-                               .arg(m_model->foldedRows()));
+  const KvTreeChanges& c = m_model->changes();
+  if (!c.first && c.any()) logChanges(c);
+  QString text = m_model->nodeCount() == 0 ? tr("The prefix cache is empty (or off).")
+                                           : tr("%1 nodes · %2 tokens cached · %3 folded rows")
+                                                 .arg(m_model->nodeCount())
+                                                 .arg(m_model->cachedTokens())
+                                                 .arg(m_model->foldedRows());
+  if (m_evicted > 0 || m_movedToHost > 0)
+    text += tr(" · since opened: %1 evicted (%2 tokens), %3 moved to host").arg(m_evicted).arg(m_evictedTokens).arg(m_movedToHost);
+  m_summary->setText(text);
+}
+
+void KvTreeInspector::logChanges(const KvTreeChanges& c) {
+  m_evicted += static_cast<int64_t>(c.evicted.size());
+  m_evictedTokens += c.evictedTokens;
+  m_movedToHost += c.toHost;
+  const QString now = QTime::currentTime().toString(QStringLiteral("HH:mm:ss"));
+  constexpr size_t kListed = 6;  // evictions named one by one per update; the rest are counted
+  for (size_t i = 0; i < c.evicted.size() && i < kListed; ++i) {
+    const KvTreeChanges::Evicted& e = c.evicted[i];
+    QString t = QString::fromUtf8(e.text.data(), static_cast<qsizetype>(e.text.size())).simplified();
+    if (t.size() > 60) t = t.left(60) + QChar(0x2026);
+    m_log->appendPlainText(tr("%1  evicted «%2» (%3 tokens, %4 hits%5)")
+                               .arg(now, t)
+                               .arg(e.tokens)
+                               .arg(e.hits)
+                               .arg(e.hostTier ? tr(", from the host tier") : QString()));
+  }
+  if (c.evicted.size() > kListed)
+    m_log->appendPlainText(tr("%1  … and %2 more evicted").arg(now).arg(c.evicted.size() - kListed));
+  if (c.toHost > 0 || c.toCompute > 0)
+    m_log->appendPlainText(tr("%1  %2 moved to the host tier, %3 brought back to compute").arg(now).arg(c.toHost).arg(c.toCompute));
 }
 
 }  // namespace ragwb

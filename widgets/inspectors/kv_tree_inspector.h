@@ -1,8 +1,11 @@
 // The KV-tree inspector: the generation worker's prefix KV tree, live, as a folded tree
 // (KvTreeModel) with a summary line. While it is visible and Live is on it asks the bridge for a
 // snapshot twice a second; the snapshot is taken and laid out off the GUI thread, which only
-// swaps the rows in, and the rows the user opened stay open across updates. Double-click a "… more" row to unfold it. Bold rows are locked by a live sequence,
-// orange ones live in the host tier.
+// swaps the rows in, and the rows the user opened stay open across updates. Double-click a
+// "… more" row to unfold it. Bold rows are locked by a live sequence, orange text lives in the
+// host tier. Each update is compared with the one before: rows added since are tinted green,
+// rows that just moved to the host tier orange (back to compute: blue), and the log under the
+// tree lists the evictions and tier moves as they happen, with totals in the summary line.
 //
 //   auto* inspector = new ragwb::KvTreeInspector(&bridge);
 //   tools.add("kvTreeDock", tr("KV tree"), inspector, ToolPlacement::tabbedWith("heatmapDock"));
@@ -18,6 +21,7 @@
 
 class QCheckBox;
 class QLabel;
+class QPlainTextEdit;
 class QTreeView;
 
 namespace ragwb {
@@ -31,6 +35,8 @@ public:
 
   KvTreeModel* model() const { return m_model; }
   QTreeView* view() const { return m_view; }
+  QPlainTextEdit* changeLog() const { return m_log; }
+  int64_t evictedSinceOpened() const { return m_evicted; }
   // Lays out and shows `nodes` on the calling thread (tests and the benchmark; bridge polls are
   // laid out on Qt's pool and shown with showLayout).
   void showSnapshot(std::vector<rag::KvTreeNode> nodes);
@@ -44,6 +50,7 @@ protected:
 
 private:
   void poll();
+  void logChanges(const KvTreeChanges& c);
   void layOutInBackground(std::vector<rag::KvTreeNode> nodes);
 
   EngineBridge* m_bridge;
@@ -51,6 +58,8 @@ private:
   QTreeView* m_view;
   QLabel* m_summary;
   QCheckBox* m_live;
+  QPlainTextEdit* m_log;
+  int64_t m_evicted = 0, m_evictedTokens = 0, m_movedToHost = 0;  // since the inspector opened
   QTimer m_timer;
   bool m_layingOut = false;
   std::optional<std::vector<rag::KvTreeNode>> m_pending;  // arrived while laying out: the newest

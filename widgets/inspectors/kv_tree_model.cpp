@@ -5,6 +5,8 @@
 #include <QFont>
 #include <algorithm>
 #include <map>
+#include <unordered_map>
+#include <utility>
 
 namespace ragwb {
 
@@ -28,7 +30,46 @@ KvTreeModel::KvTreeModel(QObject* parent) : QAbstractItemModel(parent) {}
 
 void KvTreeModel::setLayout(KvTreeLayout layout) {
   beginResetModel();
+  const std::vector<rag::KvTreeNode> previous = std::exchange(m_layout.nodes, {});
   m_layout = std::move(layout);
+  if (m_hadSnapshot) compareWith(previous);  // the first one is only shown
+  m_hadSnapshot = true;
+  endResetModel();
+}
+
+void KvTreeModel::compareWith(const std::vector<rag::KvTreeNode>& previous) {
+  m_changes = KvTreeChanges{};
+  m_changes.first = false;
+  m_changeOf.clear();
+  const std::vector<rag::KvTreeNode>& nodes = m_layout.nodes;
+  std::unordered_map<int32_t, size_t> now;  // id -> index in nodes
+  now.reserve(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) now.emplace(nodes[i].id, i);
+  std::vector<bool> matched(nodes.size(), false);
+  for (const rag::KvTreeNode& old : previous) {
+    const auto it = now.find(old.id);
+    const rag::KvTreeNode* n = it == now.end() ? nullptr : &nodes[it->second];
+    if (!n || n->parent != old.parent || n->ns != old.ns || n->tokens != old.tokens) {
+      m_changes.evicted.push_back({old.id, old.text, static_cast<int64_t>(old.tokens.size()), old.hits, old.hostTier});
+      m_changes.evictedTokens += static_cast<int64_t>(old.tokens.size());
+      continue;
+    }
+    matched[it->second] = true;
+    if (n->hostTier != old.hostTier) {
+      m_changeOf[n->id] = n->hostTier ? KvTreeChange::ToHost : KvTreeChange::ToCompute;
+      ++(n->hostTier ? m_changes.toHost : m_changes.toCompute);
+    }
+  }
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (!matched[i]) {
+      m_changeOf[nodes[i].id] = KvTreeChange::Added;
+      ++m_changes.added;
+    }
+}
+
+void KvTreeModel::relayOut() {
+  beginResetModel();
+  m_layout = layOut(std::move(m_layout.nodes), m_fold, m_unfolded);
   endResetModel();
 }
 
@@ -36,7 +77,7 @@ void KvTreeModel::setSnapshot(std::vector<rag::KvTreeNode> nodes) { setLayout(la
 
 void KvTreeModel::setFoldParams(FoldParams p) {
   m_fold = p;
-  setLayout(layOut(std::move(m_layout.nodes), m_fold, m_unfolded));
+  relayOut();
 }
 
 bool KvTreeModel::unfold(const QModelIndex& foldedRow) {
@@ -46,7 +87,7 @@ bool KvTreeModel::unfold(const QModelIndex& foldedRow) {
   const KvTreeLayout::Row& parentRow = m_layout.rows[r.parentRow];
   m_unfolded.insert(parentRow.kind == RowKind::Namespace ? namespaceKey(parentRow.ns)
                                                          : nodeKey(m_layout.nodes[parentRow.node].id));
-  setLayout(layOut(std::move(m_layout.nodes), m_fold, m_unfolded));
+  relayOut();
   return true;
 }
 
@@ -233,7 +274,18 @@ QVariant KvTreeModel::data(const QModelIndex& index, int role) const {
     return {};
   }
   const rag::KvTreeNode& n = m_layout.nodes[r.node];
+  const auto changed = m_changeOf.find(n.id);
+  const KvTreeChange change = changed == m_changeOf.end() ? KvTreeChange::None : changed->second;
   switch (role) {
+    case ChangeRole: return static_cast<int>(change);
+    case Qt::BackgroundRole:
+      switch (change) {
+        case KvTreeChange::Added: return QBrush(QColor(0xd8, 0xf0, 0xd0));      // new since the last update
+        case KvTreeChange::ToHost: return QBrush(QColor(0xfb, 0xe3, 0xc4));     // just moved to the host tier
+        case KvTreeChange::ToCompute: return QBrush(QColor(0xd4, 0xe6, 0xf8));  // just brought back
+        case KvTreeChange::None: return {};
+      }
+      return {};
     case Qt::DisplayRole:
       switch (col) {
         case Text: {

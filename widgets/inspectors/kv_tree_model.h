@@ -16,6 +16,7 @@
 #include <QAbstractItemModel>
 #include <QSet>
 #include <cstdint>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -51,6 +52,28 @@ struct KvTreeLayout {
   int foldedRows = 0;
 };
 
+// How a node differs from the snapshot before (a node is the same when its id, parent and tokens
+// are; an id the tree reused for other tokens is an eviction and an addition).
+enum class KvTreeChange : int { None, Added, ToHost, ToCompute };
+
+// What changed between the previous snapshot and the one shown (setLayout compares them).
+struct KvTreeChanges {
+  struct Evicted {
+    int32_t id = -1;
+    std::string text;
+    int64_t tokens = 0;
+    int64_t hits = 0;
+    bool hostTier = false;  // it was in the host tier when it went
+  };
+  bool first = true;  // the first snapshot: nothing to compare with, nothing marked
+  int added = 0;
+  int toHost = 0;
+  int toCompute = 0;
+  std::vector<Evicted> evicted;
+  int64_t evictedTokens = 0;
+  bool any() const { return added + toHost + toCompute > 0 || !evicted.empty(); }
+};
+
 class KvTreeModel : public QAbstractItemModel {
   Q_OBJECT
 public:
@@ -60,6 +83,7 @@ public:
     KindRole,                       // RowKind as int
     FoldedCountRole,                // a folded row: the nodes in its subtrees
     NamespaceRole,                  // a namespace row: its ns
+    ChangeRole,                     // a node row: KvTreeChange as int, since the last snapshot
   };
   using RowKind = KvTreeRowKind;
   using FoldParams = KvTreeFoldParams;
@@ -70,9 +94,11 @@ public:
   // Nodes whose parent is missing from the snapshot hang under their namespace. Pure: callable
   // on any thread.
   static KvTreeLayout layOut(std::vector<rag::KvTreeNode> nodes, const FoldParams& fold, const QSet<qint64>& unfolded);
-  // Shows `layout` (a model reset). It should come from layOut with this model's foldParams()
-  // and unfoldedKeys().
+  // Shows `layout`, a new snapshot (a model reset), and compares it with the one before:
+  // changes() and the rows' ChangeRole (added rows tinted green, tier moves orange / blue). It
+  // should come from layOut with this model's foldParams() and unfoldedKeys().
   void setLayout(KvTreeLayout layout);
+  const KvTreeChanges& changes() const { return m_changes; }
   // Lays out and shows `nodes` here, on the calling thread.
   void setSnapshot(std::vector<rag::KvTreeNode> nodes);
   void setFoldParams(FoldParams p);
@@ -97,10 +123,15 @@ public:
 
 private:
   QModelIndex indexOfRow(int row, int column = 0) const;
+  void relayOut();  // the same snapshot in other rows (fold settings): its changes stay marked
+  void compareWith(const std::vector<rag::KvTreeNode>& previous);
 
   KvTreeLayout m_layout;
   QSet<qint64> m_unfolded;  // parent node ids (namespace tops: -1 - ns) shown unfolded
   FoldParams m_fold;
+  KvTreeChanges m_changes;
+  bool m_hadSnapshot = false;
+  std::unordered_map<int32_t, KvTreeChange> m_changeOf;  // node id -> its change (None absent)
 };
 
 }  // namespace ragwb
