@@ -331,8 +331,17 @@ int cmdBenchBlocks(Args& args) {
   const std::string jsonPath = args.getOr("json", "");
   const std::vector<std::string> rowNames =
       splitList(args.getOr("rows", "vanilla,block_noft,block_ft,block_ft_full,shipped_full"));
-  const std::string vanillaDir = args.getOr("vanilla-model", "");
-  const std::string blockDir = args.getOr("block-model", "");
+  // The accuracy table's pair: by default the shipped ones beside rag-llama (datasets/models/
+  // rag-llama-vanilla and rag-llama-block, fine-tuned the same steps without and with the block mask).
+  auto shippedModel = [](const char* name) {
+    const std::filesystem::path datasets = findShippedDir("datasets");
+    std::error_code ec;
+    return !datasets.empty() && std::filesystem::exists(datasets / "models" / name / "config.json", ec)
+               ? (datasets / "models" / name).string()
+               : std::string();
+  };
+  const std::string vanillaDir = args.getOr("vanilla-model", shippedModel("rag-llama-vanilla"));
+  const std::string blockDir = args.getOr("block-model", shippedModel("rag-llama-block"));
   for (auto* r : {&questionTokens, &repeats, &questions, &requests})
     if (!*r) return fail(r->status());
   for (auto* r : {&rate, &slo})

@@ -122,7 +122,7 @@ const std::vector<Command>& commands() {
        {"quiet", "json"}, cmdBlocksPrecompute},
       {"bench", "blocks",
        "[--quick] [--tables ttft,accuracy,serving] [--lengths 128,256,512,1024,1984] [--question-tokens 32] "
-       "[--repeats 5] [--questions 400] [--contexts gold,retrieved] [--rows vanilla,block_noft,block_ft,block_ft_full,shipped_full] [--vanilla-model DIR] [--block-model DIR] "
+       "[--repeats 5] [--questions 400] [--contexts gold,retrieved] [--rows vanilla,block_noft,block_ft,block_ft_full,shipped_full] [--vanilla-model datasets/models/rag-llama-vanilla] [--block-model datasets/models/rag-llama-block] "
        "[--requests 200] [--rps 16] [--slo 1] [--json FILE] [--model DIR] [--dtype f32|bf16] [--embedder DIR] "
        "[--index BASE] [--corpus PATH]",
        {"quick"}, cmdBenchBlocks},

@@ -68,7 +68,7 @@ private Q_SLOTS:
   }
 
   void everyFigureCitesItsPaperAndRunsAQuickBench() {
-    QVERIFY(ragwb::paperFigures().size() >= 5);
+    QCOMPARE(ragwb::paperFigures().size(), size_t{8});  // HedraRAG 13/14, WindVE 1/3, DepCache 13, Block-Attention 1/2, DRAGON 6
     for (const PaperFigure& f : ragwb::paperFigures()) {
       QVERIFY2(!f.citation.isEmpty() && !f.paper.empty(), qPrintable(f.id));
       QCOMPARE(f.args.value(0), QStringLiteral("bench"));
@@ -124,6 +124,30 @@ private Q_SLOTS:
     QCOMPARE((*windve)[0].category, QStringLiteral("2 s limit"));
     QCOMPARE((*windve)[0].value, 25.0);
     QVERIFY(!ragwb::findPaperFigure(QStringLiteral("windve-table1"))->extract(parse(R"({"ratio": null})")).isOk());
+
+    auto offline = ragwb::findPaperFigure(QStringLiteral("hedra-fig14"))->extract(parse(R"({"runs": [
+      {"workflow": "oneshot", "mode": "flashrag", "wall_s": 3.0}, {"workflow": "oneshot", "mode": "hedra", "wall_s": 2.0},
+      {"workflow": "irg", "mode": "hedra", "wall_s": 1.0}]})"));
+    QVERIFY(offline.isOk());
+    QCOMPARE(offline->size(), size_t{1});  // IRG has no FlashRAG run
+    QCOMPARE((*offline)[0].value, 1.5);
+
+    auto depths = ragwb::findPaperFigure(QStringLiteral("windve-table3"))->extract(parse(R"({"devices": {
+      "main": {"name": "cpu[0]", "depth_fit": 45, "depth_stress": 40},
+      "auxiliary": {"name": "cpu[1]", "depth_fit": 30, "depth_stress": 40}}})"));
+    QVERIFY(depths.isOk());
+    QCOMPARE(find(*depths, QStringLiteral("main device (cpu[0])"))->value, 12.5);
+    QCOMPARE(find(*depths, QStringLiteral("auxiliary CPU (cpu[1])"))->value, -25.0);
+    auto noStress = ragwb::findPaperFigure(QStringLiteral("windve-table3"))->extract(parse(R"({"devices": {
+      "main": {"name": "cpu[0]", "depth_fit": 45, "depth_stress": null}}})"));
+    QVERIFY(noStress.status().message().find("--stress") != std::string::npos);
+
+    auto accuracy = ragwb::findPaperFigure(QStringLiteral("blocks-table1"))->extract(parse(R"({"accuracy": {
+      "vanilla": 0.6, "block_noft": 0.3, "block_ft": 0.55, "gold": {}}})"));
+    QVERIFY(accuracy.isOk());
+    QCOMPARE(find(*accuracy, QStringLiteral("block, no fine-tuning"))->value, 30.0);
+    QCOMPARE(find(*accuracy, QStringLiteral("block fine-tuned"))->value, 55.0);
+    QVERIFY(!ragwb::findPaperFigure(QStringLiteral("blocks-table1"))->extract(parse(R"({"accuracy": {"vanilla": 0.6}})")).isOk());
 
     auto dep = ragwb::findPaperFigure(QStringLiteral("depcache-fig13"))->extract(parse(R"({
       "hit_rate": {"zipf": {"lru": 0.5, "lfu": 0.55, "pgdsf": 0.6, "lacr": 0.7, "lpm": 0.65, "lsp": 0.7}}})"));
