@@ -1,6 +1,8 @@
 #include "reproduce/reproduce_page.h"
 
 #include <QDateTime>
+#include <QFutureWatcher>
+#include <QtConcurrent/QtConcurrentRun>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QJsonDocument>
@@ -139,7 +141,7 @@ bool ReproducePage::selectFigure(const QString& id) {
   return false;
 }
 
-bool ReproducePage::busy() const { return m_process->running(); }
+bool ReproducePage::busy() const { return m_process->running() || m_saving; }
 
 QStringList ReproducePage::arguments() const {
   const PaperFigure* f = currentFigure();
@@ -184,13 +186,51 @@ void ReproducePage::start() {
 
 void ReproducePage::cancel() { m_process->cancel(); }
 
+struct ReproducePage::StoreWork {
+  rag::Status status;
+  int64_t addedId = -1;
+  std::vector<rag::BenchResult> results;
+};
+
+void ReproducePage::withStore(rag::BenchResult add, std::function<void(StoreWork&)> then) {
+  auto* watcher = new QFutureWatcher<StoreWork>(this);
+  connect(watcher, &QFutureWatcher<StoreWork>::finished, this, [watcher, then = std::move(then)] {
+    watcher->deleteLater();
+    StoreWork w = watcher->result();
+    then(w);
+  });
+  watcher->setFuture(QtConcurrent::run([path = m_storePath.toStdString(), add = std::move(add)] {
+    StoreWork w;
+    auto store = rag::RunStore::open(path);
+    if (!store) {
+      w.status = store.status();
+      return w;
+    }
+    if (!add.name.empty()) {
+      auto id = store->addBenchResult(add);
+      if (!id) {
+        w.status = id.status();
+        return w;
+      }
+      w.addedId = *id;
+    }
+    auto list = store->listBenchResults();
+    if (!list) w.status = list.status();
+    else w.results = std::move(*list);
+    return w;
+  }));
+}
+
 void ReproducePage::onFinished(const BenchOutcome& o) {
-  m_run->setEnabled(true);
-  m_cancel->setEnabled(false);
-  m_figures->setEnabled(true);
-  m_extraArgs->setEnabled(true);
+  auto done = [this] {
+    m_run->setEnabled(true);
+    m_cancel->setEnabled(false);
+    m_figures->setEnabled(true);
+    m_extraArgs->setEnabled(true);
+  };
   const PaperFigure* f = findPaperFigure(m_runningFigure);
-  auto fail = [this](const QString& why) {
+  auto fail = [this, done](const QString& why) {
+    done();
     m_progress->setValue(0);
     m_status->setText(why);
     Q_EMIT runFinished(false, why, -1);
@@ -199,36 +239,36 @@ void ReproducePage::onFinished(const BenchOutcome& o) {
   if (!f) return fail(tr("unknown figure %1").arg(m_runningFigure));
   // Plot first: output that does not hold the figure's quantities is not saved as its result.
   if (QString why = plotResult(*f, o.json); !why.isEmpty()) return fail(why);
-  auto store = rag::RunStore::open(m_storePath.toStdString());
-  if (!store) return fail(QString::fromStdString(store.status().message()));
+  if (m_storePath.isEmpty()) return fail(tr("no run history to save the result into"));
   rag::BenchResult r;
   r.name = f->id.toStdString();
   r.commandLine = o.commandLine.toStdString();
   r.startedAt = QDateTime::currentDateTimeUtc().addMSecs(-static_cast<qint64>(o.seconds * 1e3)).toString(Qt::ISODate).toStdString();
   r.seconds = o.seconds;
   r.json = o.json.toStdString();
-  auto id = store->addBenchResult(r);
-  if (!id) return fail(QString::fromStdString(id.status().message()));
-  m_progress->setValue(100);
-  const QString message = tr("%1 finished in %2 s; saved as result %3.").arg(f->id).arg(o.seconds, 0, 'f', 1).arg(*id);
-  m_status->setText(message);
-  refreshResults();
-  Q_EMIT runFinished(true, message, *id);
+  m_saving = true;
+  m_status->setText(tr("%1 finished in %2 s; saving…").arg(f->id).arg(o.seconds, 0, 'f', 1));
+  withStore(std::move(r), [this, id = f->id, seconds = o.seconds, done, fail](StoreWork& w) {
+    m_saving = false;
+    if (!w.status.isOk()) return fail(QString::fromStdString(w.status.message()));
+    done();
+    m_results->setResults(std::move(w.results));
+    m_progress->setValue(100);
+    const QString message = tr("%1 finished in %2 s; saved as result %3.").arg(id).arg(seconds, 0, 'f', 1).arg(w.addedId);
+    m_status->setText(message);
+    Q_EMIT runFinished(true, message, w.addedId);
+  });
 }
 
 void ReproducePage::refreshResults() {
   if (m_storePath.isEmpty()) return;
-  auto store = rag::RunStore::open(m_storePath.toStdString());
-  if (!store) {
-    m_status->setText(QString::fromStdString(store.status().message()));
-    return;
-  }
-  auto list = store->listBenchResults();
-  if (!list) {
-    m_status->setText(QString::fromStdString(list.status().message()));
-    return;
-  }
-  m_results->setResults(std::move(*list));
+  withStore({}, [this](StoreWork& w) {
+    if (!w.status.isOk()) {
+      m_status->setText(QString::fromStdString(w.status.message()));
+      return;
+    }
+    m_results->setResults(std::move(w.results));
+  });
 }
 
 void ReproducePage::openResult(int row) {

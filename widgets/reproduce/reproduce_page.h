@@ -16,8 +16,10 @@
 #include <QString>
 #include <QStringList>
 #include <QWidget>
+#include <functional>
 #include <optional>
 
+#include "rag/run_store.h"
 #include "reproduce/paper_figures.h"
 
 class QCustomPlot;
@@ -40,14 +42,15 @@ public:
   explicit ReproducePage(QWidget* parent = nullptr);
   ~ReproducePage() override;
 
-  // The run history the results are saved into and listed from (created when missing).
+  // The run history the results are saved into and listed from (created when missing). The
+  // history is opened, written and read on Qt's thread pool, never on the GUI thread.
   void setStorePath(const QString& path);
   // The `ragraph` binary to run (default: next to this executable).
   void setRagraphBinary(const QString& path) { m_binary = path; }
 
   const PaperFigure* currentFigure() const;
   bool selectFigure(const QString& id);  // false for an unknown id
-  bool busy() const;
+  bool busy() const;  // a bench running, or its result being saved
 
   QListWidget* figureList() const { return m_figures; }
   QLineEdit* extraArgsEdit() const { return m_extraArgs; }  // appended to the figure's arguments
@@ -72,7 +75,11 @@ Q_SIGNALS:
   void runFinished(bool ok, const QString& message, qint64 savedId);
 
 private:
+  struct StoreWork;  // what a pool thread did with the history
   void onFinished(const BenchOutcome& o);
+  // On the pool: adds `add` (when it has a name) to the history, then lists every result; the
+  // GUI thread gets the outcome in `then`.
+  void withStore(rag::BenchResult add, std::function<void(StoreWork&)> then);
   void showFigure();
   void openResult(int row);
   // Plots `figure`'s paper numbers and ours from `json` ("" : the paper's alone).
@@ -96,6 +103,7 @@ private:
   QString m_storePath;
   QString m_runningFigure;
   FigurePoints m_ours, m_paper;
+  bool m_saving = false;
 };
 
 }  // namespace ragwb
