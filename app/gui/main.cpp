@@ -2,7 +2,7 @@
 //   ragraph-workbench [--corpus PATH] [--screenshot FILE.png] [--demo] [--bench-timeline [--spans N]]
 //                     [--bench-kvtree [--nodes N]] [--show TOOL] [--demo-kg] [--demo-kv] [--demo-blocks]
 //                     [--demo-dep] [--dragon QUESTION [--dragon-latency MS] [--dragon-tokens N]]
-//                     [--windve [--windve-clients N] [--windve-seconds S]]
+//                     [--windve [--windve-slo S] [--windve-clients N] [--windve-seconds S]]
 //                     [--reproduce FIGURE [--reproduce-args ARGS]] [--tour]
 // --screenshot renders the window once its pages have loaded (with --demo: once the demo run has
 // finished), saves the PNG and exits; --demo runs a short IRG workload on the default
@@ -136,14 +136,16 @@ int main(int argc, char** argv) {
   QCommandLineOption dragonLatencyOpt("dragon-latency", "Added link latency for --dragon, ms (default 100).", "MS", "100");
   QCommandLineOption dragonTokensOpt("dragon-tokens", "Decode exactly N tokens in --dragon (EOS ignored).", "N");
   QCommandLineOption windveOpt("windve", "Calibrate the WindVE page's embedding service and run its load.");
-  QCommandLineOption windveClientsOpt("windve-clients", "Closed-loop clients for --windve, [1, 512] (default 64).", "N", "64");
+  QCommandLineOption windveSloOpt("windve-slo", "Latency SLO for --windve, (0, 10] s (default 0.1: the shipped embedder "
+                                  "answers 0.5 s bursts of more queries than the calibration's cap of 256).", "S", "0.1");
+  QCommandLineOption windveClientsOpt("windve-clients", "Closed-loop clients for --windve, [1, 512] (default 192).", "N", "192");
   QCommandLineOption windveSecondsOpt("windve-seconds", "Duration of --windve's load, [1, 600] s (default 10).", "S", "10");
   QCommandLineOption reproduceOpt("reproduce", "Run FIGURE's bench in the Reproduce page (e.g. blocks-table2).", "FIGURE");
   QCommandLineOption reproduceArgsOpt("reproduce-args", "Extra arguments for --reproduce's bench.", "ARGS");
   QCommandLineOption tourOpt("tour", "Start the guided tour: load a workflow, run it, and see what each view shows.");
   parser.addOptions({corpusOpt, shotOpt, demoOpt, benchOpt, spansOpt, kvBenchOpt, nodesOpt, showOpt, demoKgOpt, demoKvOpt,
                      demoBlocksOpt, demoDepOpt, dragonOpt, dragonLatencyOpt, dragonTokensOpt, windveOpt,
-                     windveClientsOpt, windveSecondsOpt, reproduceOpt,
+                     windveSloOpt, windveClientsOpt, windveSecondsOpt, reproduceOpt,
                      reproduceArgsOpt, tourOpt});
   parser.process(app);
 
@@ -371,18 +373,22 @@ int main(int argc, char** argv) {
     });
     startOnceEngineSettles(window, page, [page] { page->start(); }, /*orFailed=*/true);
   } else if (parser.isSet(windveOpt)) {
-    bool okClients = false, okSeconds = false;
+    bool okSlo = false, okClients = false, okSeconds = false;
+    const double slo = parser.value(windveSloOpt).toDouble(&okSlo);
     const int clients = parser.value(windveClientsOpt).toInt(&okClients);
     const int seconds = parser.value(windveSecondsOpt).toInt(&okSeconds);
-    if (!okClients || clients < 1 || clients > 512 || !okSeconds || seconds < 1 || seconds > 600) {
-      std::fprintf(stderr, "error: --windve-clients takes a number in [1, 512] and --windve-seconds whole seconds in "
-                   "[1, 600], not '%s' and '%s'\n", qPrintable(parser.value(windveClientsOpt)),
+    if (!okSlo || !(slo >= 0.05 && slo <= 10) || !okClients || clients < 1 || clients > 512 || !okSeconds ||
+        seconds < 1 || seconds > 600) {
+      std::fprintf(stderr, "error: --windve-slo takes seconds in [0.05, 10], --windve-clients a number in [1, 512] and "
+                   "--windve-seconds whole seconds in [1, 600], not '%s', '%s' and '%s'\n",
+                   qPrintable(parser.value(windveSloOpt)), qPrintable(parser.value(windveClientsOpt)),
                    qPrintable(parser.value(windveSecondsOpt)));
       return 2;
     }
     if (shotFile.isEmpty()) window.tools()->raise("windveDock");
     else floatTool(window, "windveDock", {1500, 900});  // the screenshot is of the page alone, at a readable size
     ragwb::WindVePage* page = window.windve();
+    page->sloSpin()->setValue(slo);
     page->clientsSpin()->setValue(clients);
     page->secondsSpin()->setValue(seconds);
     QObject::connect(page, &ragwb::WindVePage::calibrationFinished, &window, [page](bool ok, const QString& m) {
@@ -399,13 +405,14 @@ int main(int argc, char** argv) {
         const rag::WindVeLoadSummary& s = *page->lastSummary();
         std::printf("windve run: ok: %lld clients, %.1f s, heterogeneous %s, depths main %lld auxiliary %lld: %lld served "
                     "(main %lld, auxiliary %lld), %.1f/s, BUSY %.1f%% of answers, latency p50 %.3f s p99 %.3f s "
-                    "(SLO %.2f s, %.1f%% within); longest GUI stall %.1f ms (GUI thread working %.1f ms of it), the "
+                    "(SLO %.2f s, %.1f%% within), core share main %.0f%% auxiliary %.0f%%; longest GUI stall %.1f ms (GUI thread working %.1f ms of it), the "
                     "page's longest tick %.1f ms\n",
                     static_cast<long long>(s.clients), s.seconds, s.heterogeneous ? "on" : "off",
                     static_cast<long long>(s.mainDepth), static_cast<long long>(s.auxDepth),
                     static_cast<long long>(s.served), static_cast<long long>(s.servedMain),
                     static_cast<long long>(s.servedAux), s.servedPerSecond, 100 * s.busyShare, s.p50Seconds,
-                    s.p99Seconds, s.sloSeconds, 100 * s.withinSloShare, window.stallMeter()->maxStallMs(),
+                    s.p99Seconds, s.sloSeconds, 100 * s.withinSloShare, 100 * s.mainCoreShare, 100 * s.auxCoreShare,
+                    window.stallMeter()->maxStallMs(),
                     window.stallMeter()->maxStallBusyMs(), page->longestTickMs());
       } else {
         std::printf("windve run: failed: %s\n", qPrintable(m));

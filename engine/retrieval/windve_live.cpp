@@ -44,8 +44,10 @@ WindVeDeviceProfile profileOf(const DeviceCalibration& c) {
   return p;
 }
 
+double coreShare(const QueueStats& q) { return q.embedSeconds > 0 ? q.embedCpuSeconds / q.embedSeconds : 0; }
+
 WindVeQueueState queueOf(const QueueStats& q) {
-  return {q.device, q.depth, q.queued, q.running, q.served};
+  return {q.device, q.depth, q.queued, q.running, q.served, coreShare(q)};
 }
 
 }  // namespace
@@ -175,20 +177,30 @@ Status WindVeLive::run(const WindVeLoadSettings& s, LoadSink onDone) {
   Impl* impl = m_impl.get();
   // The auxiliary queue only in heterogeneous mode and where its device meets the SLO at all.
   const bool hetero = s.heterogeneous && impl->devices.size() > 1 && cal->auxiliary && cal->auxiliary->depth > 0;
-  std::optional<EmbeddingInstance> aux;
-  if (hetero) aux = impl->devices[1].instance();
-  RAG_ASSIGN_OR_RETURN(std::unique_ptr<EmbeddingService> svc,
-                       EmbeddingService::create(impl->devices[0].instance(), std::move(aux),
-                                                {.mainDepth = cal->main.depth,
-                                                 .auxDepth = hetero ? cal->auxiliary->depth : 1,
-                                                 .heterogeneous = hetero}));
-  auto run = std::make_shared<LoadRun>();
-  run->service = std::move(svc);
-  run->load = std::make_unique<ClosedLoopLoad>(
-      *run->service, impl->texts.texts,
-      ClosedLoopParams{.clients = s.clients, .seconds = s.seconds, .busyBackoffSeconds = s.busyBackoffMs / 1000,
-                       .windowSeconds = s.windowSeconds, .sloSeconds = cal->sloSeconds});
-  return impl->launch([impl, run, s, cal = *cal, hetero, onDone = std::move(onDone)] {
+  // The service starts its pinned workers (on a loaded machine that can take a while): on the
+  // worker thread, not the caller's.
+  return impl->launch([impl, s, cal = *cal, hetero, onDone = std::move(onDone)] {
+    auto start = [&]() -> Result<std::shared_ptr<LoadRun>> {
+      std::optional<EmbeddingInstance> aux;
+      if (hetero) aux = impl->devices[1].instance();
+      auto run = std::make_shared<LoadRun>();
+      RAG_ASSIGN_OR_RETURN(run->service, EmbeddingService::create(impl->devices[0].instance(), std::move(aux),
+                                                                  {.mainDepth = cal.main.depth,
+                                                                   .auxDepth = hetero ? cal.auxiliary->depth : 1,
+                                                                   .heterogeneous = hetero}));
+      run->load = std::make_unique<ClosedLoopLoad>(
+          *run->service, impl->texts.texts,
+          ClosedLoopParams{.clients = s.clients, .seconds = s.seconds, .busyBackoffSeconds = s.busyBackoffMs / 1000,
+                           .windowSeconds = s.windowSeconds, .sloSeconds = cal.sloSeconds});
+      return run;
+    };
+    Result<std::shared_ptr<LoadRun>> started = start();
+    if (!started) {
+      impl->finished();
+      if (onDone) onDone(started.status());
+      return;
+    }
+    const std::shared_ptr<LoadRun> run = *started;
     {
       std::lock_guard lock(impl->mutex);
       impl->lastLoad = run;
@@ -214,6 +226,8 @@ Status WindVeLive::run(const WindVeLoadSettings& s, LoadSink onDone) {
       w.p50Seconds = r->p50Seconds;
       w.p99Seconds = r->p99Seconds;
       w.maxSeconds = r->maxSeconds;
+      w.mainCoreShare = coreShare(st.main);
+      w.auxCoreShare = st.auxiliary ? coreShare(*st.auxiliary) : 0;
       w.withinSloShare = r->served > 0 ? static_cast<double>(r->withinSlo) / static_cast<double>(r->served) : 0;
       out = w;
     }

@@ -230,7 +230,7 @@ void WindVePage::setSources(std::filesystem::path embedderDir, std::filesystem::
 }
 
 rag::WindVeCalibrationSettings WindVePage::calibrationSettings() const {
-  return {.sloSeconds = m_slo->value(), .maxConcurrency = m_cap->value(), .repeats = 1};
+  return {.sloSeconds = m_slo->value(), .maxConcurrency = m_cap->value()};
 }
 
 rag::WindVeLoadSettings WindVePage::loadSettings() const {
@@ -438,15 +438,16 @@ void WindVePage::drawCalibration() {
     xMax = std::max(xMax, static_cast<double>(d->depth));
   }
   xMax *= 1.1;
-  yMax *= 1.15;
+  yMax *= 1.35;  // room for the legend above the SLO line
   m_fitPlot->clearItems();
   auto* slo = new QCPItemStraightLine(m_fitPlot);
   slo->point1->setCoords(0, c.sloSeconds);
   slo->point2->setCoords(1, c.sloSeconds);
   slo->setPen(QPen(kSlo, 1.5, Qt::DashLine));
   auto* sloText = new QCPItemText(m_fitPlot);
-  sloText->position->setCoords(xMax, c.sloSeconds);
-  sloText->setPositionAlignment(Qt::AlignRight | Qt::AlignBottom);
+  sloText->position->setCoords(0, c.sloSeconds);  // left, under the line: the depths are labelled at the right
+  sloText->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+  sloText->setPadding(QMargins(4, 2, 4, 2));
   sloText->setText(tr("SLO %1").arg(seconds(c.sloSeconds)));
   sloText->setColor(kSlo);
   for (int i = 0; i < 2; ++i) {
@@ -471,7 +472,8 @@ void WindVePage::drawCalibration() {
     label->position->setCoords(depth, at);
     label->setPositionAlignment(Qt::AlignHCenter | (i == 0 ? Qt::AlignTop : Qt::AlignBottom));
     label->setPadding(QMargins(2, 4, 2, 4));
-    label->setText(tr("depth %1").arg(d->depth));
+    // At the cap the SLO would allow more: the cap, not the device, set this depth.
+    label->setText(d->depth == c.maxConcurrency ? tr("depth %1 (the cap)").arg(d->depth) : tr("depth %1").arg(d->depth));
     label->setColor(deviceColour(i));
     QFont bold = label->font();
     bold.setBold(true);
@@ -483,7 +485,7 @@ void WindVePage::drawCalibration() {
 }
 
 void WindVePage::addSnapshot(const rag::WindVeSnapshot& s) {
-  if (s.seconds <= 0) return;
+  if (!s.running || s.seconds <= 0) return;  // not started yet, or the last load's final figures
   m_load[0]->addData(s.seconds, static_cast<double>(s.main.load()));
   if (s.auxiliary && m_depth[1]->dataCount() > 0) m_load[1]->addData(s.seconds, static_cast<double>(s.auxiliary->load()));
   m_servedRate->addData(s.seconds, s.servedPerSecond);
@@ -511,9 +513,11 @@ void WindVePage::showSummary(const rag::WindVeLoadSummary& s) {
     depths += tr(", %1 on auxiliary %2").arg(s.auxDepth).arg(QString::fromStdString(c.auxiliary->name));
   else
     depths += s.heterogeneous ? QString() : tr(" (heterogeneous off)");
+  QString cores = tr("main got %1 of its core").arg(percent(s.mainCoreShare));
+  if (s.auxDepth > 0) cores += tr(", auxiliary %1").arg(percent(s.auxCoreShare));
   m_summary->setText(tr("<b>%1 clients, %2:</b> %3 · %4 served (main %5, auxiliary %6), <b>%7/s</b> · "
                         "<b>BUSY %8</b> of answers · latency p50 %9, <b>p99 %10</b> against the SLO of %11 "
-                        "(%12 within)")
+                        "(%12 within) · %13 (below 100%: other processes took the rest)")
                          .arg(s.clients)
                          .arg(seconds(s.seconds), depths)
                          .arg(s.served)
@@ -521,7 +525,7 @@ void WindVePage::showSummary(const rag::WindVeLoadSummary& s) {
                          .arg(s.servedAux)
                          .arg(s.servedPerSecond, 0, 'f', 1)
                          .arg(percent(s.busyShare), seconds(s.p50Seconds), seconds(s.p99Seconds),
-                              seconds(s.sloSeconds), percent(s.withinSloShare)));
+                              seconds(s.sloSeconds), percent(s.withinSloShare), cores));
 }
 
 }  // namespace ragwb

@@ -51,7 +51,7 @@ struct WindVeParams {
 struct WindVeCalibrationSettings {
   double sloSeconds = 0.5;        // the latency every answer should meet
   int64_t maxConcurrency = 256;   // the largest burst profiled and the cap of a depth, >= 2
-  int repeats = 1;                // bursts per level, >= 1 (their median counts)
+  int repeats = 3;                // bursts per level, [1, 10] (their median counts)
 };
 
 enum class WindVeDevice : uint8_t { Main = 0, Auxiliary = 1 };
@@ -89,6 +89,9 @@ struct WindVeQueueState {
   int64_t depth = 0;
   int64_t queued = 0, running = 0;  // waiting, and in the batch being embedded
   int64_t served = 0;               // since the load started
+  // The instance's worker CPU time over the wall time of its embed calls since the load started:
+  // below 1, other processes took part of its cores (0: nothing embedded yet).
+  double coreShare = 0;
   int64_t load() const { return queued + running; }
 };
 
@@ -113,6 +116,7 @@ struct WindVeLoadSummary {
   double busyShare = 0;                         // BUSY answers over all answers, [0, 1]
   double p50Seconds = 0, p99Seconds = 0, maxSeconds = 0;
   double withinSloShare = 0;                    // served answers within the SLO, [0, 1]
+  double mainCoreShare = 0, auxCoreShare = 0;   // as WindVeQueueState::coreShare, over the load
 };
 
 class WindVeLive {
