@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
   QCommandLineOption windveOpt("windve", "Calibrate the WindVE page's embedding service and run its load.");
   QCommandLineOption windveSloOpt("windve-slo", "Latency SLO for --windve, (0, 10] s (default 0.1: the shipped embedder "
                                   "answers 0.5 s bursts of more queries than the calibration's cap of 256).", "S", "0.1");
-  QCommandLineOption windveClientsOpt("windve-clients", "Closed-loop clients for --windve, [1, 512] (default 192).", "N", "192");
+  QCommandLineOption windveClientsOpt("windve-clients", "Closed-loop clients for --windve, [1, 512] (default 384: past both depths).", "N", "384");
   QCommandLineOption windveSecondsOpt("windve-seconds", "Duration of --windve's load, [1, 600] s (default 10).", "S", "10");
   QCommandLineOption reproduceOpt("reproduce", "Run FIGURE's bench in the Reproduce page (e.g. blocks-table2).", "FIGURE");
   QCommandLineOption reproduceArgsOpt("reproduce-args", "Extra arguments for --reproduce's bench.", "ARGS");
@@ -406,14 +406,14 @@ int main(int argc, char** argv) {
         std::printf("windve run: ok: %lld clients, %.1f s, heterogeneous %s, depths main %lld auxiliary %lld: %lld served "
                     "(main %lld, auxiliary %lld), %.1f/s, BUSY %.1f%% of answers, latency p50 %.3f s p99 %.3f s "
                     "(SLO %.2f s, %.1f%% within), core share main %.0f%% auxiliary %.0f%%; longest GUI stall %.1f ms (GUI thread working %.1f ms of it), the "
-                    "page's longest tick %.1f ms\n",
+                    "page's longest tick %.1f ms and replot %.1f ms\n",
                     static_cast<long long>(s.clients), s.seconds, s.heterogeneous ? "on" : "off",
                     static_cast<long long>(s.mainDepth), static_cast<long long>(s.auxDepth),
                     static_cast<long long>(s.served), static_cast<long long>(s.servedMain),
                     static_cast<long long>(s.servedAux), s.servedPerSecond, 100 * s.busyShare, s.p50Seconds,
                     s.p99Seconds, s.sloSeconds, 100 * s.withinSloShare, 100 * s.mainCoreShare, 100 * s.auxCoreShare,
                     window.stallMeter()->maxStallMs(),
-                    window.stallMeter()->maxStallBusyMs(), page->longestTickMs());
+                    window.stallMeter()->maxStallBusyMs(), page->longestTickMs(), page->longestReplotMs());
       } else {
         std::printf("windve run: failed: %s\n", qPrintable(m));
       }

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/thread_pool.h"
 #include "model/runner.h"
 #include "model/text_embedder.h"
 #include "retrieval/query_texts.h"
@@ -71,7 +72,10 @@ struct WindVeLive::Impl {
     if (worker.joinable()) worker.join();  // the last job has finished (it cleared `active`)
     active = true;
     stop = false;
-    worker = std::thread(std::move(job));
+    worker = std::thread([job = std::move(job)] {
+      setCurrentThreadName("windve");
+      job();
+    });
     return Status::ok();
   }
   void finished() {

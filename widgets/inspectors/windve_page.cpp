@@ -142,7 +142,7 @@ WindVePage::WindVePage(QWidget* parent) : QWidget(parent) {
     m_load[i]->setName(i == 0 ? tr("main queue") : tr("auxiliary queue"));
     m_load[i]->addToLegend();
     m_depth[i] = m_livePlot->addGraph(qTime, queries);
-    m_depth[i]->setPen(QPen(deviceColour(i), 1.5, Qt::DashLine));
+    m_depth[i]->setPen(QPen(deviceColour(i).darker(170), 1.5, Qt::DashLine));  // visible over a full queue's line
     m_depth[i]->setName(i == 0 ? tr("main depth") : tr("auxiliary depth"));
     m_depth[i]->addToLegend();
   }
@@ -179,6 +179,9 @@ WindVePage::WindVePage(QWidget* parent) : QWidget(parent) {
   top->addWidget(m_summary);
   top->addWidget(plots, 1);
 
+  for (QCustomPlot* plot : {m_fitPlot, m_livePlot})
+    connect(plot, &QCustomPlot::afterReplot, this,
+            [this, plot] { m_longestReplotMs = std::max(m_longestReplotMs, plot->replotTime()); });
   connect(m_calibrate, &QPushButton::clicked, this, &WindVePage::calibrate);
   connect(m_run, &QPushButton::clicked, this, [this] { m_running ? stop() : start(); });
   m_timer.setInterval(100);
@@ -347,7 +350,7 @@ void WindVePage::launchRun() {
   for (int i = 0; i < 2; ++i)
     if (i == 0 || aux) m_depth[i]->setData({0.0, s.seconds}, {depths[i], depths[i]});
   m_queueRect->axis(QCPAxis::atBottom)->setRange(0, s.seconds);
-  m_queueRect->axis(QCPAxis::atLeft)->setRange(0, std::max(depths[0], depths[1]) * 1.25 + 1);
+  m_queueRect->axis(QCPAxis::atLeft)->setRange(0, std::max(depths[0], depths[1]) * 1.5 + 1);  // the legend above
   m_rateRect->axis(QCPAxis::atLeft)->setRange(0, 10);
   m_rateRect->axis(QCPAxis::atRight)->setRange(0, 10);
   m_livePlot->replot(QCustomPlot::rpQueuedReplot);
@@ -470,8 +473,8 @@ void WindVePage::drawCalibration() {
     drop->setPen(QPen(deviceColour(i), 1, Qt::DotLine));
     auto* label = new QCPItemText(m_fitPlot);
     label->position->setCoords(depth, at);
-    label->setPositionAlignment(Qt::AlignHCenter | (i == 0 ? Qt::AlignTop : Qt::AlignBottom));
-    label->setPadding(QMargins(2, 4, 2, 4));
+    label->setPositionAlignment(Qt::AlignRight | Qt::AlignTop);  // left of its drop line, under the SLO
+    label->setPadding(QMargins(2, 4 + 18 * i, 4, 2));                // the two labels never on one line
     // At the cap the SLO would allow more: the cap, not the device, set this depth.
     label->setText(d->depth == c.maxConcurrency ? tr("depth %1 (the cap)").arg(d->depth) : tr("depth %1").arg(d->depth));
     label->setColor(deviceColour(i));

@@ -68,6 +68,8 @@ public:
   const std::optional<rag::WindVeLoadSummary>& lastSummary() const { return m_lastSummary; }
   // The longest the page's own GUI-thread work took for one timer tick (drain + poll + plot).
   double longestTickMs() const { return m_longestTickMs; }
+  // The longest replot of either plot (the GUI thread's drawing, apart from the ticks).
+  double longestReplotMs() const { return m_longestReplotMs; }
 
 public Q_SLOTS:
   // Profiles both devices with the controls' SLO and cap. Refused (calibrationFinished(false,
@@ -111,7 +113,7 @@ private:
   bool m_loading = false, m_working = false, m_running = false, m_runAfterCalibration = false;
   std::optional<rag::WindVeCalibration> m_calibration;
   std::optional<rag::WindVeLoadSummary> m_lastSummary;
-  double m_longestTickMs = 0;
+  double m_longestTickMs = 0, m_longestReplotMs = 0;
 
   QDoubleSpinBox* m_slo;
   QSpinBox* m_cap;
