@@ -2,7 +2,7 @@
 //   ragraph-workbench [--corpus PATH] [--screenshot FILE.png] [--demo] [--bench-timeline [--spans N]]
 //                     [--bench-kvtree [--nodes N]] [--show TOOL] [--demo-kg] [--demo-kv] [--demo-blocks]
 //                     [--demo-dep] [--dragon QUESTION [--dragon-latency MS] [--dragon-tokens N]]
-//                     [--windve [--windve-slo S] [--windve-clients N] [--windve-seconds S]]
+//                     [--windve [--windve-slo S] [--windve-clients N] [--windve-seconds S] [--windve-no-hetero]]
 //                     [--reproduce FIGURE [--reproduce-args ARGS]] [--tour]
 // --screenshot renders the window once its pages have loaded (with --demo: once the demo run has
 // finished), saves the PNG and exits; --demo runs a short IRG workload on the default
@@ -139,13 +139,15 @@ int main(int argc, char** argv) {
   QCommandLineOption windveSloOpt("windve-slo", "Latency SLO for --windve, (0, 10] s (default 0.1: the shipped embedder "
                                   "answers 0.5 s bursts of more queries than the calibration's cap of 256).", "S", "0.1");
   QCommandLineOption windveClientsOpt("windve-clients", "Closed-loop clients for --windve, [1, 512] (default 384: past both depths).", "N", "384");
+  QCommandLineOption windveNoHeteroOpt("windve-no-hetero", "--windve with heterogeneous mode off (no offload: past the "
+                                       "main queue every query is BUSY).");
   QCommandLineOption windveSecondsOpt("windve-seconds", "Duration of --windve's load, [1, 600] s (default 10).", "S", "10");
   QCommandLineOption reproduceOpt("reproduce", "Run FIGURE's bench in the Reproduce page (e.g. blocks-table2).", "FIGURE");
   QCommandLineOption reproduceArgsOpt("reproduce-args", "Extra arguments for --reproduce's bench.", "ARGS");
   QCommandLineOption tourOpt("tour", "Start the guided tour: load a workflow, run it, and see what each view shows.");
   parser.addOptions({corpusOpt, shotOpt, demoOpt, benchOpt, spansOpt, kvBenchOpt, nodesOpt, showOpt, demoKgOpt, demoKvOpt,
                      demoBlocksOpt, demoDepOpt, dragonOpt, dragonLatencyOpt, dragonTokensOpt, windveOpt,
-                     windveSloOpt, windveClientsOpt, windveSecondsOpt, reproduceOpt,
+                     windveSloOpt, windveClientsOpt, windveNoHeteroOpt, windveSecondsOpt, reproduceOpt,
                      reproduceArgsOpt, tourOpt});
   parser.process(app);
 
@@ -391,6 +393,7 @@ int main(int argc, char** argv) {
     page->sloSpin()->setValue(slo);
     page->clientsSpin()->setValue(clients);
     page->secondsSpin()->setValue(seconds);
+    page->heterogeneousBox()->setChecked(!parser.isSet(windveNoHeteroOpt));
     QObject::connect(page, &ragwb::WindVePage::calibrationFinished, &window, [page](bool ok, const QString& m) {
       if (!ok) return;  // a failure ends the run too, reported below
       const rag::WindVeCalibration& c = *page->lastCalibration();
