@@ -1,6 +1,7 @@
 #include "main_window.h"
 
 #include <memory>
+#include <type_traits>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDockWidget>
@@ -103,32 +104,25 @@ MainWindow::MainWindow(std::filesystem::path corpus, QWidget* parent)
             m_timeline->zoomToFit();
             statusBar()->showMessage(tr("Run %1 reopened: %2 trace spans").arg(id).arg(trace.events.size()), 8000);
           });
-  // A DRAGON run: the stall meter watches the GUI thread while the page streams the run in.
-  connect(m_dragon, &DragonPage::runStarted, this, [this] {
-    m_stall->reset();
-    m_stall->start();
-  });
-  connect(m_dragon, &DragonPage::runFinished, this, [this](bool ok, const QString& message) {
-    if (m_stall->ticks() > 0)
-      statusBar()->showMessage(tr("DRAGON: %1 Longest GUI stall during the run %2 ms.").arg(message).arg(m_stall->maxStallMs(), 0, 'f', 1), 15000);
-    else if (!ok)
-      statusBar()->showMessage(tr("DRAGON: %1").arg(message), 15000);
-    m_stall->stop();
-    updateStatus();
-  });
-  // A WindVE load: the stall meter watches the GUI thread while the page polls the service.
-  connect(m_windve, &WindVePage::runStarted, this, [this] {
-    m_stall->reset();
-    m_stall->start();
-  });
-  connect(m_windve, &WindVePage::runFinished, this, [this](bool ok, const QString& message) {
-    if (m_stall->ticks() > 0)
-      statusBar()->showMessage(tr("WindVE: %1 Longest GUI stall during the load %2 ms.").arg(message).arg(m_stall->maxStallMs(), 0, 'f', 1), 15000);
-    else if (!ok)
-      statusBar()->showMessage(tr("WindVE: %1").arg(message), 15000);
-    m_stall->stop();
-    updateStatus();
-  });
+  // A DRAGON run or a WindVE load: the stall meter watches the GUI thread while the page streams
+  // it in, and the status bar reports the longest stall when it ends.
+  auto watchStalls = [this](auto* page, const QString& name, const QString& what) {
+    using Page = std::remove_pointer_t<decltype(page)>;
+    connect(page, &Page::runStarted, this, [this] {
+      m_stall->reset();
+      m_stall->start();
+    });
+    connect(page, &Page::runFinished, this, [this, name, what](bool ok, const QString& message) {
+      if (m_stall->ticks() > 0)
+        statusBar()->showMessage(tr("%1: %2 Longest GUI stall during the %3 %4 ms.").arg(name, message, what).arg(m_stall->maxStallMs(), 0, 'f', 1), 15000);
+      else if (!ok)
+        statusBar()->showMessage(tr("%1: %2").arg(name, message), 15000);
+      m_stall->stop();
+      updateStatus();
+    });
+  };
+  watchStalls(m_dragon, tr("DRAGON"), tr("run"));
+  watchStalls(m_windve, tr("WindVE"), tr("load"));
   // A paper figure's bench: it runs in a child process; the stall meter shows the GUI thread
   // kept responsive meanwhile.
   connect(m_reproduce, &ReproducePage::runStarted, this, [this] {

@@ -195,7 +195,7 @@ WindVePage::WindVePage(QWidget* parent) : QWidget(parent) {
                      .arg(QString::fromStdString(r ? r->status.message() : std::string("no result"))));
       return;
     }
-    if (r->embedderDir != m_embedderDir || r->corpus != m_corpus) {  // the sources changed meanwhile
+    if (r->modelDir != m_embedderDir || r->corpus != m_corpus) {  // the sources changed meanwhile
       retire(std::move(r->live));
       load(next);
       return;
@@ -289,16 +289,8 @@ void WindVePage::load(Next next) {
   m_runAfterCalibration = next == Next::Run;
   setBusy(true, false);
   m_status->setText(tr("Loading the embedder on both devices…"));
-  rag::WindVeParams p{.embedderDir = m_embedderDir, .corpusPath = m_corpus};
-  m_loader.setFuture(QtConcurrent::run([p] {
-    auto out = std::make_shared<Loaded>();
-    out->embedderDir = p.embedderDir;
-    out->corpus = p.corpusPath;
-    rag::Result<std::unique_ptr<rag::WindVeLive>> live = rag::WindVeLive::create(p);
-    if (live) out->live = std::shared_ptr<rag::WindVeLive>(std::move(*live));
-    else out->status = live.status();
-    return out;
-  }));
+  m_loader.setFuture(loadLive<rag::WindVeLive>(rag::WindVeParams{.embedderDir = m_embedderDir, .corpusPath = m_corpus},
+                                               m_embedderDir, m_corpus));
 }
 
 void WindVePage::launchCalibration(bool thenRun) {

@@ -26,6 +26,7 @@
 #include <memory>
 #include <optional>
 
+#include "inspectors/live_loader.h"
 #include "rag/windve.h"
 
 class QCheckBox;
@@ -88,11 +89,7 @@ Q_SIGNALS:
 private:
   enum class Next { Calibrate, Run };
   struct Inbox;  // what the worker hands to the GUI thread
-  struct Loaded {
-    rag::Status status;
-    std::shared_ptr<rag::WindVeLive> live;
-    std::filesystem::path embedderDir, corpus;
-  };
+  using Loaded = LiveLoad<rag::WindVeLive>;  // modelDir: the embedder's directory
   void load(Next next);
   void launchCalibration(bool thenRun);
   void launchRun();
