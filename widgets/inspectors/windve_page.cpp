@@ -103,6 +103,8 @@ WindVePage::WindVePage(QWidget* parent) : QWidget(parent) {
   m_fitPlot->legend->setVisible(true);
   m_fitPlot->legend->setIconSize(16, 8);
   m_fitPlot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+  m_fitPlot->xAxis->setRange(0, 64);   // until the first burst: the default SLO's scale
+  m_fitPlot->yAxis->setRange(0, 0.7);
   for (int i = 0; i < 2; ++i) {
     m_points[i] = m_fitPlot->addGraph();
     m_points[i]->setLineStyle(QCPGraph::lsNone);
