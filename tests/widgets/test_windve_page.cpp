@@ -2,7 +2,8 @@
 // 2-core machine: its refusals (a missing embedder, a second action while one is in flight), a
 // calibration with a low cap (each device profiled at two levels or more, depths of at least 1,
 // the fit and the SLO drawn), and a load of two clients for two seconds that serves answers and
-// fills the live plot; then Run with a changed SLO calibrates again first. No timings asserted.
+// fills the live plot; then Run with a changed SLO calibrates again first, and Stop ends a
+// calibration. No timings asserted.
 #include <QtTest>
 
 #include <QCheckBox>
@@ -110,6 +111,17 @@ private Q_SLOTS:
     QCOMPARE(started.count(), 2);
     QCOMPARE(page.lastSummary()->servedAux, int64_t{0});  // heterogeneous off: nothing on the auxiliary
     QCOMPARE(page.lastSummary()->auxDepth, int64_t{0});
+
+    // Stop during a calibration: it ends as stopped and the page is free again.
+    page.sloSpin()->setValue(0.35);
+    page.calibrate();
+    QCOMPARE(page.runButton()->text(), QStringLiteral("Stop"));
+    page.runButton()->click();
+    QVERIFY(calibrated.wait(240000));
+    QCOMPARE(calibrated.last()[0].toBool(), false);
+    QVERIFY2(calibrated.last()[1].toString().contains("stopped"), qPrintable(calibrated.last()[1].toString()));
+    QVERIFY(!page.busy());
+    QCOMPARE(page.runButton()->text(), QStringLiteral("Run"));
   }
 };
 

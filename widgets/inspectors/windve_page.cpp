@@ -185,7 +185,7 @@ WindVePage::WindVePage(QWidget* parent) : QWidget(parent) {
     connect(plot, &QCustomPlot::afterReplot, this,
             [this, plot] { m_longestReplotMs = std::max(m_longestReplotMs, plot->replotTime()); });
   connect(m_calibrate, &QPushButton::clicked, this, &WindVePage::calibrate);
-  connect(m_run, &QPushButton::clicked, this, [this] { m_running ? stop() : start(); });
+  connect(m_run, &QPushButton::clicked, this, [this] { m_working ? stop() : start(); });
   m_timer.setInterval(100);
   connect(&m_timer, &QTimer::timeout, this, &WindVePage::tick);
   connect(&m_loader, &QFutureWatcher<std::shared_ptr<Loaded>>::finished, this, [this] {
@@ -226,7 +226,6 @@ void WindVePage::setSources(std::filesystem::path embedderDir, std::filesystem::
     m_inbox.reset();
     m_timer.stop();
     m_running = false;
-    m_run->setText(tr("Run"));
     setBusy(m_loading, false);
     m_status->setText(tr("The sources changed: the calibration or load in flight was stopped."));
   }
@@ -252,7 +251,9 @@ void WindVePage::setBusy(bool loading, bool working) {
   m_loading = loading;
   m_working = working;
   m_calibrate->setEnabled(!busy());
-  m_run->setEnabled(!busy() || m_running);  // Stop stays available during a load
+  // While a calibration or a load runs, Run is Stop (loading the embedder cannot be stopped).
+  m_run->setText(m_working ? tr("Stop") : tr("Run"));
+  m_run->setEnabled(!m_loading);
   for (QWidget* w : std::initializer_list<QWidget*>{m_slo, m_cap, m_clients, m_seconds, m_hetero}) w->setEnabled(!busy());
 }
 
@@ -350,7 +351,6 @@ void WindVePage::launchRun() {
   m_livePlot->replot(QCustomPlot::rpQueuedReplot);
   m_running = true;
   setBusy(false, true);
-  m_run->setText(tr("Stop"));
   m_status->setText(tr("Running: %1 closed-loop clients for %2 s, heterogeneous %3…")
                         .arg(s.clients)
                         .arg(s.seconds, 0, 'f', 0)
@@ -393,7 +393,6 @@ void WindVePage::tick() {
   if (loaded) {
     m_inbox.reset();
     m_running = false;
-    m_run->setText(tr("Run"));
     setBusy(false, false);
     if (!*loaded) {
       fail(Next::Run, tr("The load failed: %1").arg(QString::fromStdString(loaded->status().message())));

@@ -77,8 +77,9 @@ public Q_SLOTS:
   // why)) while something is in flight or when the embedder cannot be loaded.
   void calibrate();
   // Runs the load with the controls' settings, calibrating first when needed. The Run button
-  // turns into Stop while it runs.
+  // is Stop while a calibration or a load runs.
   void start();
+  // Ends a calibration (which then fails as stopped) or a load (which ends with what it did).
   void stop();
 
 Q_SIGNALS:
