@@ -136,8 +136,8 @@ int main(int argc, char** argv) {
   QCommandLineOption dragonLatencyOpt("dragon-latency", "Added link latency for --dragon, ms (default 100).", "MS", "100");
   QCommandLineOption dragonTokensOpt("dragon-tokens", "Decode exactly N tokens in --dragon (EOS ignored).", "N");
   QCommandLineOption windveOpt("windve", "Calibrate the WindVE page's embedding service and run its load.");
-  QCommandLineOption windveSloOpt("windve-slo", "Latency SLO for --windve, (0, 10] s (default 0.1: the shipped embedder "
-                                  "answers 0.5 s bursts of more queries than the calibration's cap of 256).", "S", "0.1");
+  QCommandLineOption windveSloOpt("windve-slo", "Latency SLO for --windve, [0.05, 10] s (default 0.1: tight enough that "
+                                  "the depths come from the SLO, not the calibration's cap of 256).", "S", "0.1");
   QCommandLineOption windveClientsOpt("windve-clients", "Closed-loop clients for --windve, [1, 512] (default 384: past both depths).", "N", "384");
   QCommandLineOption windveNoHeteroOpt("windve-no-hetero", "--windve with heterogeneous mode off (no offload: past the "
                                        "main queue every query is BUSY).");
