@@ -2,6 +2,7 @@
 //   ragraph-workbench [--corpus PATH] [--screenshot FILE.png] [--demo] [--bench-timeline [--spans N]]
 //                     [--bench-kvtree [--nodes N]] [--show TOOL] [--demo-kg] [--demo-kv] [--demo-blocks]
 //                     [--demo-dep] [--dragon QUESTION [--dragon-latency MS] [--dragon-tokens N]]
+//                     [--windve [--windve-slo S] [--windve-clients N] [--windve-seconds S] [--windve-no-hetero]]
 //                     [--reproduce FIGURE [--reproduce-args ARGS]] [--tour]
 // --screenshot renders the window once its pages have loaded (with --demo: once the demo run has
 // finished), saves the PNG and exits; --demo runs a short IRG workload on the default
@@ -13,6 +14,8 @@
 // --demo-dep runs GraphRAG twice under each eviction policy (LACR at α 0.2) with the DepCache panel in front;
 // --dragon runs one live DRAGON exchange in the DRAGON page (brought to the front) and prints its
 // summary and the GUI thread's longest stall during it (with --screenshot: saved after the run);
+// --windve calibrates the WindVE page's embedding service and runs its closed-loop load the same
+// way, printing the depths, throughput, BUSY share, latency against the SLO and longest stall;
 // --reproduce runs a paper figure's bench in the Reproduce page the same way (its result saved
 // into the run history); --tour starts the guided tour (with --screenshot it walks itself to the
 // run, and the window is saved once the run has finished, at the timeline step); --bench-timeline
@@ -43,6 +46,7 @@
 #include "run/run_panel.h"
 #include "inspectors/kg_inspector.h"
 #include "inspectors/dragon_page.h"
+#include "inspectors/windve_page.h"
 #include "inspectors/kv_tree_bench.h"
 #include "reproduce/paper_figures.h"
 #include "reproduce/reproduce_page.h"
@@ -131,11 +135,19 @@ int main(int argc, char** argv) {
   QCommandLineOption dragonOpt("dragon", "Run one live DRAGON exchange on QUESTION in the DRAGON page.", "QUESTION");
   QCommandLineOption dragonLatencyOpt("dragon-latency", "Added link latency for --dragon, ms (default 100).", "MS", "100");
   QCommandLineOption dragonTokensOpt("dragon-tokens", "Decode exactly N tokens in --dragon (EOS ignored).", "N");
+  QCommandLineOption windveOpt("windve", "Calibrate the WindVE page's embedding service and run its load.");
+  QCommandLineOption windveSloOpt("windve-slo", "Latency SLO for --windve, [0.05, 10] s (default 0.1: tight enough that "
+                                  "the depths come from the SLO, not the calibration's cap of 256).", "S", "0.1");
+  QCommandLineOption windveClientsOpt("windve-clients", "Closed-loop clients for --windve, [1, 512] (default 384: past both depths).", "N", "384");
+  QCommandLineOption windveNoHeteroOpt("windve-no-hetero", "--windve with heterogeneous mode off (no offload: past the "
+                                       "main queue every query is BUSY).");
+  QCommandLineOption windveSecondsOpt("windve-seconds", "Duration of --windve's load, [1, 600] s (default 10).", "S", "10");
   QCommandLineOption reproduceOpt("reproduce", "Run FIGURE's bench in the Reproduce page (e.g. blocks-table2).", "FIGURE");
   QCommandLineOption reproduceArgsOpt("reproduce-args", "Extra arguments for --reproduce's bench.", "ARGS");
   QCommandLineOption tourOpt("tour", "Start the guided tour: load a workflow, run it, and see what each view shows.");
   parser.addOptions({corpusOpt, shotOpt, demoOpt, benchOpt, spansOpt, kvBenchOpt, nodesOpt, showOpt, demoKgOpt, demoKvOpt,
-                     demoBlocksOpt, demoDepOpt, dragonOpt, dragonLatencyOpt, dragonTokensOpt, reproduceOpt,
+                     demoBlocksOpt, demoDepOpt, dragonOpt, dragonLatencyOpt, dragonTokensOpt, windveOpt,
+                     windveSloOpt, windveClientsOpt, windveNoHeteroOpt, windveSecondsOpt, reproduceOpt,
                      reproduceArgsOpt, tourOpt});
   parser.process(app);
 
@@ -370,6 +382,57 @@ int main(int argc, char** argv) {
       window.stallMeter()->reset();
       page->start();
     }, /*orFailed=*/true);
+  } else if (parser.isSet(windveOpt)) {
+    bool okSlo = false, okClients = false, okSeconds = false;
+    const double slo = parser.value(windveSloOpt).toDouble(&okSlo);
+    const int clients = parser.value(windveClientsOpt).toInt(&okClients);
+    const int seconds = parser.value(windveSecondsOpt).toInt(&okSeconds);
+    if (!okSlo || !(slo >= 0.05 && slo <= 10) || !okClients || clients < 1 || clients > 512 || !okSeconds ||
+        seconds < 1 || seconds > 600) {
+      std::fprintf(stderr, "error: --windve-slo takes seconds in [0.05, 10], --windve-clients a number in [1, 512] and "
+                   "--windve-seconds whole seconds in [1, 600], not '%s', '%s' and '%s'\n",
+                   qPrintable(parser.value(windveSloOpt)), qPrintable(parser.value(windveClientsOpt)),
+                   qPrintable(parser.value(windveSecondsOpt)));
+      return 2;
+    }
+    if (shotFile.isEmpty()) window.tools()->raise("windveDock");
+    else floatTool(window, "windveDock", {1500, 900});  // the screenshot is of the page alone, at a readable size
+    ragwb::WindVePage* page = window.windve();
+    page->sloSpin()->setValue(slo);
+    page->clientsSpin()->setValue(clients);
+    page->secondsSpin()->setValue(seconds);
+    page->heterogeneousBox()->setChecked(!parser.isSet(windveNoHeteroOpt));
+    QObject::connect(page, &ragwb::WindVePage::calibrationFinished, &window, [page](bool ok, const QString& m) {
+      if (!ok) return;  // a failure ends the run too, reported below
+      const rag::WindVeCalibration& c = *page->lastCalibration();
+      std::printf("windve calibration: %s", qPrintable(m));
+      for (const rag::WindVeDeviceProfile* d : {&c.main, c.auxiliary ? &*c.auxiliary : nullptr})
+        if (d) std::printf("; %s latency = %.5f * C + %.4f s (%zu levels)", d->name.c_str(), d->alpha, d->beta, d->samples.size());
+      std::printf("\n");
+      std::fflush(stdout);
+    });
+    QObject::connect(page, &ragwb::WindVePage::runFinished, &window, [&window, page, shotFile](bool ok, const QString& m) {
+      if (ok && page->lastSummary()) {
+        const rag::WindVeLoadSummary& s = *page->lastSummary();
+        std::printf("windve run: ok: %lld clients, %.1f s, heterogeneous %s, depths main %lld auxiliary %lld: %lld served "
+                    "(main %lld, auxiliary %lld), %.1f/s, BUSY %.1f%% of answers, latency p50 %.3f s p99 %.3f s "
+                    "(SLO %.2f s, %.1f%% within), core share main %.0f%% auxiliary %.0f%%; longest GUI stall %.1f ms (GUI thread working %.1f ms of it), the "
+                    "page's longest tick %.1f ms and replot %.1f ms\n",
+                    static_cast<long long>(s.clients), s.seconds, s.heterogeneous ? "on" : "off",
+                    static_cast<long long>(s.mainDepth), static_cast<long long>(s.auxDepth),
+                    static_cast<long long>(s.served), static_cast<long long>(s.servedMain),
+                    static_cast<long long>(s.servedAux), s.servedPerSecond, 100 * s.busyShare, s.p50Seconds,
+                    s.p99Seconds, s.sloSeconds, 100 * s.withinSloShare, 100 * s.mainCoreShare, 100 * s.auxCoreShare,
+                    window.stallMeter()->maxStallMs(),
+                    window.stallMeter()->maxStallBusyMs(), page->longestTickMs(), page->longestReplotMs());
+      } else {
+        std::printf("windve run: failed: %s\n", qPrintable(m));
+      }
+      std::fflush(stdout);
+      if (shotFile.isEmpty()) return QApplication::exit(ok ? 0 : 1);
+      saveAndExit(page->parentWidget() ? page->parentWidget() : page, shotFile, 400);  // the floating dock
+    });
+    startOnceEngineSettles(window, page, [page] { page->start(); }, /*orFailed=*/true);
   } else if (parser.isSet(demoOpt)) {
     // Every built-in in turn (16 questions each through hedra), IRG last so the views end on it;
     // each run's accuracy is printed as it finishes.

@@ -1,6 +1,7 @@
 #include "main_window.h"
 
 #include <memory>
+#include <type_traits>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDockWidget>
@@ -23,6 +24,7 @@
 #include "history/run_history_panel.h"
 #include "inspectors/kg_inspector.h"
 #include "inspectors/dragon_page.h"
+#include "inspectors/windve_page.h"
 #include "reproduce/reproduce_page.h"
 #include "tour/guided_tour.h"
 #include "nodegraph/graph_model.h"
@@ -102,19 +104,25 @@ MainWindow::MainWindow(std::filesystem::path corpus, QWidget* parent)
             m_timeline->zoomToFit();
             statusBar()->showMessage(tr("Run %1 reopened: %2 trace spans").arg(id).arg(trace.events.size()), 8000);
           });
-  // A DRAGON run: the stall meter watches the GUI thread while the page streams the run in.
-  connect(m_dragon, &DragonPage::runStarted, this, [this] {
-    m_stall->reset();
-    m_stall->start();
-  });
-  connect(m_dragon, &DragonPage::runFinished, this, [this](bool ok, const QString& message) {
-    if (m_stall->ticks() > 0)
-      statusBar()->showMessage(tr("DRAGON: %1 Longest GUI stall during the run %2 ms.").arg(message).arg(m_stall->maxStallMs(), 0, 'f', 1), 15000);
-    else if (!ok)
-      statusBar()->showMessage(tr("DRAGON: %1").arg(message), 15000);
-    m_stall->stop();
-    updateStatus();
-  });
+  // A DRAGON run or a WindVE load: the stall meter watches the GUI thread while the page streams
+  // it in, and the status bar reports the longest stall when it ends.
+  auto watchStalls = [this](auto* page, const QString& name, const QString& what) {
+    using Page = std::remove_pointer_t<decltype(page)>;
+    connect(page, &Page::runStarted, this, [this] {
+      m_stall->reset();
+      m_stall->start();
+    });
+    connect(page, &Page::runFinished, this, [this, name, what](bool ok, const QString& message) {
+      if (m_stall->ticks() > 0)
+        statusBar()->showMessage(tr("%1: %2 Longest GUI stall during the %3 %4 ms.").arg(name, message, what).arg(m_stall->maxStallMs(), 0, 'f', 1), 15000);
+      else if (!ok)
+        statusBar()->showMessage(tr("%1: %2").arg(name, message), 15000);
+      m_stall->stop();
+      updateStatus();
+    });
+  };
+  watchStalls(m_dragon, tr("DRAGON"), tr("run"));
+  watchStalls(m_windve, tr("WindVE"), tr("load"));
   // A paper figure's bench: it runs in a child process; the stall meter shows the GUI thread
   // kept responsive meanwhile.
   connect(m_reproduce, &ReproducePage::runStarted, this, [this] {
@@ -181,6 +189,8 @@ void MainWindow::buildDocks() {
   m_kg->setCorpus(m_corpus);
   m_dragon = new DragonPage;
   m_dragon->setSources(rag::defaultModelDirectory(), m_corpus);
+  m_windve = new WindVePage;
+  m_windve->setSources(rag::defaultEmbedderDirectory(), m_corpus);
   m_reproduce = new ReproducePage;
 
   // The ids are the docks' object names, which saved layouts (QSettings) refer to: keep them.
@@ -197,7 +207,8 @@ void MainWindow::buildDocks() {
   addTool("blockAttentionDock", tr("Block attention"), m_blocks, P::tabbedWith("kgDock"));
   addTool("depCacheDock", tr("DepCache"), m_depCache, P::tabbedWith("blockAttentionDock"));
   addTool("dragonDock", tr("DRAGON"), m_dragon, P::tabbedWith("depCacheDock"));
-  addTool("reproduceDock", tr("Reproduce"), m_reproduce, P::tabbedWith("dragonDock"));
+  addTool("windveDock", tr("WindVE"), m_windve, P::tabbedWith("dragonDock"));
+  addTool("reproduceDock", tr("Reproduce"), m_reproduce, P::tabbedWith("windveDock"));
   m_tools->raise("runDock");
   m_tools->raise("heatmapDock");
   resizeDocks({m_tools->dock("timelineDock"), m_tools->dock("heatmapDock"), m_tools->dock("kvHeatDock")},
@@ -276,6 +287,7 @@ void MainWindow::openCorpus() {
   m_overview->loadCorpus(m_corpus);
   m_kg->setCorpus(m_corpus);
   m_dragon->setSources(rag::defaultModelDirectory(), m_corpus);
+  m_windve->setSources(rag::defaultEmbedderDirectory(), m_corpus);
   EngineConfig c = m_bridge.config();
   c.corpus = m_corpus;
   m_bridge.startEngine(c);
@@ -327,10 +339,10 @@ void MainWindow::about() {
                      tr("<h3>RAGraph Workbench %1</h3>"
                         "<p>A workbench for designing, serving and understanding heterogeneous "
                         "RAG workflows, with an embedded serving engine. Built: HedraRAG, "
-                        "WindVE, DepCache's and Block-Attention's serving paths (run from the "
-                        "command line with --graph-attention and --block-attention) and DRAGON "
-                        "(ragraph dragon, and live in the DRAGON page). Not built yet: panels "
-                        "for DepCache and Block-Attention in this window.</p>")
+                        "WindVE (ragraph bench embed, and live in the WindVE page), DepCache's and "
+                        "Block-Attention's serving paths (run from the command line with "
+                        "--graph-attention and --block-attention, and shown in their panels) and "
+                        "DRAGON (ragraph dragon, and live in the DRAGON page).</p>")
                          .arg(QApplication::applicationVersion()));
 }
 

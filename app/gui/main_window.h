@@ -1,7 +1,7 @@
 // The workbench's main window: the RAGraph editor in the middle; tools in docks, registered
 // through a ToolRegistry: the live pipeline timeline, the cluster heatmap, the run panel, the run
 // history, the corpus overview, the KV-tree and knowledge-graph inspectors, the KV heatmap, the
-// Block-attention and DepCache panels, the DRAGON page and the Reproduce page (the layout is saved with
+// Block-attention and DepCache panels, the DRAGON and WindVE pages and the Reproduce page (the layout is saved with
 // QSettings); the guided tour; menus and shortcuts; a status bar with the engine's state and
 // the longest GUI-thread stall. The engine lives behind the EngineBridge, on its own threads.
 #pragma once
@@ -29,6 +29,7 @@ class GuiStallMeter;
 class KvTreeInspector;
 class KgInspector;
 class DragonPage;
+class WindVePage;
 class ReproducePage;
 class GuidedTour;
 class TourPanel;
@@ -54,6 +55,7 @@ public:
   KvTreeInspector* kvTree() { return m_kvTree; }
   KgInspector* knowledgeGraph() { return m_kg; }
   DragonPage* dragon() { return m_dragon; }
+  WindVePage* windve() { return m_windve; }
   ReproducePage* reproduce() { return m_reproduce; }
   EngineBridge* bridge() { return &m_bridge; }
   GuiStallMeter* stallMeter() { return m_stall; }
@@ -93,6 +95,7 @@ private:
   KvTreeInspector* m_kvTree = nullptr;
   KgInspector* m_kg = nullptr;
   DragonPage* m_dragon = nullptr;
+  WindVePage* m_windve = nullptr;
   ReproducePage* m_reproduce = nullptr;
   GuidedTour* m_tour = nullptr;
   TourPanel* m_tourPanel = nullptr;

@@ -183,16 +183,8 @@ void DragonPage::start() {
   }
   setBusy(true, false);
   m_status->setText(tr("Loading the device and the cloud (model, corpus, BM25 index, decode profile)…"));
-  rag::DragonLiveParams p{.modelDir = m_modelDir, .corpusPath = m_corpus};
-  m_loader.setFuture(QtConcurrent::run([p] {
-    auto out = std::make_shared<Loaded>();
-    out->modelDir = p.modelDir;
-    out->corpus = p.corpusPath;
-    rag::Result<std::unique_ptr<rag::DragonLive>> live = rag::DragonLive::create(p);
-    if (live) out->live = std::shared_ptr<rag::DragonLive>(std::move(*live));
-    else out->status = live.status();
-    return out;
-  }));
+  m_loader.setFuture(loadLive<rag::DragonLive>(rag::DragonLiveParams{.modelDir = m_modelDir, .corpusPath = m_corpus},
+                                               m_modelDir, m_corpus));
 }
 
 void DragonPage::launch() {

@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 
+#include "inspectors/live_loader.h"
 #include "rag/dragon.h"
 
 class QCheckBox;
@@ -74,11 +75,7 @@ Q_SIGNALS:
 
 private:
   struct Inbox;  // what the workers hand to the GUI thread
-  struct Loaded {
-    rag::Status status;
-    std::shared_ptr<rag::DragonLive> live;
-    std::filesystem::path modelDir, corpus;  // what it was loaded from
-  };
+  using Loaded = LiveLoad<rag::DragonLive>;
   void launch();
   void drain();
   void finish(bool ok, const QString& message);

@@ -48,4 +48,18 @@ void styleAxis(QCPAxis* axis, const QPalette& pal) {
   axis->grid()->setZeroLinePen(Qt::NoPen);
 }
 
+void stylePlot(QCustomPlot* plot, const QPalette& pal) {
+  plot->setBackground(pal.brush(QPalette::Window));
+  for (QCPAxisRect* rect : plot->axisRects()) {
+    rect->setBackground(pal.brush(QPalette::Base));
+    for (QCPAxis* a : rect->axes()) styleAxis(a, pal);
+    for (int i = 0; i < rect->insetLayout()->elementCount(); ++i)
+      if (auto* legend = qobject_cast<QCPLegend*>(rect->insetLayout()->elementAt(i))) {
+        legend->setBrush(pal.brush(QPalette::Base));
+        legend->setBorderPen(QPen(pal.color(QPalette::Mid)));
+        legend->setTextColor(pal.color(QPalette::WindowText));
+      }
+  }
+}
+
 }  // namespace ragwb

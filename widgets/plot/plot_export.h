@@ -1,4 +1,5 @@
-// Saving a QCustomPlot as PNG or SVG (by the file's suffix), for every plot the workbench shows.
+// Saving a QCustomPlot as PNG or SVG (by the file's suffix), and styling one in the palette's
+// colours, for every plot the workbench shows.
 #pragma once
 
 #include <QSize>
@@ -21,5 +22,8 @@ QString exportPlotDialog(QWidget* parent, QCustomPlot* plot, const QString& sugg
 // The palette's text colour on an axis's line, ticks and labels and a dotted grid, so the
 // heatmaps follow light and dark themes alike.
 void styleAxis(QCPAxis* axis, const QPalette& pal);
+// The whole plot in the palette's colours: its background, every axis rect's background and
+// axes (styleAxis), and every legend in the rects' inset layouts.
+void stylePlot(QCustomPlot* plot, const QPalette& pal);
 
 }  // namespace ragwb
