@@ -26,17 +26,21 @@ int cmdDemo(Args& args) {
   if (auto c = args.get("corpus")) params.corpus = *c;
   auto perType = args.getInt("requests", 2);
   std::string traceOut = args.getOr("trace-out", (defaultDataDir() / "demo-trace.json").string());
+  const std::filesystem::path modelDir = args.getOr("model", defaultModelDirectory().string());
   if (!perType) return fail(perType.status());
   if (*perType < 1 || *perType > 1000) return fail(Status::invalidArgument("--requests must be between 1 and 1000"));
   if (Status s = args.finish(); !s) return fail(s);
 
   // Serving when everything it needs is present; the lookups run either way.
   std::error_code ec;
-  const bool canServe = std::filesystem::exists(defaultModelDirectory() / "config.json", ec) &&
+  if (args.get("model") && !std::filesystem::exists(modelDir / "config.json", ec))
+    return fail(Status::notFound("--model: no model at " + modelDir.string() +
+                                 " (its config.json is missing); give a model directory such as datasets/models/rag-llama-roles"));
+  const bool canServe = std::filesystem::exists(modelDir / "config.json", ec) &&
                         std::filesystem::exists(defaultEmbedderDirectory() / "config.json", ec) &&
                         std::filesystem::exists(params.corpus.string() + ".index.ivf", ec);
   if (canServe) {
-    params.serving.modelDir = defaultModelDirectory();
+    params.serving.modelDir = modelDir;
     params.serving.embedderDir = defaultEmbedderDirectory();
     params.serving.policy = *parseServePolicy("hedra");
   }

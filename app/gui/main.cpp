@@ -110,6 +110,8 @@ int main(int argc, char** argv) {
   parser.addHelpOption();
   parser.addVersionOption();
   QCommandLineOption corpusOpt("corpus", "Corpus database (default: the one `ragraph corpus build` made).", "PATH");
+  QCommandLineOption modelOpt("model", "The language model to serve with, a model directory (default: the shipped "
+                              "datasets/models/rag-llama; e.g. datasets/models/rag-llama-roles).", "DIR");
   QCommandLineOption shotOpt("screenshot", "Save a PNG of the window once loaded (with --demo: after the run), then exit.", "FILE");
   QCommandLineOption demoOpt("demo", "Run a short IRG workload (hedra) so every view fills.");
   QCommandLineOption benchOpt("bench-timeline", "Print the timeline's frames per second as JSON and exit.");
@@ -145,7 +147,7 @@ int main(int argc, char** argv) {
   QCommandLineOption reproduceOpt("reproduce", "Run FIGURE's bench in the Reproduce page (e.g. blocks-table2).", "FIGURE");
   QCommandLineOption reproduceArgsOpt("reproduce-args", "Extra arguments for --reproduce's bench.", "ARGS");
   QCommandLineOption tourOpt("tour", "Start the guided tour: load a workflow, run it, and see what each view shows.");
-  parser.addOptions({corpusOpt, shotOpt, demoOpt, benchOpt, spansOpt, kvBenchOpt, nodesOpt, showOpt, demoKgOpt, demoKvOpt,
+  parser.addOptions({corpusOpt, modelOpt, shotOpt, demoOpt, benchOpt, spansOpt, kvBenchOpt, nodesOpt, showOpt, demoKgOpt, demoKvOpt,
                      demoBlocksOpt, demoDepOpt, dragonOpt, dragonLatencyOpt, dragonTokensOpt, windveOpt,
                      windveSloOpt, windveClientsOpt, windveNoHeteroOpt, windveSecondsOpt, reproduceOpt,
                      reproduceArgsOpt, tourOpt});
@@ -169,7 +171,17 @@ int main(int argc, char** argv) {
   std::filesystem::path corpus = parser.isSet(corpusOpt)
                                      ? std::filesystem::path(parser.value(corpusOpt).toStdString())
                                      : rag::defaultCorpusLocation();
-  ragwb::MainWindow window(corpus);
+  std::filesystem::path modelDir;
+  if (parser.isSet(modelOpt)) {
+    modelDir = parser.value(modelOpt).toStdString();
+    std::error_code ec;
+    if (!std::filesystem::exists(modelDir / "config.json", ec)) {
+      std::fprintf(stderr, "error: --model: no model at %s (its config.json is missing); give a model directory such "
+                   "as datasets/models/rag-llama-roles\n", modelDir.string().c_str());
+      return 2;
+    }
+  }
+  ragwb::MainWindow window(corpus, modelDir);
   window.show();
   if (parser.isSet(showOpt) && !window.tools()->raise(parser.value(showOpt))) {
     std::fprintf(stderr, "error: --show: no tool '%s'; the tools are: %s\n", qPrintable(parser.value(showOpt)),

@@ -38,7 +38,7 @@
 
 namespace ragwb {
 
-MainWindow::MainWindow(std::filesystem::path corpus, QWidget* parent)
+MainWindow::MainWindow(std::filesystem::path corpus, std::filesystem::path modelDir, QWidget* parent)
     : QMainWindow(parent), m_corpus(std::move(corpus)) {
   setWindowTitle(tr("RAGraph Workbench"));
   setDockNestingEnabled(true);
@@ -146,6 +146,7 @@ MainWindow::MainWindow(std::filesystem::path corpus, QWidget* parent)
   m_reproduce->setStorePath(QString::fromStdString(m_bridge.runStorePath().string()));
   EngineConfig config;
   config.corpus = m_corpus;
+  config.modelDir = std::move(modelDir);
   m_bridge.startEngine(config);
 }
 

@@ -39,7 +39,9 @@ struct ToolPlacement;
 class MainWindow : public QMainWindow {
   Q_OBJECT
 public:
-  explicit MainWindow(std::filesystem::path corpus, QWidget* parent = nullptr);
+  // `modelDir`: the language model the engine serves with (empty: the mode's default, see
+  // EngineConfig::modelDir).
+  explicit MainWindow(std::filesystem::path corpus, std::filesystem::path modelDir = {}, QWidget* parent = nullptr);
   ~MainWindow() override;
 
   OverviewPage* overview() { return m_overview; }

@@ -175,6 +175,12 @@ private Q_SLOTS:
     QVERIFY(!QFile::exists(path("y.db")));
   }
 
+  // `ragraph demo --model` names a directory without a model before any work starts.
+  void demoRefusesAModelDirectoryWithoutAModel() {
+    CliRun r = ragraph({"demo", "--corpus", m_db, "--model", path("no-model")});
+    checkOneLineError(r, "--model: no model at");
+  }
+
   // `--help` on a command prints its own usage and does nothing else.
   void helpOnACommandPrintsItsUsage() {
     CliRun r = ragraph({"corpus", "build", "--out", path("h.db"), "--help"});
