@@ -26,6 +26,7 @@ step "dpkg -x $(basename "$deb")"
 dpkg -x "$deb" "$root"
 for f in usr/bin/ragraph usr/bin/ragraph-workbench \
          usr/share/ragraph/datasets/models/rag-llama/model.safetensors \
+         usr/share/ragraph/datasets/models/rag-llama-roles/model.safetensors \
          usr/share/ragraph/datasets/models/rag-embedder/tokenizer.json \
          usr/share/ragraph/workflows/oneshot.json \
          usr/share/applications/io.github.ragraph.Workbench.desktop \
