@@ -324,16 +324,8 @@ void ClusterHeatmap::fillRates() {
 }
 
 void ClusterHeatmap::applyPalette() {
-  const QPalette pal = palette();
-  m_plot->setBackground(pal.brush(QPalette::Window));
-  for (QCPAxisRect* rect : {m_heatRect, m_stripRect, m_rateRect}) {
-    rect->setBackground(pal.brush(QPalette::Base));
-    for (QCPAxis* a : rect->axes()) styleAxis(a, pal);
-  }
-  styleAxis(m_scale->axis(), pal);
-  m_plot->legend->setBrush(pal.brush(QPalette::Base));
-  m_plot->legend->setBorderPen(QPen(pal.color(QPalette::Mid)));
-  m_plot->legend->setTextColor(pal.color(QPalette::WindowText));
+  stylePlot(m_plot, palette());  // the three rects, their axes and the legend in the rate rect
+  styleAxis(m_scale->axis(), palette());  // the colour scale's axis rect is not among the plot's axisRects()
 }
 
 bool ClusterHeatmap::event(QEvent* e) {

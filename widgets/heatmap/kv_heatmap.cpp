@@ -266,15 +266,7 @@ void KvHeatmap::fillRates() {
 }
 
 void KvHeatmap::applyPalette() {
-  const QPalette pal = palette();
-  m_plot->setBackground(pal.brush(QPalette::Window));
-  for (QCPAxisRect* rect : {m_mapRect, m_rateRect}) {
-    rect->setBackground(pal.brush(QPalette::Base));
-    for (QCPAxis* a : rect->axes()) styleAxis(a, pal);
-  }
-  m_plot->legend->setBrush(pal.brush(QPalette::Base));
-  m_plot->legend->setBorderPen(QPen(pal.color(QPalette::Mid)));
-  m_plot->legend->setTextColor(pal.color(QPalette::WindowText));
+  stylePlot(m_plot, palette());  // both rects, their axes and the legend in the rate rect
 }
 
 bool KvHeatmap::event(QEvent* e) {
