@@ -19,16 +19,24 @@ KgGraphModel::KgGraphModel(QObject* parent) : QAbstractTableModel(parent) {}
 
 void KgGraphModel::clear() {
   beginResetModel();
+  startGraph(0, 0, false);
+  endResetModel();
+  Q_EMIT graphChanged();
+}
+
+void KgGraphModel::startGraph(int32_t centre, int64_t cutEdges, bool fromRequest) {
   m_entities.clear();
   m_row.clear();
   m_edges.clear();
   m_edgeIndex.clear();
   m_expanded.clear();
-  m_centre = 0;
-  m_cutEdges = 0;
-  m_fromRequest = false;
-  endResetModel();
-  Q_EMIT graphChanged();
+  m_centre = centre;
+  m_cutEdges = cutEdges;
+  m_fromRequest = fromRequest;
+}
+
+void KgGraphModel::addEntity(const rag::KgEntity& e) {
+  if (m_row.emplace(e.id, static_cast<int>(m_entities.size())).second) m_entities.push_back(e);
 }
 
 void KgGraphModel::addEdge(const KgViewEdge& e) {
@@ -46,16 +54,8 @@ void KgGraphModel::addEdge(const KgViewEdge& e) {
 
 void KgGraphModel::showNeighbourhood(const rag::KgNeighbourhood& n) {
   beginResetModel();
-  m_entities.clear();
-  m_row.clear();
-  m_edges.clear();
-  m_edgeIndex.clear();
-  m_expanded.clear();
-  m_fromRequest = false;
-  m_centre = n.centre.id;
-  m_cutEdges = n.cutEdges;
-  for (const rag::KgEntity& e : n.entities)
-    if (m_row.emplace(e.id, static_cast<int>(m_entities.size())).second) m_entities.push_back(e);
+  startGraph(n.centre.id, n.cutEdges, false);
+  for (const rag::KgEntity& e : n.entities) addEntity(e);
   for (const rag::KgRelationEdge& e : n.edges) addEdge({e, KgEdgeUse::Plain, 0});
   m_expanded.insert(n.centre.id);
   endResetModel();
@@ -88,17 +88,7 @@ bool KgGraphModel::expand(const rag::KgNeighbourhood& n) {
 
 void KgGraphModel::showSubgraph(const rag::KgSubgraphUse& g) {
   beginResetModel();
-  m_entities.clear();
-  m_row.clear();
-  m_edges.clear();
-  m_edgeIndex.clear();
-  m_expanded.clear();
-  m_fromRequest = true;
-  m_cutEdges = g.cutEdges;
-  m_centre = g.root.entity.id;
-  auto addEntity = [&](const rag::KgEntity& e) {
-    if (m_row.emplace(e.id, static_cast<int>(m_entities.size())).second) m_entities.push_back(e);
-  };
+  startGraph(g.root.entity.id, g.cutEdges, true);
   addEntity(g.root.entity);
   for (const rag::KgPathUse& p : g.paths) {
     for (const rag::KgEntity& e : p.entities) addEntity(e);

@@ -80,6 +80,10 @@ private:
   void addEdge(const KgViewEdge& e);
   int degree(int32_t id) const;
 
+  // Empties the graph and sets what the next one is of (inside a model reset).
+  void startGraph(int32_t centre, int64_t cutEdges, bool fromRequest);
+  void addEntity(const rag::KgEntity& e);  // once per id, in the order first seen
+
   std::vector<rag::KgEntity> m_entities;
   std::unordered_map<int32_t, int> m_row;  // entity id -> row
   std::vector<KgViewEdge> m_edges;
