@@ -112,7 +112,7 @@ struct LmOptions {
   int64_t showExamples = 0;  // print this many training examples and stop
   int32_t graphSubgraphs = 5;  // graph data: subgraphs per prompt and paths per subgraph
   int32_t graphPaths = 30;
-  knowledge::RoleExampleOptions roles;  // --data roles: --roles, --completion-budget, --no-gold-share
+  knowledge::RoleExampleOptions roles;  // --data roles: --roles, --completion-budget, --no-gold-share, --two-hop-share
 };
 
 // The model shape flags, read before the tokenizer is (its size is the vocabulary).
@@ -261,7 +261,7 @@ Result<LmOptions> readLmOptions(Args& args) {
   RAG_ASSIGN_OR_RETURN(int64_t graphPaths, atLeast(args, "paths", 30, 1));
   o.graphSubgraphs = static_cast<int32_t>(graphSubgraphs);
   o.graphPaths = static_cast<int32_t>(graphPaths);
-  for (const char* flag : {"roles", "completion-budget", "no-gold-share"})
+  for (const char* flag : {"roles", "completion-budget", "no-gold-share", "two-hop-share"})
     if (o.data.data != TrainData::Roles && args.get(flag))
       return Status::invalidArgument("--" + std::string(flag) + " is for --data roles");
   if (auto roles = args.get("roles")) {
@@ -273,6 +273,10 @@ Result<LmOptions> readLmOptions(Args& args) {
   if (!(noGoldShare >= 0 && noGoldShare <= 1))
     return Status::invalidArgument("--no-gold-share must be between 0 and 1 (the share of answer prompts without their gold passage)");
   o.roles.noGoldShare = noGoldShare;
+  RAG_ASSIGN_OR_RETURN(double twoHopShare, args.getDouble("two-hop-share", o.roles.twoHopShare));
+  if (!(twoHopShare >= 0 && twoHopShare <= 1))
+    return Status::invalidArgument("--two-hop-share must be between 0 and 1 (the share of Multistep role examples drawn from two-hop questions)");
+  o.roles.twoHopShare = twoHopShare;
   RAG_ASSIGN_OR_RETURN(double promptLoss, args.getDouble("prompt-loss", 0.1));
   if (!(promptLoss >= 0 && promptLoss <= 1))
     return Status::invalidArgument("--prompt-loss must be between 0 and 1");
@@ -292,6 +296,7 @@ Result<LmOptions> readLmOptions(Args& args) {
                       {"prompt-loss", shortest(promptLoss)},
                       {"completion-budget", std::to_string(completionBudget)},
                       {"no-gold-share", shortest(noGoldShare)},
+                      {"two-hop-share", shortest(twoHopShare)},
                       {"tokenizer-vocab", std::to_string(o.tokenizer->vocabSize())}})
     o.setup.runOptions.emplace_back(k, v);
   return o;
