@@ -162,6 +162,7 @@ void GenerationExecutor::collect(std::vector<StageUpdate>& out) {
                             .work = u.generatedTokens,
                             .promptTokens = static_cast<int64_t>(l.prompt.size()),
                             .cachedPromptTokens = l.cachedPromptTokens,
+                            .promptTokenIds = std::make_shared<const std::vector<int32_t>>(l.prompt),
                             .attention = l.attention,
                             .segments = std::move(l.segments)};
       --m_running;

@@ -392,6 +392,7 @@ void Scheduler::finishNode(Req& r, NodeOutput output, bool speculative) {
   if (r.firstTokenNs != 0) t.firstTokenSeconds = secondsBetween(r.submitNs, r.firstTokenNs);
   t.promptTokens = output.promptTokens;
   t.cachedPromptTokens = output.cachedPromptTokens;
+  t.promptTokenIds = output.promptTokenIds;
   t.attention = output.attention;
   t.segments = output.segments;
   t.knowledge = output.knowledge;

@@ -43,6 +43,7 @@ struct NodeOutput {
   int64_t work = 0;                           // tokens generated, or clusters searched
   int64_t promptTokens = 0;                   // generation: the prompt, and the part of it the
   int64_t cachedPromptTokens = 0;             // prefix cache supplied
+  std::shared_ptr<const std::vector<int32_t>> promptTokenIds = {};  // generation: StageTiming::promptTokenIds
   std::string attention = {};                 // generation: StageTiming::attention
   std::vector<SegmentKvUse> segments = {};    // generation: StageTiming::segments
   std::shared_ptr<const KnowledgeUse> knowledge = {};  // knowledge: StageTiming::knowledge

@@ -5,6 +5,8 @@
 #include <QtTest>
 
 #include <QAbstractItemModelTester>
+#include <QComboBox>
+#include <QLabel>
 #include <QFont>
 #include <QSignalSpy>
 #include <QPlainTextEdit>
@@ -109,6 +111,54 @@ private Q_SLOTS:
     // The unfolded parent stays unfolded in the next snapshot.
     m.setSnapshot(wideTree());
     QCOMPARE(m.rowCount(m.index(0, 0, m.index(0, 0))), 20);
+  }
+
+  void promptPathFollowsTheTokensDownTheTree() {
+    // Node 0 [1 2 3] with twenty children [10+i, 50]; child 15 has a child [60 61 62]; the
+    // same tokens in namespace 1 must not be matched for namespace 0.
+    auto withTokens = [](int32_t id, int32_t parent, std::vector<int32_t> tokens, uint64_t ns = 0) {
+      rag::KvTreeNode n = node(id, parent, 0, ns);
+      n.tokens = std::move(tokens);
+      return n;
+    };
+    std::vector<rag::KvTreeNode> t = {withTokens(0, -1, {1, 2, 3}), withTokens(100, -1, {1, 2, 3}, 1)};
+    for (int i = 1; i <= 20; ++i) t.push_back(withTokens(i, 0, {10 + i, 50}));
+    t[2].tokens.insert(t[2].tokens.end(), 90, 50);  // child 1 is big: the small ones fold
+    t.push_back(withTokens(21, 15, {60, 61, 62}));
+    using ragwb::matchPromptPath;
+    ragwb::KvTreePath p = matchPromptPath(t, 0, std::vector<int32_t>{1, 2, 3, 25, 50, 60, 61, 99});
+    QCOMPARE(p.nodes, (std::vector<int32_t>{0, 15, 21}));
+    QCOMPARE(p.matchedTokens, int64_t{7});  // 3 + 2 + 2 of node 21's 3
+    p = matchPromptPath(t, 0, std::vector<int32_t>{1, 2, 9});
+    QCOMPARE(p.nodes, (std::vector<int32_t>{0}));  // left part-way through the first edge
+    QCOMPARE(p.matchedTokens, int64_t{2});
+    QVERIFY(matchPromptPath(t, 0, std::vector<int32_t>{5, 1, 2}).nodes.empty());
+    QCOMPARE(matchPromptPath(t, 1, std::vector<int32_t>{1, 2, 3, 25}).nodes, (std::vector<int32_t>{100}));
+
+    // In the model: node 15 was folded; choosing the path unfolds its parent and marks its rows.
+    KvTreeModel m;
+    QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    m.setFoldParams({.maxChildren = 4, .minShare = 0.05});
+    m.setSnapshot(t);
+    QCOMPARE(m.indexOfNode(15).data(KvTreeModel::KindRole).toInt(), int(KvTreeModel::RowKind::Folded));
+    m.setPromptPath({1, 2, 3, 25, 50, 60, 61, 99});
+    QCOMPARE(m.promptPath().matchedTokens, int64_t{7});
+    for (int32_t id : {0, 15, 21}) {
+      const QModelIndex i = m.indexOfNode(id);
+      QCOMPARE(i.data(KvTreeModel::NodeIdRole).toInt(), id);  // a row of its own now
+      QVERIFY(i.data(KvTreeModel::PathRole).toBool());
+      QVERIFY(i.data(Qt::BackgroundRole).isValid());
+    }
+    QVERIFY(!m.indexOfNode(1).data(KvTreeModel::PathRole).toBool());
+    QVERIFY(!m.indexOfNode(100).data(KvTreeModel::PathRole).toBool());
+    // The next snapshot keeps the path: here node 21 was evicted.
+    t.pop_back();
+    m.setSnapshot(t);
+    QCOMPARE(m.promptPath().nodes, (std::vector<int32_t>{0, 15}));
+    QCOMPARE(m.promptPath().matchedTokens, int64_t{5});
+    m.setPromptPath({});
+    QVERIFY(m.promptPath().nodes.empty());
+    QVERIFY(!m.indexOfNode(0).data(KvTreeModel::PathRole).toBool());
   }
 
   void columnsSayWhatANodeIs() {
@@ -272,6 +322,16 @@ private Q_SLOTS:
     QCOMPARE(rows, m->nodeCount());
     QVERIFY(allDecoded);
     QVERIFY(foundQuestion);
+    // Each finished request's generation stage is offered; choosing one shows where its prompt
+    // runs in the tree (its template text at least: the prefix cache keeps whole prompts).
+    QCOMPARE(inspector.promptChoice()->count(), 1 + 6);  // "none" + one generation stage each
+    inspector.showPromptPath(1);
+    QVERIFY(!m->promptPath().nodes.empty());
+    QVERIFY(m->promptPath().matchedTokens > 0);
+    QVERIFY(m->indexOfNode(m->promptPath().nodes.back()).data(KvTreeModel::PathRole).toBool());
+    QVERIFY2(inspector.pathLabel()->text().contains("prompt tokens in the tree now"), qPrintable(inspector.pathLabel()->text()));
+    inspector.showPromptPath(0);
+    QVERIFY(m->promptPath().nodes.empty());
   }
 };
 

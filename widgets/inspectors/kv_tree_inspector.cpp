@@ -1,6 +1,7 @@
 #include "inspectors/kv_tree_inspector.h"
 
 #include <QCheckBox>
+#include <QComboBox>
 #include <QFutureWatcher>
 #include <QtConcurrent/QtConcurrentRun>
 #include <QHBoxLayout>
@@ -65,9 +66,21 @@ KvTreeInspector::KvTreeInspector(EngineBridge* bridge, QWidget* parent)
   m_log->setMaximumBlockCount(500);
   m_log->setPlaceholderText(tr("Evictions and tier moves appear here as they happen."));
   m_log->setFixedHeight(m_log->fontMetrics().lineSpacing() * 5 + 12);
+  m_prompts = new QComboBox;
+  m_prompts->addItem(tr("none"));
+  m_prompts->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  m_prompts->setMinimumContentsLength(28);
+  m_prompts->setToolTip(tr("A finished request's generation stage: its prompt's path through the tree is highlighted"));
+  m_pathLabel = new QLabel;
+  m_pathLabel->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  auto* pathBar = new QHBoxLayout;
+  pathBar->addWidget(new QLabel(tr("Prompt path:")));
+  pathBar->addWidget(m_prompts);
+  pathBar->addWidget(m_pathLabel, 1);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
   layout->addLayout(bar);
+  layout->addLayout(pathBar);
   layout->addWidget(m_view, 1);
   layout->addWidget(m_log);
 
@@ -78,7 +91,75 @@ KvTreeInspector::KvTreeInspector(EngineBridge* bridge, QWidget* parent)
     if (on && isVisible()) m_timer.start();
     else m_timer.stop();
   });
-  if (m_bridge) connect(m_bridge, &EngineBridge::kvTree, this, &KvTreeInspector::layOutInBackground);
+  connect(m_prompts, qOverload<int>(&QComboBox::activated), this, &KvTreeInspector::showPromptPath);
+  if (m_bridge) {
+    connect(m_bridge, &EngineBridge::kvTree, this, &KvTreeInspector::layOutInBackground);
+    connect(m_bridge, &EngineBridge::requestFinished, this, &KvTreeInspector::addRequest);
+  }
+}
+
+void KvTreeInspector::addRequest(const rag::RequestRecord& record) {
+  constexpr size_t kChoices = 60;  // the newest generation stages offered
+  std::vector<PromptChoice> added;
+  for (const rag::StageTiming& s : record.stages)
+    if (s.kind == rag::NodeKind::Generation && s.promptTokenIds && !s.promptTokenIds->empty())
+      added.push_back({tr("#%1 %2 · %3 tokens (%4 cached)")
+                           .arg(record.requestId)
+                           .arg(QString::fromStdString(s.node))
+                           .arg(s.promptTokenIds->size())
+                           .arg(s.cachedPromptTokens),
+                       s.promptTokenIds, s.cachedPromptTokens, s.attention});
+  if (added.empty()) return;
+  // Newest first, the shown one kept selected.
+  const PromptChoice* shown = m_shownChoice > 0 ? &m_choices[static_cast<size_t>(m_shownChoice - 1)] : nullptr;
+  const auto shownTokens = shown ? shown->tokens : nullptr;
+  m_choices.insert(m_choices.begin(), std::make_move_iterator(added.rbegin()), std::make_move_iterator(added.rend()));
+  if (m_choices.size() > kChoices) m_choices.resize(kChoices);
+  m_prompts->clear();
+  m_prompts->addItem(tr("none"));
+  m_shownChoice = 0;
+  for (size_t i = 0; i < m_choices.size(); ++i) {
+    m_prompts->addItem(m_choices[i].label);
+    if (shownTokens && m_choices[i].tokens == shownTokens) m_shownChoice = static_cast<int>(i) + 1;
+  }
+  m_prompts->setCurrentIndex(m_shownChoice);
+  if (shownTokens && m_shownChoice == 0) showPromptPath(0);  // it aged out of the list
+}
+
+void KvTreeInspector::showPromptPath(int item) {
+  m_shownChoice = item > 0 && item <= static_cast<int>(m_choices.size()) ? item : 0;
+  m_prompts->setCurrentIndex(m_shownChoice);
+  if (m_shownChoice == 0) {
+    m_model->setPromptPath({});
+    describePath();
+    return;
+  }
+  const PromptChoice& c = m_choices[static_cast<size_t>(m_shownChoice - 1)];
+  m_model->setPromptPath(*c.tokens);
+  // Open the rows down to the deepest node on the path and bring it into view.
+  QModelIndex last;
+  for (int32_t id : m_model->promptPath().nodes)
+    if (QModelIndex i = m_model->indexOfNode(id); i.isValid()) last = i;
+  for (QModelIndex p = last.parent(); p.isValid(); p = p.parent()) m_view->expand(p);
+  if (last.isValid()) m_view->scrollTo(last, QAbstractItemView::PositionAtCenter);
+  describePath();
+}
+
+void KvTreeInspector::describePath() {
+  if (m_shownChoice == 0) {
+    m_pathLabel->clear();
+    return;
+  }
+  const PromptChoice& c = m_choices[static_cast<size_t>(m_shownChoice - 1)];
+  const KvTreePath& p = m_model->promptPath();
+  QString text = tr("%1 of %2 prompt tokens in the tree now, along %3 nodes; %4 came from the cache when it ran")
+                     .arg(p.matchedTokens)
+                     .arg(c.tokens->size())
+                     .arg(p.nodes.size())
+                     .arg(c.cachedTokens);
+  if (c.attention != "causal" && !c.attention.empty())
+    text += tr(" (its attention was %1: its passages' KV is kept apart from plain prompts)").arg(QString::fromStdString(c.attention));
+  m_pathLabel->setText(text);
 }
 
 void KvTreeInspector::showEvent(QShowEvent* e) {
@@ -158,6 +239,7 @@ void KvTreeInspector::showLayout(KvTreeLayout layout) {
   if (m_evicted > 0 || m_movedToHost > 0)
     text += tr(" · since opened: %1 evicted (%2 tokens), %3 moved to host").arg(m_evicted).arg(m_evictedTokens).arg(m_movedToHost);
   m_summary->setText(text);
+  describePath();  // the tree changed under the highlighted path
 }
 
 void KvTreeInspector::logChanges(const KvTreeChanges& c) {

@@ -6,6 +6,9 @@
 // host tier. Each update is compared with the one before: rows added since are tinted green,
 // rows that just moved to the host tier orange (back to compute: blue), and the log under the
 // tree lists the evictions and tier moves as they happen, with totals in the summary line.
+// "Prompt path" lists the generation stages of the requests that finished: choosing one
+// highlights (yellow) the nodes its prompt runs through in the tree now, unfolded and scrolled
+// to, and says how many of its tokens the tree holds.
 //
 //   auto* inspector = new ragwb::KvTreeInspector(&bridge);
 //   tools.add("kvTreeDock", tr("KV tree"), inspector, ToolPlacement::tabbedWith("heatmapDock"));
@@ -13,13 +16,16 @@
 
 #include <QTimer>
 #include <QWidget>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "inspectors/kv_tree_model.h"
 #include "rag/engine.h"
+#include "rag/run_store.h"
 
 class QCheckBox;
+class QComboBox;
 class QLabel;
 class QPlainTextEdit;
 class QTreeView;
@@ -37,6 +43,12 @@ public:
   QTreeView* view() const { return m_view; }
   QPlainTextEdit* changeLog() const { return m_log; }
   int64_t evictedSinceOpened() const { return m_evicted; }
+  QComboBox* promptChoice() const { return m_prompts; }
+  QLabel* pathLabel() const { return m_pathLabel; }
+  // A finished request: its generation stages join the prompt-path choices (newest first).
+  void addRequest(const rag::RequestRecord& record);
+  // Highlights the prompt of choice `item` (0: none) in the tree.
+  void showPromptPath(int item);
   // Lays out and shows `nodes` on the calling thread (tests and the benchmark; bridge polls are
   // laid out on Qt's pool and shown with showLayout).
   void showSnapshot(std::vector<rag::KvTreeNode> nodes);
@@ -52,6 +64,7 @@ private:
   void poll();
   void logChanges(const KvTreeChanges& c);
   void layOutInBackground(std::vector<rag::KvTreeNode> nodes);
+  void describePath();
 
   EngineBridge* m_bridge;
   KvTreeModel* m_model;
@@ -59,6 +72,16 @@ private:
   QLabel* m_summary;
   QCheckBox* m_live;
   QPlainTextEdit* m_log;
+  QComboBox* m_prompts;
+  QLabel* m_pathLabel;
+  struct PromptChoice {
+    QString label;
+    std::shared_ptr<const std::vector<int32_t>> tokens;
+    int64_t cachedTokens = 0;  // what the prefix cache gave it when it ran
+    std::string attention;
+  };
+  std::vector<PromptChoice> m_choices;  // combo item i + 1, newest first
+  int m_shownChoice = 0;
   int64_t m_evicted = 0, m_evictedTokens = 0, m_movedToHost = 0;  // since the inspector opened
   QTimer m_timer;
   bool m_layingOut = false;

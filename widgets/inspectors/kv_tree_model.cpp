@@ -26,7 +26,50 @@ QString oneLine(const std::string& s) {
 
 }  // namespace
 
+KvTreePath matchPromptPath(const std::vector<rag::KvTreeNode>& nodes, uint64_t ns, std::span<const int32_t> prompt) {
+  KvTreePath path;
+  std::unordered_map<int32_t, const rag::KvTreeNode*> byId;
+  for (const rag::KvTreeNode& n : nodes)
+    if (n.ns == ns) byId.emplace(n.id, &n);
+  // Children by (parent id, first token); a node whose parent is missing is a top (-1).
+  std::map<std::pair<int32_t, int32_t>, const rag::KvTreeNode*> child;
+  for (const auto& [id, n] : byId)
+    if (!n->tokens.empty()) child.emplace(std::pair{byId.count(n->parent) ? n->parent : -1, n->tokens.front()}, n);
+  int32_t at = -1;
+  size_t pos = 0;
+  while (pos < prompt.size()) {
+    const auto it = child.find({at, prompt[pos]});
+    if (it == child.end()) break;
+    const rag::KvTreeNode& n = *it->second;
+    size_t k = 0;
+    while (k < n.tokens.size() && pos + k < prompt.size() && n.tokens[k] == prompt[pos + k]) ++k;
+    path.nodes.push_back(n.id);
+    path.matchedTokens += static_cast<int64_t>(k);
+    pos += k;
+    if (k < n.tokens.size()) break;  // the prompt leaves this edge part-way
+    at = n.id;
+  }
+  return path;
+}
+
 KvTreeModel::KvTreeModel(QObject* parent) : QAbstractItemModel(parent) {}
+
+void KvTreeModel::setPromptPath(std::vector<int32_t> prompt, uint64_t ns) {
+  m_pathPrompt = std::move(prompt);
+  m_pathNs = ns;
+  const KvTreePath path = matchPromptPath(m_layout.nodes, ns, m_pathPrompt);
+  // Unfold every parent along the path so its nodes get rows of their own.
+  for (size_t i = 0; i < path.nodes.size(); ++i)
+    m_unfolded.insert(i == 0 ? namespaceKey(ns) : nodeKey(path.nodes[i - 1]));
+  relayOut();
+}
+
+void KvTreeModel::matchPath() {
+  m_pathRows.clear();
+  m_path = m_pathPrompt.empty() ? KvTreePath{} : matchPromptPath(m_layout.nodes, m_pathNs, m_pathPrompt);
+  for (int32_t id : m_path.nodes)
+    if (auto it = m_layout.rowOfNode.find(id); it != m_layout.rowOfNode.end()) m_pathRows.insert(it->second);
+}
 
 void KvTreeModel::setLayout(KvTreeLayout layout) {
   beginResetModel();
@@ -34,6 +77,7 @@ void KvTreeModel::setLayout(KvTreeLayout layout) {
   m_layout = std::move(layout);
   if (m_hadSnapshot) compareWith(previous);  // the first one is only shown
   m_hadSnapshot = true;
+  matchPath();
   endResetModel();
 }
 
@@ -70,6 +114,7 @@ void KvTreeModel::compareWith(const std::vector<rag::KvTreeNode>& previous) {
 void KvTreeModel::relayOut() {
   beginResetModel();
   m_layout = layOut(std::move(m_layout.nodes), m_fold, m_unfolded);
+  matchPath();
   endResetModel();
 }
 
@@ -247,6 +292,10 @@ QVariant KvTreeModel::data(const QModelIndex& index, int role) const {
   if (role == NodeIdRole) return r.kind == RowKind::Node ? m_layout.nodes[r.node].id : -1;
   if (role == FoldedCountRole) return r.kind == RowKind::Folded ? r.foldedNodes : 0;
   if (role == NamespaceRole) return r.kind == RowKind::Namespace ? static_cast<qulonglong>(r.ns) : QVariant();
+  const bool onPath = m_pathRows.contains(static_cast<int>(index.internalId()));
+  if (role == PathRole) return onPath;
+  // The highlighted prompt's path wins over the change tints: it is what the user asked to see.
+  if (role == Qt::BackgroundRole && onPath) return QBrush(QColor(0xff, 0xe8, 0x8c));
   if (r.kind == RowKind::Namespace) {
     if (role == Qt::DisplayRole) {
       if (col == Text) return tr("namespace %1 · %2 nodes").arg(r.ns).arg(r.foldedNodes);

@@ -16,6 +16,7 @@
 #include <QAbstractItemModel>
 #include <QSet>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -52,6 +53,15 @@ struct KvTreeLayout {
   int foldedRows = 0;
 };
 
+// What the tree holds of one prompt now: the nodes its tokens run through from its namespace's
+// top, each continuing the prompt (the last one possibly only in part), and the prompt tokens
+// found along them.
+struct KvTreePath {
+  std::vector<int32_t> nodes;  // ids, top first
+  int64_t matchedTokens = 0;
+};
+KvTreePath matchPromptPath(const std::vector<rag::KvTreeNode>& nodes, uint64_t ns, std::span<const int32_t> prompt);
+
 // How a node differs from the snapshot before (a node is the same when its id, parent and tokens
 // are; an id the tree reused for other tokens is an eviction and an addition).
 enum class KvTreeChange : int { None, Added, ToHost, ToCompute };
@@ -84,6 +94,7 @@ public:
     FoldedCountRole,                // a folded row: the nodes in its subtrees
     NamespaceRole,                  // a namespace row: its ns
     ChangeRole,                     // a node row: KvTreeChange as int, since the last snapshot
+    PathRole,                       // bool: the row holds a node of the highlighted prompt's path
   };
   using RowKind = KvTreeRowKind;
   using FoldParams = KvTreeFoldParams;
@@ -106,6 +117,12 @@ public:
   const QSet<qint64>& unfoldedKeys() const { return m_unfolded; }
   // Shows every child of the folded row's parent (a model reset); false for another row.
   bool unfold(const QModelIndex& foldedRow);
+  // Highlights where `prompt` (namespace `ns`; 0 holds plain causal prompts) runs in the tree, in
+  // this snapshot and the ones after it: the parents along the path are unfolded so that each of
+  // its nodes has a row (a node folded later marks its folded row). An empty prompt clears it.
+  void setPromptPath(std::vector<int32_t> prompt, uint64_t ns = 0);
+  const KvTreePath& promptPath() const { return m_path; }
+  int64_t promptTokens() const { return static_cast<int64_t>(m_pathPrompt.size()); }
 
   int nodeCount() const { return static_cast<int>(m_layout.nodes.size()); }
   int64_t cachedTokens() const { return m_layout.cachedTokens; }
@@ -125,6 +142,7 @@ private:
   QModelIndex indexOfRow(int row, int column = 0) const;
   void relayOut();  // the same snapshot in other rows (fold settings): its changes stay marked
   void compareWith(const std::vector<rag::KvTreeNode>& previous);
+  void matchPath();  // m_path and m_pathRows for the layout shown
 
   KvTreeLayout m_layout;
   QSet<qint64> m_unfolded;  // parent node ids (namespace tops: -1 - ns) shown unfolded
@@ -132,6 +150,10 @@ private:
   KvTreeChanges m_changes;
   bool m_hadSnapshot = false;
   std::unordered_map<int32_t, KvTreeChange> m_changeOf;  // node id -> its change (None absent)
+  std::vector<int32_t> m_pathPrompt;
+  uint64_t m_pathNs = 0;
+  KvTreePath m_path;
+  QSet<int> m_pathRows;
 };
 
 }  // namespace ragwb

@@ -42,6 +42,9 @@ struct StageTiming {
   double firstTokenSeconds = -1;
   int64_t promptTokens = 0;
   int64_t cachedPromptTokens = 0;
+  // Generation: the prompt's token ids (shared, not copied with the timing): what the workbench's
+  // KV-tree inspector follows down the prefix tree to show the path this stage's prompt has there.
+  std::shared_ptr<const std::vector<int32_t>> promptTokenIds;
   // Generation: how its prompt's context was attended and where its KV came from: "causal" (one
   // prefill, prefix cache), "block" (Block-Attention: passage blocks from the block KV path, only
   // the last block prefilled), "dependency" (DepCache: subgraph trees from the KV path).
