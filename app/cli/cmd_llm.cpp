@@ -10,6 +10,10 @@
 // ratio, on libtorch ops only), the share of a batch-32 decode step spent outside the
 // model forward (scheduling, block tables, sampling), and the physical floor: the bytes of
 // weights and KV one batch-1 decode step must read, over this machine's measured read bandwidth.
+// With --llama-bench BIN, llama.cpp runs the same weights (exported to GGUF) in the same run,
+// interleaved with this engine's own batch-1 decode and prefill, and the ratios are reported.
+#include <stdlib.h>
+
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -21,9 +25,11 @@
 #include "core/fs.h"
 #include "core/json_writer.h"
 #include "core/mem_bandwidth.h"
+#include "core/blas_info.h"
+#include "llama_cpp_bench.h"
+#include "model/gguf.h"
 #include "model/prompt.h"
 #include "model/runner.h"
-#include "core/blas_info.h"
 #include "model_choice.h"
 #include "retriever.h"
 
@@ -383,6 +389,8 @@ int cmdBenchLlm(Args& args) {
   auto prefillLen = args.getInt("prefill", 512);
   auto steps = args.getInt("steps", 16);
   auto threads = args.getInt("threads", static_cast<int64_t>(std::thread::hardware_concurrency()));
+  const std::string saveDir = args.getOr("save", "");  // the benchmarked weights, for other programs to run
+  const std::string llamaBench = args.getOr("llama-bench", "");
   args.flag("json");  // JSON is the only output; the flag is accepted for symmetry with other benches
   for (auto* r : {&promptLen, &prefillLen, &steps, &threads})
     if (!*r) return fail(r->status());
@@ -393,6 +401,11 @@ int cmdBenchLlm(Args& args) {
 
   auto loaded = loadChosenModel(*choice);
   if (!loaded) return fail(loaded.status());
+  if (!saveDir.empty()) {
+    // The same weights as a Hugging Face directory: `ragraph model gguf` then gives llama.cpp them.
+    if (Status s = model::saveModel(*loaded->model, saveDir); !s) return fail(s.withContext("--save " + saveDir));
+    std::fprintf(stderr, "saved the benchmarked model to %s\n", saveDir.c_str());
+  }
   const model::ModelFacts facts = model::modelFacts(*loaded->model);
   const int64_t vocab = facts.config.vocabSize;
   if (*prefillLen + 1 >= facts.config.maxPositionEmbeddings || *promptLen + *steps + 8 >= facts.config.maxPositionEmbeddings)
@@ -424,6 +437,49 @@ int cmdBenchLlm(Args& args) {
       auto d = measureDecode(loaded->model, vocab, batch, *promptLen, static_cast<int32_t>(*steps), kernels);
       if (!d) return fail(d.status());
       (kernels ? decode : decodeTorch)[batch] = *d;
+    }
+  }
+
+  // llama.cpp on the same weights. Its decode (llama-bench -n 64: batch 1 from an empty context)
+  // and prefill (-p, one batch) alternate with ours three times, so both see the same machine;
+  // each side's best round is reported.
+  struct {
+    double decode = 0, prefill = 0, oursDecode = 0;
+  } llamaCpp;
+  if (!llamaBench.empty()) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "ragraph-llama-bench-XXXXXX").string();
+    if (!::mkdtemp(tmpl.data())) return fail(Status::ioError("cannot make a temporary directory for the GGUF file"));
+    const std::filesystem::path tmp = tmpl;
+    struct Cleanup {
+      std::filesystem::path dir;
+      ~Cleanup() {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+      }
+    } cleanup{tmp};
+    model::GgufExportOptions g;
+    g.out = tmp / "model.gguf";
+    g.modelDir = choice->dir;
+    if (choice->dir.empty()) {
+      // The synthetic model has no vocabulary of its own: the shipped model's tokenizer, padded.
+      g.modelDir = tmp / "synthetic";
+      g.tokenizer = defaultModelDir() / "tokenizer.json";
+      if (Status s = model::saveModel(*loaded->model, g.modelDir); !s) return fail(s);
+    }
+    std::fprintf(stderr, "exporting the model to GGUF for llama.cpp ...\n");
+    if (auto e = model::exportLlamaGguf(g); !e) return fail(e.status().withContext("--llama-bench"));
+    llamaCpp.oursDecode = decode[1].tokensPerSecond;
+    for (int round = 0; round < 3; ++round) {
+      std::fprintf(stderr, "llama.cpp side by side, round %d of 3 ...\n", round + 1);
+      auto theirs = runLlamaBench(llamaBench, g.out, {.generate = 64, .threads = *threads, .repetitions = 1});
+      if (!theirs) return fail(theirs.status());
+      llamaCpp.decode = std::max(llamaCpp.decode, *theirs);
+      auto ours = measureDecode(loaded->model, vocab, 1, *promptLen, static_cast<int32_t>(*steps), true);
+      if (!ours) return fail(ours.status());
+      llamaCpp.oursDecode = std::max(llamaCpp.oursDecode, ours->tokensPerSecond);
+      auto prefill = runLlamaBench(llamaBench, g.out, {.prompt = *prefillLen, .threads = *threads, .repetitions = 1});
+      if (!prefill) return fail(prefill.status());
+      llamaCpp.prefill = std::max(llamaCpp.prefill, *prefill);
     }
   }
 
@@ -469,6 +525,17 @@ int cmdBenchLlm(Args& args) {
   w.key("tokens_per_s_b1").value(1.0 / floorSeconds);
   w.endObject();
   w.key("decode_b1_over_floor").value((1.0 / decode[1].tokensPerSecond) / floorSeconds);
+  if (!llamaBench.empty()) {
+    w.key("llama_cpp").beginObject();
+    w.key("binary").value(llamaBench);
+    w.key("decode_tokens_per_s_b1").value(llamaCpp.decode);
+    w.key("prefill_tokens_per_s").value(llamaCpp.prefill);
+    w.key("ours_decode_tokens_per_s_b1").value(llamaCpp.oursDecode);
+    w.key("decode_b1_ours_over_llama_cpp").value(llamaCpp.oursDecode / llamaCpp.decode);
+    w.key("prefill_ours_over_llama_cpp").value(prefillTps / llamaCpp.prefill);
+    w.key("llama_cpp_decode_b1_over_floor").value((1.0 / llamaCpp.decode) / floorSeconds);
+    w.endObject();
+  }
   w.endObject();
   std::cout << std::endl;
   return 0;

@@ -316,6 +316,20 @@ int cmdBenchServe(Args& args) {
     w.key("ceiling_rps").beginObject();
     for (const ServePolicy& m : modes) w.key(servePolicyName(m)).value(ceiling[servePolicyName(m)].second);
     w.endObject();
+    // How close each policy's highest sustained rate comes to that ceiling (issue 27's CPU goal:
+    // hedra ≥ 0.85 of its bound on every workflow).
+    auto overBound = [&](const std::string& n) {
+      if (best.count(n) && ceiling[n].second > 0) w.value(best[n] / ceiling[n].second);
+      else w.null();
+    };
+    w.key("over_bound").beginObject();
+    for (const ServePolicy& m : modes) {
+      w.key(servePolicyName(m));
+      overBound(servePolicyName(m));
+    }
+    w.endObject();
+    w.key("hedra_over_bound");
+    overBound("hedra");
     w.key("mean_accuracy").beginObject();
     for (const ServePolicy& m : modes) w.key(servePolicyName(m)).value(acc[servePolicyName(m)]);
     w.endObject();

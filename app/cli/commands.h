@@ -37,5 +37,6 @@ int cmdServeHttp(Args& args);         // cmd_serve_http.cpp
 int cmdBenchHttp(Args& args);         // cmd_bench_http.cpp
 int cmdBlocksPrecompute(Args& args);  // cmd_blocks.cpp
 int cmdBenchBlocks(Args& args);       // cmd_bench_blocks.cpp
+int cmdModelGguf(Args& args);         // cmd_model.cpp
 
 }  // namespace rag::cli

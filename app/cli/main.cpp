@@ -35,7 +35,7 @@ const std::vector<Command>& commands() {
        cmdTrainTokenizer},
       {"train", "lm",
        "--out DIR [--corpus PATH] [--tokenizer DIR] [--init DIR | --layers 4 --hidden 256 "
-       "--heads 4 --kv-heads 4 --ffn 704] [--data qa|passages|mixed|recall|graph|roles] [--roles answer_gold:2,answer:3,...] [--completion-budget N] [--no-gold-share 0.15] [--subgraphs 5] [--paths 30] [--context gold|none] "
+       "--heads 4 --kv-heads 4 --ffn 704] [--data qa|passages|mixed|recall|graph|roles] [--roles answer_gold:2,answer:3,...] [--completion-budget N] [--no-gold-share 0.15] [--two-hop-share 0.5] [--subgraphs 5] [--paths 30] [--context gold|none] "
        "[--passages 5] [--min-passages N] [--questions 1] [--recall-name-tokens N] "
        "[--recall-pairs N] [--show-examples N] [--mask causal|block|ancestor] [--prompt-loss 0.1] "
        "[--steps 1000] [--batch 16] "
@@ -82,8 +82,9 @@ const std::vector<Command>& commands() {
        "[--embedder DIR] [--index BASE] [--json]",
        {"json"}, cmdBenchRetrieval},
       {"bench", "llm",
-       "[--model DIR | --synthetic] [--dtype f32|bf16] [--prompt N] [--prefill N] [--steps N] [--threads N] [--json]",
+       "[--model DIR | --synthetic] [--dtype f32|bf16] [--prompt N] [--prefill N] [--steps N] [--threads N] [--save DIR] [--llama-bench PATH/llama-bench] [--json]",
        {"json", "synthetic"}, cmdBenchLlm},
+      {"model", "gguf", "--model DIR --out FILE.gguf [--tokenizer FILE] [--name NAME] [--json]", {"json"}, cmdModelGguf},
       {"workflow", "run",
        "FILE|--builtin NAME \"question\" [--mode hedra] [--nprobe 128] [--model DIR] [--embedder DIR] "
        "[--index BASE] [--corpus PATH] [--deterministic] [--prefix-cache on|off] [--graph-attention dependency|causal] [--block-attention on|off] "

@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/target_clones.h"
+
 namespace rag {
 
 namespace {
@@ -25,23 +27,32 @@ constexpr size_t kWordsPerLine = 64 / sizeof(Word);
 // previous pass) instead of loading them, and the "bandwidth" becomes terabytes per second.
 inline void clobberMemory(const void* p) { asm volatile("" : : "r"(p) : "memory"); }
 
-// Sums a slice with eight independent accumulators so that the loop is bound by loads, not by
-// one add chain; the compiler vectorises it.
-[[gnu::noinline]] Word sumSlice(const Word* p, size_t n) {
-  Word a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    a0 += p[i];
-    a1 += p[i + 1];
-    a2 += p[i + 2];
-    a3 += p[i + 3];
-    a4 += p[i + 4];
-    a5 += p[i + 5];
-    a6 += p[i + 6];
-    a7 += p[i + 7];
-  }
-  for (; i < n; ++i) a0 += p[i];
-  return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+// One cache line as a vector (GCC/Clang vector extension): one AVX-512 load in the x86-64-v4
+// clone, two AVX2 loads in the v3 one.
+typedef Word Line __attribute__((vector_size(64)));
+
+// Sums a slice (64-byte aligned, whole lines) as four quarters read side by side, two lines of
+// each per step into their own accumulators: four streams keep more misses in flight than one,
+// and the widest loads keep the loop bound by memory, not by instructions. On this project's
+// machine one sequential scalar-vectorised stream read 28 GB/s, these four 34 GB/s, and llama.cpp's
+// decode was seen reading 33 GB/s: the floor must be what the memory gives, not what one loop
+// style reaches.
+RAG_CLONES [[gnu::noinline]] Word sumSlice(const Word* p, size_t n) {
+  const Line* lines = reinterpret_cast<const Line*>(p);
+  constexpr size_t kStreams = 4;
+  const size_t part = n / kWordsPerLine / kStreams / 2 * 2;
+  Line acc[kStreams][2] = {};
+  for (size_t i = 0; i < part; i += 2)
+    for (size_t s = 0; s < kStreams; ++s) {
+      acc[s][0] += lines[s * part + i];
+      acc[s][1] += lines[s * part + i + 1];
+    }
+  Word total = 0;
+  for (size_t i = kStreams * part * kWordsPerLine; i < n; ++i) total += p[i];
+  for (const auto& stream : acc)
+    for (const Line& a : stream)
+      for (size_t j = 0; j < kWordsPerLine; ++j) total += a[j];
+  return total;
 }
 
 struct AlignedFree {

@@ -110,11 +110,63 @@ template <int64_t W>
   }
 }
 
+// R rows (1-3: decode at a small batch) against outputs [o0, o1), the weights read in memory
+// order: for each input i, the run wt[i, c0 .. c1) is multiplied into accumulators that stay in
+// L1 (R x kStreamChunk floats), four inputs per pass over them. Each weight row is a contiguous
+// run, so the hardware prefetcher streams the matrix at the memory's bandwidth; the 64-wide tiles
+// above walk down columns instead, one 256-byte piece per 4+ KiB row, which the prefetcher
+// (working within a page) cannot run ahead of: at batch 1 that read half the bandwidth
+// (13.7 against 26.6 GB/s on the 28M model's matrices, one core).
+constexpr int64_t kStreamChunk = 1024;
+
+template <int64_t R>
+[[gnu::always_inline]] inline void streamRows(const float* x, int64_t in, const float* wt, int64_t ldw, const float* bias,
+                                              int64_t o0, int64_t o1, float* y, int64_t ldy, bool accumulate) {
+  float acc[R][kStreamChunk];
+  for (int64_t c0 = o0; c0 < o1; c0 += kStreamChunk) {
+    const int64_t n = std::min(o1 - c0, kStreamChunk);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t j = 0; j < n; ++j) acc[r][j] = 0.0f;
+    int64_t i = 0;
+    for (; i + 4 <= in; i += 4) {
+      const float* w0 = wt + i * ldw + c0;
+      const float* w1 = w0 + ldw;
+      const float* w2 = w1 + ldw;
+      const float* w3 = w2 + ldw;
+      for (int64_t r = 0; r < R; ++r) {
+        const float* xr = x + r * in + i;
+        const float x0 = xr[0], x1 = xr[1], x2 = xr[2], x3 = xr[3];
+        float* a = acc[r];
+        for (int64_t j = 0; j < n; ++j) a[j] += x0 * w0[j] + x1 * w1[j] + x2 * w2[j] + x3 * w3[j];
+      }
+    }
+    for (; i < in; ++i) {
+      const float* w0 = wt + i * ldw + c0;
+      for (int64_t r = 0; r < R; ++r) {
+        const float x0 = x[r * in + i];
+        float* a = acc[r];
+        for (int64_t j = 0; j < n; ++j) a[j] += x0 * w0[j];
+      }
+    }
+    for (int64_t r = 0; r < R; ++r) {
+      float* dst = y + r * ldy + c0;
+      for (int64_t j = 0; j < n; ++j)
+        dst[j] = (accumulate ? dst[j] : 0.0f) + (bias ? bias[c0 + j] : 0.0f) + acc[r][j];
+    }
+  }
+}
+
 }  // namespace
 
 RAG_CLONES
 void linear(const float* x, int64_t rows, int64_t in, const float* wt, int64_t ldw, const float* bias, int64_t o0,
             int64_t o1, float* y, int64_t ldy, bool accumulate) {
+  switch (rows) {
+    case 1: return streamRows<1>(x, in, wt, ldw, bias, o0, o1, y, ldy, accumulate);
+    case 2: return streamRows<2>(x, in, wt, ldw, bias, o0, o1, y, ldy, accumulate);
+    case 3: return streamRows<3>(x, in, wt, ldw, bias, o0, o1, y, ldy, accumulate);
+    default: break;
+  }
   int64_t o = o0;
   for (; o + kTile <= o1; o += kTile) allRows<kTile>(x, rows, in, wt, ldw, bias, o, kTile, y, ldy, accumulate);
   // A half tile with a fixed width too (a 32-wide head's attention output is one): the

@@ -29,9 +29,11 @@ void rmsNorm(const float* x, const float* g, int64_t rows, int64_t dim, float ep
 
 // y[r * ldy + o] = (accumulate ? y[r * ldy + o] : 0) + bias[o] + sum_i x[r, i] * wt[i, o] for
 // every row r < rows and output o in [o0, o1). wt is the transposed weight, [in, ldw] row-major
-// (input-major, so a step of i reads a contiguous run of outputs); bias may be null. Outputs go
-// in 64-wide tiles, each tile's weight strip read from memory once for all rows (four rows at a
-// time against accumulators held in registers): batching amortises the weight traffic.
+// (input-major, so a step of i reads a contiguous run of outputs); bias may be null. One to
+// three rows (decode at a small batch) stream the weights in memory order, row by row of wt,
+// into accumulators kept in L1: the read runs at the memory's bandwidth. More rows go in 64-wide
+// output tiles, each tile's weight strip read from memory once for all rows (four rows at a time
+// against accumulators held in registers): batching amortises the weight traffic.
 void linear(const float* x, int64_t rows, int64_t in, const float* wt, int64_t ldw, const float* bias, int64_t o0,
             int64_t o1, float* y, int64_t ldy, bool accumulate);
 

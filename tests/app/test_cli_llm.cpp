@@ -210,6 +210,13 @@ private Q_SLOTS:
       QVERIFY(s->find("hedra_over_flashrag") != nullptr && s->find("hedra_over_sequential") != nullptr);
       QVERIFY(s->find("max_sustained_rps")->find("hedra") != nullptr);
       QVERIFY(s->find("ceiling_rps")->find("hedra")->asDouble() > 0);
+      // hedra_over_bound is hedra's highest sustained rate over its ceiling (null when no rate
+      // was sustained), and over_bound says the same of every policy.
+      const JsonValue* sustained = s->find("max_sustained_rps")->find("hedra");
+      const JsonValue* overBound = s->find("hedra_over_bound");
+      QVERIFY(overBound != nullptr && s->find("over_bound")->find("flashrag") != nullptr);
+      if (sustained->isNull()) QVERIFY(overBound->isNull());
+      else QCOMPARE(overBound->asDouble(), sustained->asDouble() / s->find("ceiling_rps")->find("hedra")->asDouble());
     }
     QVERIFY(QFile::exists(path("serve.trace.json")));
     // Bad options: exit 2, naming the fix.

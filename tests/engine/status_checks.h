@@ -17,3 +17,10 @@ inline bool mentions(const rag::Status& s, std::initializer_list<std::string_vie
     }
   return true;
 }
+
+// The status of a Status or a Result, for the check below.
+inline const rag::Status& statusOf(const rag::Status& s) { return s; }
+template <typename T>
+rag::Status statusOf(const rag::Result<T>& r) { return r.status(); }
+// Fails the test function (which must return void) with the error's message.
+#define QVERIFY_OK(expr) QVERIFY2(statusOf(expr).isOk(), statusOf(expr).message().c_str())

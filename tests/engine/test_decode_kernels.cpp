@@ -85,8 +85,10 @@ private Q_SLOTS:
   }
 
   void linearMatchesTheDefinitionOnEveryTileAndRowShape() {
-    for (int64_t rows : {1, 2, 3, 4, 5, 9}) {
-      for (int64_t out : {64, 104, 150}) {  // whole, half and partial 64-wide tiles
+    for (int64_t rows : {1, 2, 3, 4, 5, 9}) {  // 1-3: the streaming path; 4 and more: tiles
+      // Whole, half and partial 64-wide tiles; 2100: two whole 1024-output streaming chunks and
+      // a partial one.
+      for (int64_t out : {64, 104, 150, 2100}) {
         for (bool withBias : {false, true}) {
           for (bool accumulate : {false, true}) {
             const int64_t in = 37;

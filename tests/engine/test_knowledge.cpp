@@ -21,10 +21,6 @@ using namespace rag::model;
 
 namespace {
 
-const rag::Status& statusOf(const rag::Status& s) { return s; }
-template <typename T>
-rag::Status statusOf(const rag::Result<T>& r) { return r.status(); }
-#define QVERIFY_OK(expr) QVERIFY2(statusOf(expr).isOk(), statusOf(expr).message().c_str())
 
 // A bag-of-words embedding: texts sharing words are close, which is all ranking tests need.
 std::vector<float> bagOfWords(const std::string& text) {
