@@ -64,7 +64,7 @@ private:
     uint32_t epoch = 0;
     std::vector<int32_t> prompt;
     int64_t tokens = 0;
-    std::string text;
+    std::string text = {};
     int64_t cachedPromptTokens = 0;
     std::vector<SegmentKvUse> segments = {};
   };

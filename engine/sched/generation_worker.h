@@ -121,7 +121,7 @@ public:
 private:
   struct Command {
     enum class Kind : uint8_t { Add, Cancel, Retarget } kind = Kind::Add;
-    GenerationJob job;
+    GenerationJob job = {};
     int64_t keep = 0;     // Retarget
     uint32_t epoch = 0;   // Retarget
   };

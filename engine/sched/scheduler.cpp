@@ -70,8 +70,8 @@ struct Scheduler::Req {
     uint64_t beginNs = 0;
     uint64_t firstTokenNs = 0;
     bool finished = false;
-    std::string text;  // streamed so far: published if the run is adopted
-    NodeOutput output;
+    std::string text = {};  // streamed so far: published if the run is adopted
+    NodeOutput output = {};
   };
   std::optional<Candidate> spec;
   std::vector<JobKey> prefetches;  // speculative work that only warms an executor

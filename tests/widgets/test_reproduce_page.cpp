@@ -21,6 +21,7 @@
 #include "../fixtures/serving/tiny_serving.h"
 #include "bridge/gui_stall_meter.h"
 #include "rag/run_store.h"
+#include "reproduce/bench_process.h"
 #include "reproduce/bench_result_model.h"
 #include "reproduce/paper_figures.h"
 #include "reproduce/reproduce_page.h"
@@ -178,6 +179,40 @@ private Q_SLOTS:
     QCOMPARE(model.rowOfId(4), -1);
     model.setResults({});
     QCOMPARE(model.rowCount(), 0);
+  }
+
+  // The child process itself (posix_spawn, pipes read through socket notifiers, waitpid).
+  void benchProcessCollectsOutputAndSaysHowTheChildEnded() {
+    using ragwb::BenchOutcome;
+    using ragwb::BenchProcess;
+    auto run = [](const QString& program, const QStringList& args) {
+      BenchProcess p;
+      QSignalSpy done(&p, &BenchProcess::finished);
+      if (!p.start(program, args, 5)) return BenchOutcome{};
+      if (!done.wait(30000)) return BenchOutcome{};
+      return done.first().at(0).value<BenchOutcome>();
+    };
+    // stdout is the JSON, stderr lines the progress (the last ones kept for errors).
+    BenchOutcome o = run(QStringLiteral("/bin/sh"), {QStringLiteral("-c"), QStringLiteral("echo progress >&2; printf '{\"a\": 1}'")});
+    QCOMPARE(int(o.kind), int(BenchOutcome::Kind::Finished));
+    QCOMPARE(o.json, QStringLiteral("{\"a\": 1}"));
+    // A non-zero exit says its status and the stderr tail.
+    o = run(QStringLiteral("/bin/sh"), {QStringLiteral("-c"), QStringLiteral("echo 'bad --flag' >&2; exit 3")});
+    QCOMPARE(int(o.kind), int(BenchOutcome::Kind::Failed));
+    QVERIFY2(o.message.contains(QStringLiteral("status 3")) && o.message.contains(QStringLiteral("bad --flag")), qPrintable(o.message));
+    // Killed by a signal.
+    o = run(QStringLiteral("/bin/sh"), {QStringLiteral("-c"), QStringLiteral("kill -SEGV $$")});
+    QVERIFY2(o.message.contains(QStringLiteral("crashed (signal 11)")), qPrintable(o.message));
+    // A program that does not exist: reported, not hung.
+    o = run(QStringLiteral("/nonexistent/ragraph"), {});
+    QVERIFY2(o.message.contains(QStringLiteral("did not start")), qPrintable(o.message));
+    // A grandchild that keeps the pipes open does not hold the result back once the child exits
+    // (`bench dragon` starts a cloud process of its own).
+    QElapsedTimer clock;
+    clock.start();
+    o = run(QStringLiteral("/bin/sh"), {QStringLiteral("-c"), QStringLiteral("sleep 20 & printf '[]'")});
+    QCOMPARE(int(o.kind), int(BenchOutcome::Kind::Finished));
+    QVERIFY2(clock.elapsed() < 15000, "waited for the grandchild's pipe");
   }
 
   void failingBenchSavesNothing() {
