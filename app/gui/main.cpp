@@ -21,6 +21,7 @@
 // run, and the window is saved once the run has finished, at the timeline step); --bench-timeline
 // and --bench-kvtree print the timeline's and the KV-tree inspector's drawing speed as JSON and exit.
 #include <QApplication>
+#include <QLabel>
 #include <QCheckBox>
 #include <QCommandLineParser>
 #include <QDockWidget>
@@ -48,6 +49,7 @@
 #include "inspectors/dragon_page.h"
 #include "inspectors/windve_page.h"
 #include "inspectors/kv_tree_bench.h"
+#include "inspectors/kv_tree_inspector.h"
 #include "reproduce/paper_figures.h"
 #include "reproduce/reproduce_page.h"
 #include "timeline/timeline_bench.h"
@@ -460,7 +462,7 @@ int main(int argc, char** argv) {
     };
     startOnceEngineSettles(window, &window, startNext, /*orFailed=*/false);
     QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window,
-                     [&window, shoot, next, startNext](qint64 id, const rag::RunMetrics& m) {
+                     [&window, shoot, next, startNext, shotFile](qint64 id, const rag::RunMetrics& m) {
                        std::printf("demo run %lld (%s): %lld/%lld answered, accuracy %.2f, mean latency %.3f s, "
                                    "longest GUI stall %.1f ms (GUI thread working %.1f ms of it); the KV heatmap's "
                                    "longest GUI-thread work: %.1f ms per report, %.1f ms per replot\n",
@@ -469,8 +471,26 @@ int main(int argc, char** argv) {
                                    m.meanLatency, window.stallMeter()->maxStallMs(), window.stallMeter()->maxStallBusyMs(),
                                    window.kvHeatmap()->longestSampleMs(), window.kvHeatmap()->longestReplotMs());
                        std::fflush(stdout);
-                       if (++*next < std::size(kOrder)) QTimer::singleShot(0, &window, startNext);
-                       else shoot();
+                       if (++*next < std::size(kOrder)) {
+                         QTimer::singleShot(0, &window, startNext);
+                         return;
+                       }
+                       // With the KV tree in front (--show kvTreeDock), it shows where the last
+                       // request's prompt runs in the tree; the screenshot is of the inspector alone.
+                       if (window.kvTree()->isVisible()) {
+                         window.kvTree()->showPromptPath(1);
+                         window.bridge()->requestKvTree();  // the tree after the last request, not the last poll's
+                         if (!shotFile.isEmpty()) floatTool(window, "kvTreeDock", {1300, 800});
+                         QTimer::singleShot(1200, &window, [&window, shoot, shotFile] {
+                           std::printf("KV tree prompt path: %s\n", qPrintable(window.kvTree()->pathLabel()->text()));
+                           std::fflush(stdout);
+                           if (shotFile.isEmpty()) return shoot();
+                           QWidget* inspector = window.kvTree();
+                           saveAndExit(inspector->parentWidget() ? inspector->parentWidget() : inspector, shotFile, 400);
+                         });
+                         return;
+                       }
+                       shoot();
                      });
     reportEngineFailure(window, "demo", shoot);
   } else if (!shotFile.isEmpty()) {

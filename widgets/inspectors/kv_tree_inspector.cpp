@@ -136,13 +136,19 @@ void KvTreeInspector::showPromptPath(int item) {
   }
   const PromptChoice& c = m_choices[static_cast<size_t>(m_shownChoice - 1)];
   m_model->setPromptPath(*c.tokens);
-  // Open the rows down to the deepest node on the path and bring it into view.
+  expandPath(true);
+  describePath();
+}
+
+void KvTreeInspector::expandPath(bool scroll) {
+  // Open the rows down to the deepest node on the path (and bring it into view).
   QModelIndex last;
   for (int32_t id : m_model->promptPath().nodes)
     if (QModelIndex i = m_model->indexOfNode(id); i.isValid()) last = i;
   for (QModelIndex p = last.parent(); p.isValid(); p = p.parent()) m_view->expand(p);
-  if (last.isValid()) m_view->scrollTo(last, QAbstractItemView::PositionAtCenter);
-  describePath();
+  if (scroll && last.isValid()) m_view->scrollTo(last, QAbstractItemView::PositionAtCenter);
+  const std::vector<int32_t>& path = m_model->promptPath().nodes;
+  m_pathEnd = path.empty() ? -1 : path.back();
 }
 
 void KvTreeInspector::describePath() {
@@ -152,10 +158,10 @@ void KvTreeInspector::describePath() {
   }
   const PromptChoice& c = m_choices[static_cast<size_t>(m_shownChoice - 1)];
   const KvTreePath& p = m_model->promptPath();
-  QString text = tr("%1 of %2 prompt tokens in the tree now, along %3 nodes; %4 came from the cache when it ran")
+  QString text = tr("%1 of %2 prompt tokens in the tree now, along %3; %4 came from the cache when it ran")
                      .arg(p.matchedTokens)
                      .arg(c.tokens->size())
-                     .arg(p.nodes.size())
+                     .arg(p.nodes.size() == 1 ? tr("1 node") : tr("%1 nodes").arg(p.nodes.size()))
                      .arg(c.cachedTokens);
   if (c.attention != "causal" && !c.attention.empty())
     text += tr(" (its attention was %1: its passages' KV is kept apart from plain prompts)").arg(QString::fromStdString(c.attention));
@@ -196,7 +202,13 @@ void KvTreeInspector::layOutInBackground(std::vector<rag::KvTreeNode> nodes) {
       layOutInBackground(std::move(next));
     }
   });
-  watcher->setFuture(QtConcurrent::run(&KvTreeModel::layOut, std::move(nodes), m_model->foldParams(), m_model->unfoldedKeys()));
+  // The highlighted prompt's path may have grown in this snapshot: its parents are unfolded too.
+  watcher->setFuture(QtConcurrent::run(
+      [nodes = std::move(nodes), fold = m_model->foldParams(), unfolded = m_model->unfoldedKeys(),
+       prompt = m_model->pathPrompt(), ns = m_model->pathNamespace()]() mutable {
+        QSet<qint64> open = KvTreeModel::withPathParents(nodes, std::move(unfolded), prompt, ns);
+        return KvTreeModel::layOut(std::move(nodes), fold, open);
+      }));
 }
 
 void KvTreeInspector::showSnapshot(std::vector<rag::KvTreeNode> nodes) {
@@ -228,6 +240,10 @@ void KvTreeInspector::showLayout(KvTreeLayout layout) {
     for (int r = 0; r < m_model->rowCount(i); ++r) stack.push_back(m_model->index(r, 0, i));
   }
   m_view->verticalScrollBar()->setValue(scroll);
+  // A highlighted path that reaches another node in this snapshot (it grew, or was evicted to a
+  // shorter one): open the rows down to it and bring it into view.
+  const std::vector<int32_t>& path = m_model->promptPath().nodes;
+  if ((path.empty() ? -1 : path.back()) != m_pathEnd) expandPath(true);
 
   const KvTreeChanges& c = m_model->changes();
   if (!c.first && c.any()) logChanges(c);

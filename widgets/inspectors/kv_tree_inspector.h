@@ -65,6 +65,7 @@ private:
   void logChanges(const KvTreeChanges& c);
   void layOutInBackground(std::vector<rag::KvTreeNode> nodes);
   void describePath();
+  void expandPath(bool scroll);
 
   EngineBridge* m_bridge;
   KvTreeModel* m_model;
@@ -82,6 +83,7 @@ private:
   };
   std::vector<PromptChoice> m_choices;  // combo item i + 1, newest first
   int m_shownChoice = 0;
+  int32_t m_pathEnd = -1;  // the deepest path node opened in the view so far
   int64_t m_evicted = 0, m_evictedTokens = 0, m_movedToHost = 0;  // since the inspector opened
   QTimer m_timer;
   bool m_layingOut = false;

@@ -31,18 +31,24 @@ KvTreePath matchPromptPath(const std::vector<rag::KvTreeNode>& nodes, uint64_t n
   std::unordered_map<int32_t, const rag::KvTreeNode*> byId;
   for (const rag::KvTreeNode& n : nodes)
     if (n.ns == ns) byId.emplace(n.id, &n);
-  // Children by (parent id, first token); a node whose parent is missing is a top (-1).
-  std::map<std::pair<int32_t, int32_t>, const rag::KvTreeNode*> child;
+  // Children per parent id (-1: the namespace's top, and nodes whose parent is missing). The
+  // cache keys children by whole KV blocks, so siblings may share their first tokens: each step
+  // takes the child that continues the prompt furthest.
+  std::unordered_map<int32_t, std::vector<const rag::KvTreeNode*>> children;
   for (const auto& [id, n] : byId)
-    if (!n->tokens.empty()) child.emplace(std::pair{byId.count(n->parent) ? n->parent : -1, n->tokens.front()}, n);
+    if (!n->tokens.empty()) children[byId.count(n->parent) ? n->parent : -1].push_back(n);
   int32_t at = -1;
   size_t pos = 0;
   while (pos < prompt.size()) {
-    const auto it = child.find({at, prompt[pos]});
-    if (it == child.end()) break;
-    const rag::KvTreeNode& n = *it->second;
+    const rag::KvTreeNode* best = nullptr;
     size_t k = 0;
-    while (k < n.tokens.size() && pos + k < prompt.size() && n.tokens[k] == prompt[pos + k]) ++k;
+    for (const rag::KvTreeNode* c : children[at]) {
+      size_t m = 0;
+      while (m < c->tokens.size() && pos + m < prompt.size() && c->tokens[m] == prompt[pos + m]) ++m;
+      if (m > k) best = c, k = m;
+    }
+    if (!best) break;
+    const rag::KvTreeNode& n = *best;
     path.nodes.push_back(n.id);
     path.matchedTokens += static_cast<int64_t>(k);
     pos += k;
@@ -54,13 +60,18 @@ KvTreePath matchPromptPath(const std::vector<rag::KvTreeNode>& nodes, uint64_t n
 
 KvTreeModel::KvTreeModel(QObject* parent) : QAbstractItemModel(parent) {}
 
+QSet<qint64> KvTreeModel::withPathParents(const std::vector<rag::KvTreeNode>& nodes, QSet<qint64> unfolded,
+                                          std::span<const int32_t> prompt, uint64_t ns) {
+  if (prompt.empty()) return unfolded;
+  const KvTreePath path = matchPromptPath(nodes, ns, prompt);
+  for (size_t i = 0; i < path.nodes.size(); ++i) unfolded.insert(i == 0 ? namespaceKey(ns) : nodeKey(path.nodes[i - 1]));
+  return unfolded;
+}
+
 void KvTreeModel::setPromptPath(std::vector<int32_t> prompt, uint64_t ns) {
   m_pathPrompt = std::move(prompt);
   m_pathNs = ns;
-  const KvTreePath path = matchPromptPath(m_layout.nodes, ns, m_pathPrompt);
-  // Unfold every parent along the path so its nodes get rows of their own.
-  for (size_t i = 0; i < path.nodes.size(); ++i)
-    m_unfolded.insert(i == 0 ? namespaceKey(ns) : nodeKey(path.nodes[i - 1]));
+  m_unfolded = withPathParents(m_layout.nodes, std::move(m_unfolded), m_pathPrompt, ns);
   relayOut();
 }
 

@@ -122,6 +122,12 @@ public:
   // its nodes has a row (a node folded later marks its folded row). An empty prompt clears it.
   void setPromptPath(std::vector<int32_t> prompt, uint64_t ns = 0);
   const KvTreePath& promptPath() const { return m_path; }
+  const std::vector<int32_t>& pathPrompt() const { return m_pathPrompt; }
+  uint64_t pathNamespace() const { return m_pathNs; }
+  // `unfolded` plus the parents along `prompt`'s path in `nodes`: what a later snapshot is laid
+  // out with so the path's new nodes get rows too. Pure: callable on any thread.
+  static QSet<qint64> withPathParents(const std::vector<rag::KvTreeNode>& nodes, QSet<qint64> unfolded,
+                                      std::span<const int32_t> prompt, uint64_t ns);
   int64_t promptTokens() const { return static_cast<int64_t>(m_pathPrompt.size()); }
 
   int nodeCount() const { return static_cast<int>(m_layout.nodes.size()); }
