@@ -43,6 +43,14 @@ Status DeviceBuffer::upload(const void* host, size_t bytes, std::string_view wha
   return fromCuda(cudaMemcpy(m_ptr, host, bytes, cudaMemcpyHostToDevice), what);
 }
 
+Status DeviceBuffer::write(const void* host, size_t bytes, std::string_view what, size_t offset) {
+  if (offset + bytes > m_bytes)
+    return Status::invalidArgument(std::string(what) + ": writing " + std::to_string(bytes) + " bytes at " +
+                                   std::to_string(offset) + " into a device buffer of " + std::to_string(m_bytes));
+  if (bytes == 0) return Status::ok();
+  return fromCuda(cudaMemcpy(static_cast<char*>(m_ptr) + offset, host, bytes, cudaMemcpyHostToDevice), what);
+}
+
 Status DeviceBuffer::download(void* host, size_t bytes, std::string_view what, size_t offset) const {
   if (offset + bytes > m_bytes)
     return Status::invalidArgument(std::string(what) + ": reading " + std::to_string(bytes) + " bytes at " +

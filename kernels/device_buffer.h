@@ -31,6 +31,9 @@ public:
   Status allocate(size_t bytes, std::string_view what);
   // allocate(bytes) and a copy of `host` into it.
   Status upload(const void* host, size_t bytes, std::string_view what);
+  // Copies `bytes` from host into the buffer at byte `offset` (within size()), keeping the
+  // allocation: for buffers reused across steps.
+  Status write(const void* host, size_t bytes, std::string_view what, size_t offset = 0);
   // Copies `bytes` (at most size()) from the start of the buffer, or from byte `offset`, to host.
   Status download(void* host, size_t bytes, std::string_view what, size_t offset = 0) const;
   // Sets every byte to zero.
