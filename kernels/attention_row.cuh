@@ -5,6 +5,7 @@
 // common max, so no score vector is stored and any context length fits.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "block_reduce.cuh"

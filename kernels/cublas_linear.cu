@@ -36,7 +36,7 @@ Result<CublasContext> CublasContext::create() {
   RAG_RETURN_IF_ERROR(fromCublas(cublasCreate(&h), "creating a cuBLAS handle"));
   CublasContext ctx(h);
   RAG_RETURN_IF_ERROR(fromCublas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "setting FP32 math"));
-  return ctx;
+  return Result<CublasContext>(std::move(ctx));
 }
 
 CublasContext::~CublasContext() {

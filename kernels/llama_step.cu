@@ -114,25 +114,33 @@ Result<std::unique_ptr<CudaLlamaStep>> CudaLlamaStep::create(const model::LlamaC
   return std::unique_ptr<CudaLlamaStep>(new CudaLlamaStep(std::move(impl)));
 }
 
-Result<std::vector<float>> CudaLlamaStep::forward(std::span<const StepItem> items, int64_t decodeItems,
-                                                  std::span<const StepLogitRow> logitRows) {
-  Impl& m = *m_impl;
-  const model::LlamaConfig& c = m.cfg;
-  const int64_t hid = c.hiddenSize, nh = c.numAttentionHeads, nkv = c.numKeyValueHeads, d = c.headDim;
-  const int64_t qkvW = (nh + 2 * nkv) * d, inter = c.intermediateSize, vocab = c.vocabSize;
-  const int64_t bs = m.params.blockSize;
-  const float eps = static_cast<float>(c.rmsNormEps);
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+namespace {
+
+// The host side of a step: its checks, and everything its kernels read besides the weights and
+// the pool. `ints` is one upload: tokens [rows] | slots [rows] | decode block tables
+// [decodeItems, tableStride] | decode context lengths [decodeItems] | each prefill chunk's block
+// table | logit row indices [logitRows]; `trig` is cos | sin, [2, rows, headDim]; `masks` the
+// prefill chunks' masks end to end.
+struct StepPlan {
+  std::vector<int64_t> rowStart;  // item k's rows begin at row rowStart[k]
+  int64_t rows = 0;
+  int64_t tableStride = 0;
+  std::vector<int32_t> ints;
+  size_t decodeTables = 0, decodeLens = 0, logitIndex = 0;
+  std::vector<size_t> prefillTable, prefillMask;  // per item: offsets into ints and masks
+  std::vector<float> trig;
+  std::vector<uint8_t> masks;
+};
+
+Result<StepPlan> planStep(const model::LlamaConfig& c, const CudaLlamaStepParams& params,
+                          const std::vector<double>& ropeInvFreq, std::span<const StepItem> items, int64_t decodeItems,
+                          std::span<const StepLogitRow> logitRows) {
+  const int64_t d = c.headDim, bs = params.blockSize;
   const size_t nd = static_cast<size_t>(decodeItems);
   if (decodeItems < 0 || nd > items.size())
     return Status::invalidArgument("CudaLlamaStep: " + std::to_string(decodeItems) + " decode items of " +
                                    std::to_string(items.size()));
-
-  // Host side of the step: rows, checks, and every int32 table in one upload (`ints`): tokens
-  // [n] | slots [n] | decode block tables [nd, tableStride] | decode context lengths [nd] |
-  // prefill block tables | logit row indices [m]. Then cos|sin [2, n, d] and the prefill masks.
-  std::vector<int64_t> rowStart;
-  int64_t n = 0, tableStride = 0;
+  StepPlan plan;
   for (size_t k = 0; k < items.size(); ++k) {
     const StepItem& it = items[k];
     const int64_t rows = static_cast<int64_t>(it.tokens.size()), ctx = it.start + rows;
@@ -146,62 +154,79 @@ Result<std::vector<float>> CudaLlamaStep::forward(std::span<const StepItem> item
     if (static_cast<int64_t>(it.blocks.size()) < ceilDiv(ctx, bs))
       return Status::invalidArgument(which + "'s block table does not cover " + std::to_string(ctx) + " positions");
     for (int64_t b = 0; b < ceilDiv(ctx, bs); ++b)
-      if (it.blocks[static_cast<size_t>(b)] < 0 || it.blocks[static_cast<size_t>(b)] >= m.params.numBlocks)
+      if (it.blocks[static_cast<size_t>(b)] < 0 || it.blocks[static_cast<size_t>(b)] >= params.numBlocks)
         return Status::invalidArgument(which + " names block " + std::to_string(it.blocks[static_cast<size_t>(b)]) +
-                                       ", outside the pool of " + std::to_string(m.params.numBlocks));
+                                       ", outside the pool of " + std::to_string(params.numBlocks));
     for (int32_t t : it.tokens)
-      if (t < 0 || t >= vocab)
+      if (t < 0 || t >= c.vocabSize)
         return Status::invalidArgument(which + ": token id " + std::to_string(t) + " is outside the vocabulary");
-    if (k < nd) tableStride = std::max(tableStride, ceilDiv(ctx, bs));
-    rowStart.push_back(n);
-    n += rows;
+    if (k < nd) plan.tableStride = std::max(plan.tableStride, ceilDiv(ctx, bs));
+    plan.rowStart.push_back(plan.rows);
+    plan.rows += rows;
   }
-  if (n == 0) return std::vector<float>();
-  std::vector<int32_t> ints;
-  std::vector<float> trig(static_cast<size_t>(2 * n * d));
-  for (size_t k = 0; k < items.size(); ++k)
-    for (int32_t t : items[k].tokens) ints.push_back(t);
+  const int64_t n = plan.rows;
+  std::vector<int32_t>& ints = plan.ints;
+  plan.trig.resize(static_cast<size_t>(2 * n * d));
+  for (const StepItem& it : items) ints.insert(ints.end(), it.tokens.begin(), it.tokens.end());
   for (size_t k = 0; k < items.size(); ++k) {
     const StepItem& it = items[k];
     for (size_t j = 0; j < it.tokens.size(); ++j) {
-      const int64_t p = it.start + static_cast<int64_t>(j), r = rowStart[k] + static_cast<int64_t>(j);
+      const int64_t p = it.start + static_cast<int64_t>(j), r = plan.rowStart[k] + static_cast<int64_t>(j);
       ints.push_back(static_cast<int32_t>(static_cast<int64_t>(it.blocks[static_cast<size_t>(p / bs)]) * bs + p % bs));
       const double pos = static_cast<double>(it.positions[j]);
-      float* cosR = trig.data() + r * d;
+      float* cosR = plan.trig.data() + r * d;
       float* sinR = cosR + n * d;
       for (int64_t f = 0; f < d / 2; ++f) {
-        const double a = pos * m.ropeInvFreq[static_cast<size_t>(f)];
+        const double a = pos * ropeInvFreq[static_cast<size_t>(f)];
         cosR[f] = cosR[f + d / 2] = static_cast<float>(std::cos(a));
         sinR[f] = sinR[f + d / 2] = static_cast<float>(std::sin(a));
       }
     }
   }
-  const size_t decodeTables = ints.size();
+  plan.decodeTables = ints.size();
   for (size_t k = 0; k < nd; ++k) {
     const StepItem& it = items[k];
-    for (int64_t b = 0; b < tableStride; ++b)
+    for (int64_t b = 0; b < plan.tableStride; ++b)
       ints.push_back(b < ceilDiv(it.start + 1, bs) ? it.blocks[static_cast<size_t>(b)] : 0);
   }
-  const size_t decodeLens = ints.size();
+  plan.decodeLens = ints.size();
   for (size_t k = 0; k < nd; ++k) ints.push_back(static_cast<int32_t>(items[k].start + 1));
-  std::vector<size_t> prefillTable(items.size()), prefillMask(items.size());
-  std::vector<uint8_t> masks;
+  plan.prefillTable.resize(items.size());
+  plan.prefillMask.resize(items.size());
   for (size_t k = nd; k < items.size(); ++k) {
     const StepItem& it = items[k];
-    prefillTable[k] = ints.size();
-    const int64_t used = ceilDiv(it.start + static_cast<int64_t>(it.tokens.size()), bs);
-    ints.insert(ints.end(), it.blocks.begin(), it.blocks.begin() + used);
-    prefillMask[k] = masks.size();
-    masks.insert(masks.end(), it.allowed.begin(), it.allowed.end());
+    plan.prefillTable[k] = ints.size();
+    ints.insert(ints.end(), it.blocks.begin(), it.blocks.begin() + ceilDiv(it.start + static_cast<int64_t>(it.tokens.size()), bs));
+    plan.prefillMask[k] = plan.masks.size();
+    plan.masks.insert(plan.masks.end(), it.allowed.begin(), it.allowed.end());
   }
-  const size_t logitIndex = ints.size();
+  plan.logitIndex = ints.size();
   for (const StepLogitRow& lr : logitRows) {
     if (lr.item >= items.size() || lr.row < 0 || lr.row >= static_cast<int64_t>(items[lr.item].tokens.size()))
       return Status::invalidArgument("CudaLlamaStep: a logit row names item " + std::to_string(lr.item) + " row " +
                                      std::to_string(lr.row) + ", which the step does not compute");
-    ints.push_back(static_cast<int32_t>(rowStart[lr.item] + lr.row));
+    ints.push_back(static_cast<int32_t>(plan.rowStart[lr.item] + lr.row));
   }
-  const int64_t mRows = static_cast<int64_t>(logitRows.size());
+  return plan;
+}
+
+}  // namespace
+
+Result<std::vector<float>> CudaLlamaStep::forward(std::span<const StepItem> items, int64_t decodeItems,
+                                                  std::span<const StepLogitRow> logitRows) {
+  Impl& m = *m_impl;
+  const model::LlamaConfig& c = m.cfg;
+  const int64_t hid = c.hiddenSize, nh = c.numAttentionHeads, nkv = c.numKeyValueHeads, d = c.headDim;
+  const int64_t qkvW = (nh + 2 * nkv) * d, inter = c.intermediateSize, vocab = c.vocabSize;
+  const int64_t bs = m.params.blockSize;
+  const float eps = static_cast<float>(c.rmsNormEps);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  RAG_ASSIGN_OR_RETURN(const StepPlan plan, planStep(c, m.params, m.ropeInvFreq, items, decodeItems, logitRows));
+  const int64_t n = plan.rows, mRows = static_cast<int64_t>(logitRows.size());
+  const size_t nd = static_cast<size_t>(decodeItems);
+  if (n == 0) return std::vector<float>();
+  const std::vector<int32_t>& ints = plan.ints;
+  const std::vector<int64_t>& rowStart = plan.rowStart;
 
   auto bytes = [](int64_t floats) { return static_cast<size_t>(floats) * sizeof(float); };
   RAG_RETURN_IF_ERROR(reserve(m.x, bytes(n * hid), "allocating the step's activations"));
@@ -213,10 +238,10 @@ Result<std::vector<float>> CudaLlamaStep::forward(std::span<const StepItem> item
   RAG_RETURN_IF_ERROR(reserve(m.logits, bytes(mRows * vocab), "allocating the step's logits"));
   RAG_RETURN_IF_ERROR(reserve(m.ints, ints.size() * sizeof(int32_t), "allocating the step's tables"));
   RAG_RETURN_IF_ERROR(reserve(m.trig, bytes(2 * n * d), "allocating the step's RoPE tables"));
-  RAG_RETURN_IF_ERROR(reserve(m.masks, masks.size(), "allocating the step's masks"));
+  RAG_RETURN_IF_ERROR(reserve(m.masks, plan.masks.size(), "allocating the step's masks"));
   RAG_RETURN_IF_ERROR(m.ints.write(ints.data(), ints.size() * sizeof(int32_t), "copying the step's tables"));
-  RAG_RETURN_IF_ERROR(m.trig.write(trig.data(), trig.size() * sizeof(float), "copying the step's RoPE tables"));
-  RAG_RETURN_IF_ERROR(m.masks.write(masks.data(), masks.size(), "copying the step's masks"));
+  RAG_RETURN_IF_ERROR(m.trig.write(plan.trig.data(), plan.trig.size() * sizeof(float), "copying the step's RoPE tables"));
+  RAG_RETURN_IF_ERROR(m.masks.write(plan.masks.data(), plan.masks.size(), "copying the step's masks"));
 
   cudaStream_t stream = nullptr;  // the legacy default stream: ordered with the copies above
   const int32_t* dInts = m.ints.as<const int32_t>();
@@ -236,13 +261,13 @@ Result<std::vector<float>> CudaLlamaStep::forward(std::span<const StepItem> item
     RAG_RETURN_IF_ERROR(kvWrite(qkv + nh * d, qkv + (nh + nkv) * d, qkvW, n, nkv * d, dInts + n,
                                 m.kPool[l].as<float>(), m.vPool[l].as<float>(), stream));
     if (nd > 0)  // rows 0 .. nd-1
-      RAG_RETURN_IF_ERROR(pagedDecodeAttention(qkv, qkvW, decodeItems, nh, kv, dInts + decodeTables, tableStride,
-                                               dInts + decodeLens, scale, att, nh * d, stream));
+      RAG_RETURN_IF_ERROR(pagedDecodeAttention(qkv, qkvW, decodeItems, nh, kv, dInts + plan.decodeTables, plan.tableStride,
+                                               dInts + plan.decodeLens, scale, att, nh * d, stream));
     for (size_t k = nd; k < items.size(); ++k) {
       const StepItem& it = items[k];
-      const uint8_t* mask = it.allowed.empty() ? nullptr : m.masks.as<const uint8_t>() + prefillMask[k];
+      const uint8_t* mask = it.allowed.empty() ? nullptr : m.masks.as<const uint8_t>() + plan.prefillMask[k];
       RAG_RETURN_IF_ERROR(prefillAttention(qkv + rowStart[k] * qkvW, qkvW, static_cast<int64_t>(it.tokens.size()),
-                                           it.start, nh, kv, dInts + prefillTable[k], mask, scale,
+                                           it.start, nh, kv, dInts + plan.prefillTable[k], mask, scale,
                                            att + rowStart[k] * nh * d, nh * d, stream));
     }
     RAG_RETURN_IF_ERROR(linear(m.blas, att, n, nh * d, f32(w.oT), hid, f32(w.oBias), 0, hid, x, hid, true, stream));
@@ -255,7 +280,7 @@ Result<std::vector<float>> CudaLlamaStep::forward(std::span<const StepItem> item
   }
   if (mRows == 0) return std::vector<float>();
   // The final norm and the LM head for the rows that want logits only, gathered into h.
-  RAG_RETURN_IF_ERROR(embedGather(x, n, hid, dInts + logitIndex, mRows, h, stream));
+  RAG_RETURN_IF_ERROR(embedGather(x, n, hid, dInts + plan.logitIndex, mRows, h, stream));
   RAG_RETURN_IF_ERROR(rmsNorm(h, f32(m.norm), mRows, hid, eps, h, stream));
   RAG_RETURN_IF_ERROR(linear(m.blas, h, mRows, hid, f32(m.lmHeadT), vocab, nullptr, 0, vocab, m.logits.as<float>(), vocab,
                              false, stream));

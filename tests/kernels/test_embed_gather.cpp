@@ -33,7 +33,7 @@ private Q_SLOTS:
     cuda::DeviceBuffer dt = toDevice(table), dtok = toDevice(tokens), dout = toDevice(std::vector<float>(cpu.size(), 7.0f));
     const Status s = cuda::embedGather(dt.as<float>(), vocab, hidden, dtok.as<int32_t>(), n, dout.as<float>(), nullptr);
     QVERIFY2(s.isOk(), s.toString().c_str());
-    QCOMPARE(toHost<float>(dout, cpu.size()), cpu);
+    expectClose(toHost<float>(dout, cpu.size()), cpu, 0, 0, "gathered rows");
   }
 };
 
