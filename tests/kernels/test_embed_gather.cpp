@@ -18,7 +18,7 @@ private Q_SLOTS:
   void matchesCpuGather() {
     const int64_t vocab = 97, hidden = 65, n = 41;
     const std::vector<float> table = randomVector(size_t(vocab * hidden), 41);
-    std::vector<int32_t> tokens(size_t(n));
+    std::vector<int32_t> tokens(static_cast<size_t>(n));
     std::mt19937 gen(42);
     std::uniform_int_distribution<int32_t> id(0, int32_t(vocab) - 1);
     for (int32_t& t : tokens) t = id(gen);
