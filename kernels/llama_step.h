@@ -10,7 +10,7 @@
 //   LlamaHostWeights w = ...;  // host F32 pointers in the runner's fused, transposed layout
 //   const cuda::CudaLlamaStepParams params{.blockSize = 16, .numBlocks = 256};
 //   RAG_ASSIGN_OR_RETURN(auto step, cuda::CudaLlamaStep::create(cfg, w, params));
-//   std::vector<StepItem> items{{.tokens = prompt, .positions = pos, .start = 0, .blocks = table}};
+//   std::vector<StepItem> items{{.tokens = prompt, .positions = pos, .start = 0, .blocks = table, .allowed = {}}};
 //   std::vector<StepLogitRow> want{{.item = 0, .row = int64_t(prompt.size()) - 1}};
 //   RAG_ASSIGN_OR_RETURN(std::vector<float> logits, step->forward(items, 0, want));  // F32 [1, vocab]
 //

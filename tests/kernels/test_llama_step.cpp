@@ -64,7 +64,8 @@ struct GpuSeq {
     return {.tokens = std::span<const int32_t>(tokens).subspan(size_t(computed), size_t(n)),
             .positions = std::span<const int64_t>(positions).subspan(size_t(computed), size_t(n)),
             .start = computed,
-            .blocks = blocks};
+            .blocks = blocks,
+            .allowed = {}};
   }
 };
 
@@ -166,7 +167,8 @@ private Q_SLOTS:
     QVERIFY2(step.isOk(), step.status().toString().c_str());
     const std::vector<int32_t> tokens{1, 2, 3}, blocks{2};
     const std::vector<int64_t> positions{0, 1, 2};
-    const std::vector<cuda::StepItem> items{{.tokens = tokens, .positions = positions, .start = 0, .blocks = blocks}};
+    const std::vector<cuda::StepItem> items{
+        {.tokens = tokens, .positions = positions, .start = 0, .blocks = blocks, .allowed = {}}};
     auto r = (*step)->forward(items, 0, {});
     QVERIFY(!r.isOk());
     QVERIFY(r.status().message().find("outside the pool") != std::string::npos);
