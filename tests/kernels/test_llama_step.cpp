@@ -92,10 +92,6 @@ private Q_SLOTS:
     std::map<model::SeqId, Run> cpu = drain(*runner, vocab);
 
     // The GPU side over the same tokens.
-    FusedHostWeights fused(*m);
-    const cuda::CudaLlamaStepParams params{.blockSize = bs, .numBlocks = numBlocks};
-    auto step = cuda::CudaLlamaStep::create(m->config(), fused.w, params);
-    QVERIFY2(step.isOk(), step.status().toString().c_str());
     const std::vector<int32_t> order = cuda::testing::shuffledBlocks(numBlocks, 7);
     std::vector<GpuSeq> seqs(prompts.size());
     size_t nextBlock = 0;
@@ -110,6 +106,10 @@ private Q_SLOTS:
       QCOMPARE(int64_t(run.rows.size()), g.rows);
       for (int64_t b = 0; b < (g.rows + bs - 1) / bs; ++b) g.blocks.push_back(order[nextBlock++]);
     }
+    FusedHostWeights fused(*m);
+    const cuda::CudaLlamaStepParams params{.blockSize = bs, .numBlocks = numBlocks};
+    auto step = cuda::CudaLlamaStep::create(m->config(), fused.w, params);
+    QVERIFY2(step.isOk(), step.status().toString().c_str());
     // Step 1: both prompts prefill (the second only its first 13 rows); step 2: the first
     // sequence's first decode row beside the second's remaining prompt chunk; then decode rows.
     auto runStep = [&](const std::vector<std::pair<size_t, int64_t>>& work, int64_t decodeItems) {
