@@ -1,9 +1,10 @@
 // kernels/llama_step.h against the runner's CPU step: a tiny random Llama (two layers of
 // grouped-query attention, torch_runner_fixtures.h) generates greedily for two prompts on a
-// ModelRunner (the CPU kernel forward of runner_forward.cpp, every row's logits kept); the GPU
-// step is driven over the same tokens (teacher-forced with the runner's output) in a schedule
-// that mixes prefill chunks and decode rows in one step, with block size 8 and shuffled block
-// tables so that contexts end inside blocks. Every row's logits must agree to 2e-4 absolute +
+// ModelRunner (the CPU kernel forward of runner_forward.cpp, every row's logits kept) for three
+// prompts, one under a Block-Attention mask; the GPU step is driven over the same tokens
+// (teacher-forced with the runner's output) in a schedule that mixes prefill chunks (one of
+// them masked) and decode rows in one step, with block size 8 and shuffled block tables so that
+// contexts end inside blocks. Every row's logits must agree to 2e-4 absolute +
 // 2e-4 relative, and the argmax of each generating row must be the runner's token wherever the
 // runner's top two logits are more than 1e-3 apart. Skips (exit 77) without a CUDA device.
 #include "model/llama.h"  // torch before Qt
@@ -58,6 +59,7 @@ struct GpuSeq {
   int64_t rows = 0;  // rows to compute: all but the last token
   int64_t computed = 0;
   std::vector<int32_t> blocks;
+  std::vector<uint8_t> promptMask;  // [prompt, prompt]; empty: causal. The prompt runs as one chunk.
   std::vector<std::vector<float>> logits;
 
   cuda::StepItem item(int64_t n) const {
@@ -65,7 +67,7 @@ struct GpuSeq {
             .positions = std::span<const int64_t>(positions).subspan(size_t(computed), size_t(n)),
             .start = computed,
             .blocks = blocks,
-            .allowed = {}};
+            .allowed = computed == 0 ? std::span<const uint8_t>(promptMask) : std::span<const uint8_t>()};
   }
 };
 
@@ -77,15 +79,19 @@ private Q_SLOTS:
   void matchesTheRunnersCpuStep() {
     const int64_t vocab = 96, bs = 8, numBlocks = 16, generate = 6;
     auto m = tinyModel(3, vocab);
-    const std::vector<std::vector<int32_t>> prompts{randomTokens(11, vocab, 5), randomTokens(21, vocab, 6)};
+    const std::vector<std::vector<int32_t>> prompts{randomTokens(11, vocab, 5), randomTokens(21, vocab, 6),
+                                                    randomTokens(17, vocab, 8)};
+    const model::AttentionMask blockMask = model::AttentionMask::blocks({0, 6, 11});  // the third prompt's
 
     // The CPU side: the runner's kernel forward, greedy, every row's logits.
     model::RunnerParams rp;
     rp.blockSize = bs;
     auto runner = makeRunner(m, rp);
     std::vector<model::SeqId> ids;
-    for (const auto& p : prompts) {
-      auto id = runner->add(greedy(p, int32_t(generate)));
+    for (size_t s = 0; s < prompts.size(); ++s) {
+      model::SequenceRequest req = greedy(prompts[s], int32_t(generate));
+      if (s == 2) req.mask = blockMask;
+      auto id = runner->add(std::move(req));
       QVERIFY2(id.isOk(), id.status().toString().c_str());
       ids.push_back(*id);
     }
@@ -106,12 +112,14 @@ private Q_SLOTS:
       QCOMPARE(int64_t(run.rows.size()), g.rows);
       for (int64_t b = 0; b < (g.rows + bs - 1) / bs; ++b) g.blocks.push_back(order[nextBlock++]);
     }
+    seqs[2].promptMask = blockMask.dense(int64_t(prompts[2].size()));
     FusedHostWeights fused(*m);
     const cuda::CudaLlamaStepParams params{.blockSize = bs, .numBlocks = numBlocks};
     auto step = cuda::CudaLlamaStep::create(m->config(), fused.w, params);
     QVERIFY2(step.isOk(), step.status().toString().c_str());
-    // Step 1: both prompts prefill (the second only its first 13 rows); step 2: the first
-    // sequence's first decode row beside the second's remaining prompt chunk; then decode rows.
+    // Step 1: the prompts prefill (the second only its first 13 rows, the third under its
+    // mask); step 2: the first and third sequences' first decode rows beside the second's
+    // remaining prompt chunk; then decode rows.
     auto runStep = [&](const std::vector<std::pair<size_t, int64_t>>& work, int64_t decodeItems) {
       std::vector<cuda::StepItem> items;
       std::vector<cuda::StepLogitRow> want;
@@ -128,11 +136,14 @@ private Q_SLOTS:
       }
       for (const auto& [s, n] : work) seqs[s].computed += n;
     };
-    runStep({{0, int64_t(prompts[0].size())}, {1, 13}}, 0);
+    runStep({{0, int64_t(prompts[0].size())}, {1, 13}, {2, int64_t(prompts[2].size())}}, 0);
     if (QTest::currentTestFailed()) return;
-    runStep({{0, 1}, {1, int64_t(prompts[1].size()) - 13}}, 1);
+    runStep({{0, 1}, {2, 1}, {1, int64_t(prompts[1].size()) - 13}}, 2);
     if (QTest::currentTestFailed()) return;
-    while (seqs[0].computed < seqs[0].rows || seqs[1].computed < seqs[1].rows) {
+    auto pending = [&] {
+      return std::any_of(seqs.begin(), seqs.end(), [](const GpuSeq& g) { return g.computed < g.rows; });
+    };
+    while (pending()) {
       std::vector<std::pair<size_t, int64_t>> work;
       for (size_t s = 0; s < seqs.size(); ++s)
         if (seqs[s].computed < seqs[s].rows) work.push_back({s, 1});
