@@ -5,7 +5,7 @@
 // prefill attention per chunk -> o linear accumulated into x -> rmsNorm -> fused gate|up linear
 // -> siluMul -> down linear accumulated; the final norm and LM head for the rows that want
 // logits. tests/kernels/test_llama_step.cpp compares its logits and greedy tokens with the
-// model's dense forward on the CPU.
+// runner's CPU step on a tiny random model.
 //
 //   LlamaHostWeights w = ...;  // host F32 pointers in the runner's fused, transposed layout
 //   const cuda::CudaLlamaStepParams params{.blockSize = 16, .numBlocks = 256};
