@@ -1,9 +1,9 @@
 // kernels/paged_decode_attention.cuh against cpu::attendDecode: a batch of sequences whose
-// contexts (1, a partial block, whole blocks, hundreds of positions) live in one pool under
-// shuffled block tables, with grouped-query heads (8 on 2, 4 on 4, 12 on 4) and head widths 64,
-// 24 (not a multiple of a warp), 128 and 256 (the widest the kernel holds). Tolerance: 2e-5
-// absolute + 1e-4 relative (online softmax merged across warps, expf against the CPU's exp
-// polynomial). Skips (exit 77) without a CUDA device.
+// contexts (1, a partial block, whole blocks, hundreds and thousands of positions) live in one
+// pool under shuffled block tables, with grouped-query heads (8 on 2, 4 on 4, 12 on 4) and head
+// widths 64, 24 (not a multiple of a warp), 128 and 256 (the widest the kernel holds).
+// Tolerance: 2e-5 absolute + 1e-4 relative (online softmax merged across warps, expf against
+// the CPU's exp polynomial). Skips (exit 77) without a CUDA device.
 #include <QtTest>
 
 #include <cmath>
@@ -34,7 +34,7 @@ private Q_SLOTS:
     QFETCH(int, kvHeads);
     QFETCH(int, d);
     QFETCH(int, bs);
-    const std::vector<int64_t> contexts{1, 5, int64_t(bs), 2 * int64_t(bs) + 1, 300};
+    const std::vector<int64_t> contexts{1, 5, int64_t(bs), 2 * int64_t(bs) + 1, 300, 2053};
     const int64_t batch = int64_t(contexts.size());
     int64_t tableStride = 0, numBlocks = 0;
     for (int64_t c : contexts) {
@@ -56,7 +56,7 @@ private Q_SLOTS:
     }
     const float scale = float(1.0 / std::sqrt(double(d)));
     std::vector<float> cpu(size_t(batch * outStride), 0.0f);
-    std::vector<float> scores(size_t(heads) * 300);
+    std::vector<float> scores(size_t(heads) * 2053);
     for (int64_t b = 0; b < batch; ++b) {
       const model::cpu::PagedKv kv{kPool.data(), vPool.data(), tables.data() + b * tableStride, bs, kvHeads, d};
       model::cpu::attendDecode(q.data() + b * qStride, 0, heads, heads, kv, contexts[size_t(b)], scale, scores.data(),
