@@ -16,7 +16,10 @@
 // binary stays portable. Semantics are those of the libtorch layer code in llama.cpp and
 // bert.cpp (HF Llama and BERT); tests/engine/test_decode_kernels.cpp checks each kernel against
 // a plain loop, tests/engine/test_torch_runner.cpp the runner's path against the dense model
-// and tests/engine/test_torch_text_embedder.cpp the encoder's against BertModel.
+// and tests/engine/test_torch_text_embedder.cpp the encoder's against BertModel. These are also
+// the references of the CUDA ops in kernels/ (rms_norm, rope, silu_mul, cublas_linear,
+// paged_decode_attention, prefill_attention; kernels/llama_step.h composes them into a step):
+// tests/kernels/ compares each with its function here.
 // Torch-free and Qt-free.
 #pragma once
 

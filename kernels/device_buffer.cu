@@ -1,0 +1,69 @@
+#include "device_buffer.h"
+
+#include <cuda_runtime.h>
+
+#include <string>
+#include <utility>
+
+#include "cuda_check.h"
+
+namespace rag::cuda {
+
+DeviceBuffer::~DeviceBuffer() { release(); }
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : m_ptr(std::exchange(other.m_ptr, nullptr)), m_bytes(std::exchange(other.m_bytes, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    release();
+    m_ptr = std::exchange(other.m_ptr, nullptr);
+    m_bytes = std::exchange(other.m_bytes, 0);
+  }
+  return *this;
+}
+
+void DeviceBuffer::release() {
+  if (m_ptr) cudaFree(m_ptr);
+  m_ptr = nullptr;
+  m_bytes = 0;
+}
+
+Status DeviceBuffer::allocate(size_t bytes, std::string_view what) {
+  release();
+  if (bytes == 0) return Status::ok();
+  RAG_RETURN_IF_ERROR(fromCuda(cudaMalloc(&m_ptr, bytes), what));
+  m_bytes = bytes;
+  return Status::ok();
+}
+
+Status DeviceBuffer::upload(const void* host, size_t bytes, std::string_view what) {
+  RAG_RETURN_IF_ERROR(allocate(bytes, what));
+  if (bytes == 0) return Status::ok();
+  return fromCuda(cudaMemcpy(m_ptr, host, bytes, cudaMemcpyHostToDevice), what);
+}
+
+Status DeviceBuffer::write(const void* host, size_t bytes, std::string_view what, size_t offset) {
+  if (offset + bytes > m_bytes)
+    return Status::invalidArgument(std::string(what) + ": writing " + std::to_string(bytes) + " bytes at " +
+                                   std::to_string(offset) + " into a device buffer of " + std::to_string(m_bytes));
+  if (bytes == 0) return Status::ok();
+  return fromCuda(cudaMemcpy(static_cast<char*>(m_ptr) + offset, host, bytes, cudaMemcpyHostToDevice), what);
+}
+
+Status DeviceBuffer::download(void* host, size_t bytes, std::string_view what, size_t offset) const {
+  if (offset + bytes > m_bytes)
+    return Status::invalidArgument(std::string(what) + ": reading " + std::to_string(bytes) + " bytes at " +
+                                   std::to_string(offset) + " from a device buffer of " + std::to_string(m_bytes));
+  if (bytes == 0) return Status::ok();
+  return fromCuda(cudaMemcpy(host, static_cast<const char*>(m_ptr) + offset, bytes, cudaMemcpyDeviceToHost), what);
+}
+
+Status DeviceBuffer::zero(std::string_view what) {
+  if (m_bytes == 0) return Status::ok();
+  return fromCuda(cudaMemset(m_ptr, 0, m_bytes), what);
+}
+
+Status synchronize(std::string_view what) { return fromCuda(cudaDeviceSynchronize(), what); }
+
+}  // namespace rag::cuda

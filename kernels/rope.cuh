@@ -1,0 +1,20 @@
+// Rotate-half RoPE (HF convention) on the GPU. CPU reference: rag::model::cpu::rope
+// (engine/model/decode_kernels.h); tests/kernels/test_rope.cpp compares the two.
+#pragma once
+
+#include <cstdint>
+
+#include "rag/status.h"
+
+typedef struct CUstream_st* cudaStream_t;
+
+namespace rag::cuda {
+
+// In place on `heads` consecutive heads of width d (even) at the start of each of `rows` rows,
+// row r at x + r * rowStride (a fused q|k|v row: rope the first nh + nkv heads). cos and sin are
+// F32 [rows, d], row r its position's tables (the d/2 frequencies repeated twice), as
+// cpu::rope takes them per row. All pointers in device memory; enqueued on `stream`.
+Status rope(float* x, int64_t rows, int64_t rowStride, int64_t heads, int64_t d, const float* cos,
+            const float* sin, cudaStream_t stream);
+
+}  // namespace rag::cuda
