@@ -13,6 +13,7 @@
 // With --llama-bench BIN, llama.cpp runs the same weights (exported to GGUF) in the same run,
 // interleaved with this engine's own batch-1 decode and prefill, and the ratios are reported.
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <iostream>
@@ -397,6 +398,11 @@ int cmdBenchLlm(Args& args) {
   if (*promptLen < 1 || *prefillLen < 1 || *steps < 1 || *threads < 1)
     return fail(Status::invalidArgument("--prompt, --prefill, --steps and --threads must be positive"));
   if (Status s = args.finish(); !s) return fail(s);
+  // Before any measuring: a llama-bench that is not there is a mistake worth minutes.
+  if (!llamaBench.empty() && llamaBench.find('/') != std::string::npos && ::access(llamaBench.c_str(), X_OK) != 0)
+    return fail(Status::notFound("--llama-bench " + llamaBench +
+                                 " is not an executable file; give the llama-bench binary of a llama.cpp build "
+                                 "(cmake -B build && cmake --build build --target llama-bench)"));
   model::setComputeThreads(static_cast<int>(*threads));
 
   auto loaded = loadChosenModel(*choice);

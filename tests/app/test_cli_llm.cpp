@@ -152,6 +152,26 @@ private Q_SLOTS:
     QVERIFY(r.err.contains("no question"));
   }
 
+  // The weights for llama.cpp: a GGUF file (its layout is checked in engine_test_gguf), and
+  // bench llm refusing a llama-bench that is not there before it measures anything.
+  void ggufExportAndTheLlamaCppComparison() {
+    CliRun r = runRagraph({"model", "gguf", "--model", model(), "--out", path("lm.gguf"), "--json"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    auto doc = parseJson(r.out.toStdString());
+    QVERIFY2(doc.isOk(), qPrintable(r.out));
+    QCOMPARE(doc->find("tensors")->asInt64().value_or(0), int64_t{2 + 9 + 0});  // one layer, tied embeddings
+    QFile f(path("lm.gguf"));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QCOMPARE(f.read(4), QByteArray("GGUF"));
+    QCOMPARE(f.size(), doc->find("bytes")->asInt64().value_or(-1));
+    r = runRagraph({"model", "gguf", "--model", model()});
+    QCOMPARE(r.code, 2);  // a bad command line
+    QVERIFY2(r.err.contains("--out"), qPrintable(r.err));
+    r = runRagraph({"bench", "llm", "--model", model(), "--llama-bench", path("no-llama.cpp/llama-bench")});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("--llama-bench") && r.err.contains("llama.cpp"), qPrintable(r.err));
+  }
+
   void benchPrintsTheFigures() {
     const QStringList args = {"bench", "llm", "--model", model(), "--prompt", "8", "--prefill", "16", "--steps", "2",
                               "--threads", "1", "--json"};
