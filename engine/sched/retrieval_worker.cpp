@@ -340,6 +340,9 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
     return;
   }
   const double stepSeconds = static_cast<double>(t1 - t0) * 1e-9;
+  // Read before m_live is rebuilt below: `tasks` points into its elements, which the move frees
+  // (AddressSanitizer's heap-use-after-free in engine_test_torch_scheduler).
+  const double clustersPerTask = tasks.empty() ? 0.0 : static_cast<double>(tasks.front()->clusters().size());
   std::vector<Live> still;
   for (Live& l : m_live) {
     if (l.task.done()) {
@@ -363,7 +366,6 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
   // (planning, the FAISS call and its threads) plus handing the partial results over.
   if (subStages && stats->tasksAdvanced > 0 && stats->clustersSearched > 0) {
     const double perCluster = stepSeconds / static_cast<double>(stats->clustersSearched) * static_cast<double>(stats->tasksAdvanced);
-    const double clustersPerTask = tasks.empty() ? 0.0 : static_cast<double>(tasks.front()->clusters().size());
     m_tRetrieval.add(perCluster * clustersPerTask);
     const double overhead = std::max(0.0, stepSeconds - stats->estimatedSeconds);
     m_beta.add(overhead + static_cast<double>(nowNs() - t1) * 1e-9);

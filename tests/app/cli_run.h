@@ -2,6 +2,7 @@
 #pragma once
 
 #include <QProcess>
+#include <cstdlib>
 #include <functional>
 #include <QProcessEnvironment>
 #include <QString>
@@ -13,6 +14,14 @@ struct CliRun {
   QString err;
 };
 
+// Timeouts are multiplied by $RAGWB_TEST_TIMEOUT_SCALE (the sanitizer test presets set it: an
+// instrumented `ragraph index build` over the whole corpus takes minutes, not seconds).
+inline int scaledTimeoutMs(int ms) {
+  const char* s = std::getenv("RAGWB_TEST_TIMEOUT_SCALE");
+  const double scale = s ? std::atof(s) : 1.0;
+  return scale > 1.0 ? static_cast<int>(ms * scale) : ms;
+}
+
 // `inChild` runs in the child between fork and exec (e.g. to set a resource limit).
 inline CliRun runRagraph(const QStringList& args, int timeoutMs = 120000,
                          const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment(),
@@ -22,9 +31,13 @@ inline CliRun runRagraph(const QStringList& args, int timeoutMs = 120000,
   if (inChild) p.setChildProcessModifier(inChild);
   p.start(QStringLiteral(RAGWB_BIN_DIR "/ragraph"), args);
   CliRun r;
-  if (!p.waitForFinished(timeoutMs)) {
+  if (!p.waitForFinished(scaledTimeoutMs(timeoutMs))) {
     p.kill();
     p.waitForFinished();
+    r.err = QStringLiteral("ragraph %1 timed out after %2 s; its stderr so far:\n%3")
+                .arg(args.join(QLatin1Char(' ')))
+                .arg(scaledTimeoutMs(timeoutMs) / 1000)
+                .arg(QString::fromUtf8(p.readAllStandardError()));
     return r;
   }
   r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
