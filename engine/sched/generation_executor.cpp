@@ -114,7 +114,7 @@ Status GenerationExecutor::start(const StageJob& job) {
                           : segmented->attention == model::SegmentAttention::Block ? "block"
                                                                                    : "dependency";
   l = Live{.requestId = job.requestId, .speculative = job.speculative, .segmented = segmented.has_value(),
-           .attention = attention, .prompt = seq.prompt};
+           .attention = attention, .prompt = std::make_shared<const std::vector<int32_t>>(seq.prompt)};
   ++m_running;
   m_worker->add(GenerationJob{.key = job.key, .requestId = job.requestId, .request = std::move(seq),
                               .speculative = job.speculative, .segmented = std::move(segmented)});
@@ -160,9 +160,9 @@ void GenerationExecutor::collect(std::vector<StageUpdate>& out) {
         s.error = Status::internal("the model produced no valid token (NaN logits)");
       s.output = NodeOutput{.text = trimmedText(u.output),
                             .work = u.generatedTokens,
-                            .promptTokens = static_cast<int64_t>(l.prompt.size()),
+                            .promptTokens = static_cast<int64_t>(l.prompt->size()),
                             .cachedPromptTokens = l.cachedPromptTokens,
-                            .promptTokenIds = std::make_shared<const std::vector<int32_t>>(l.prompt),
+                            .promptTokenIds = l.prompt,
                             .attention = l.attention,
                             .segments = std::move(l.segments)};
       --m_running;
@@ -188,16 +188,17 @@ Adoption GenerationExecutor::adopt(const StageJob& real) {
   Result<model::SequenceRequest> seq = sequenceFor(real);
   if (!seq || !seq->mask.isCausal()) return Adoption::None;  // an error is reported by the real run
   Live& l = it->second;
-  if (seq->prompt == l.prompt) {
+  if (seq->prompt == *l.prompt) {
     l.speculative = false;
     if (l.done) m_live.erase(it);
     return Adoption::Exact;
   }
   if (l.done) return Adoption::None;
-  const auto diverge = std::mismatch(l.prompt.begin(), l.prompt.end(), seq->prompt.begin(), seq->prompt.end());
-  const auto keep = static_cast<int64_t>(diverge.first - l.prompt.begin());
+  const auto diverge = std::mismatch(l.prompt->begin(), l.prompt->end(), seq->prompt.begin(), seq->prompt.end());
+  const auto keep = static_cast<int64_t>(diverge.first - l.prompt->begin());
   if (keep == 0) return Adoption::None;
-  l = Live{.requestId = l.requestId, .attention = "causal", .epoch = l.epoch + 1, .prompt = seq->prompt};
+  l = Live{.requestId = l.requestId, .attention = "causal", .epoch = l.epoch + 1,
+           .prompt = std::make_shared<const std::vector<int32_t>>(seq->prompt)};
   m_worker->retarget(GenerationJob{.key = real.key, .requestId = real.requestId, .request = std::move(*seq)}, keep,
                      l.epoch);
   return Adoption::Retargeted;

@@ -62,7 +62,7 @@ private:
     bool segmented = false;  // a segmented prompt (never retargeted)
     std::string attention;   // StageTiming::attention
     uint32_t epoch = 0;
-    std::vector<int32_t> prompt;
+    std::shared_ptr<const std::vector<int32_t>> prompt;  // shared with the stage's NodeOutput
     int64_t tokens = 0;
     std::string text = {};
     int64_t cachedPromptTokens = 0;
