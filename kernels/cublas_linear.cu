@@ -3,9 +3,13 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <climits>
+#include <mutex>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "cuda_check.h"
@@ -15,10 +19,53 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// cuBLAS is opened on first use, not linked: with cublasLt it is about 600 MB of shared
+// libraries, which would cost every start of the CLI and the GUI about 0.5 s and 200 MB of
+// resident memory (measured here) while only `--device cuda` needs it.
+struct Cublas {
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasDestroy_v2) destroy = nullptr;
+  decltype(&cublasSetMathMode) setMathMode = nullptr;
+  decltype(&cublasSetStream_v2) setStream = nullptr;
+  decltype(&cublasSgemm_v2) sgemm = nullptr;
+  decltype(&cublasGetStatusName) statusName = nullptr;
+  decltype(&cublasGetStatusString) statusString = nullptr;
+  std::string error;  // why it could not be opened; empty when it was
+};
+
+const Cublas& cublas() {
+  static Cublas lib;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* h = nullptr;
+    std::string tried;
+    for (const char* name : {RAGWB_CUBLAS_LIBRARY, "libcublas.so." RAGWB_CUBLAS_MAJOR, "libcublas.so"}) {
+      if ((h = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+      tried += std::string(tried.empty() ? "" : "; ") + dlerror();
+    }
+    if (!h) {
+      lib.error = "cannot open cuBLAS (" + tried + "); install the CUDA toolkit's libcublas or add its directory to LD_LIBRARY_PATH";
+      return;
+    }
+    auto load = [&](auto& fn, const char* symbol) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, symbol));
+      if (!fn && lib.error.empty()) lib.error = std::string("cuBLAS lacks ") + symbol;
+    };
+    load(lib.create, "cublasCreate_v2");
+    load(lib.destroy, "cublasDestroy_v2");
+    load(lib.setMathMode, "cublasSetMathMode");
+    load(lib.setStream, "cublasSetStream_v2");
+    load(lib.sgemm, "cublasSgemm_v2");
+    load(lib.statusName, "cublasGetStatusName");
+    load(lib.statusString, "cublasGetStatusString");
+  });
+  return lib;
+}
+
 Status fromCublas(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return Status::ok();
-  return Status::internal(std::string(what) + ": cuBLAS " + cublasGetStatusName(s) + " (" +
-                          cublasGetStatusString(s) + ")");
+  return Status::internal(std::string(what) + ": cuBLAS " + cublas().statusName(s) + " (" +
+                          cublas().statusString(s) + ")");
 }
 
 // y[r, o] += bias[o] for o < width: a grid-stride loop over rows * width.
@@ -32,22 +79,24 @@ __global__ void addBiasKernel(const float* bias, int64_t rows, int64_t width, fl
 }  // namespace
 
 Result<CublasContext> CublasContext::create() {
+  const Cublas& lib = cublas();
+  if (!lib.error.empty()) return Status::unavailable(lib.error);
   cublasHandle_t h = nullptr;
-  RAG_RETURN_IF_ERROR(fromCublas(cublasCreate(&h), "creating a cuBLAS handle"));
+  RAG_RETURN_IF_ERROR(fromCublas(lib.create(&h), "creating a cuBLAS handle"));
   CublasContext ctx(h);
-  RAG_RETURN_IF_ERROR(fromCublas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "setting FP32 math"));
+  RAG_RETURN_IF_ERROR(fromCublas(lib.setMathMode(h, CUBLAS_DEFAULT_MATH), "setting FP32 math"));
   return Result<CublasContext>(std::move(ctx));
 }
 
 CublasContext::~CublasContext() {
-  if (m_handle) cublasDestroy(m_handle);
+  if (m_handle) cublas().destroy(m_handle);
 }
 
 CublasContext::CublasContext(CublasContext&& other) noexcept : m_handle(std::exchange(other.m_handle, nullptr)) {}
 
 CublasContext& CublasContext::operator=(CublasContext&& other) noexcept {
   if (this != &other) {
-    if (m_handle) cublasDestroy(m_handle);
+    if (m_handle) cublas().destroy(m_handle);
     m_handle = std::exchange(other.m_handle, nullptr);
   }
   return *this;
@@ -60,7 +109,7 @@ Status linear(const CublasContext& blas, const float* x, int64_t rows, int64_t i
   if (rows <= 0 || width <= 0) return Status::ok();
   if (rows > INT_MAX || in > INT_MAX || ldw > INT_MAX || ldy > INT_MAX)
     return Status::invalidArgument("GPU linear: a dimension exceeds cuBLAS's 32-bit sizes");
-  RAG_RETURN_IF_ERROR(fromCublas(cublasSetStream(blas.handle(), stream), "binding cuBLAS to the stream"));
+  RAG_RETURN_IF_ERROR(fromCublas(cublas().setStream(blas.handle(), stream), "binding cuBLAS to the stream"));
   // Row-major Y[rows, width] = X[rows, in] . W[in, width] is, read column-major, Y^T = W^T . X^T:
   // a column-major GEMM with m = width, n = rows, k = in and the row-major leading dimensions.
   const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;  // beta 0: y is not read
@@ -70,7 +119,7 @@ Status linear(const CublasContext& blas, const float* x, int64_t rows, int64_t i
                                                                     static_cast<size_t>(rows), stream),
                                                   "clearing the GPU linear's output"));
   } else {
-    RAG_RETURN_IF_ERROR(fromCublas(cublasSgemm(blas.handle(), CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(width),
+    RAG_RETURN_IF_ERROR(fromCublas(cublas().sgemm(blas.handle(), CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(width),
                                                static_cast<int>(rows), static_cast<int>(in), &one, wt + o0,
                                                static_cast<int>(ldw), x, static_cast<int>(in), &beta, y + o0,
                                                static_cast<int>(ldy)),

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -65,5 +66,33 @@ Status DeviceBuffer::zero(std::string_view what) {
 }
 
 Status synchronize(std::string_view what) { return fromCuda(cudaDeviceSynchronize(), what); }
+
+Result<double> deviceCopyBandwidth(size_t bytes) {
+  DeviceBuffer from, to;
+  RAG_RETURN_IF_ERROR(from.allocate(bytes, "allocating the bandwidth probe"));
+  RAG_RETURN_IF_ERROR(to.allocate(bytes, "allocating the bandwidth probe"));
+  RAG_RETURN_IF_ERROR(from.zero("clearing the bandwidth probe"));
+  cudaEvent_t start = nullptr, stop = nullptr;
+  RAG_RETURN_IF_ERROR(fromCuda(cudaEventCreate(&start), "creating a CUDA event"));
+  if (Status s = fromCuda(cudaEventCreate(&stop), "creating a CUDA event"); !s) {
+    cudaEventDestroy(start);
+    return s;
+  }
+  double best = 0;
+  Status status = Status::ok();
+  for (int rep = 0; rep < 6 && status.isOk(); ++rep) {  // the first is the warm-up
+    cudaEventRecord(start);
+    status = fromCuda(cudaMemcpy(to.as<void>(), from.as<void>(), bytes, cudaMemcpyDeviceToDevice), "the bandwidth probe's copy");
+    cudaEventRecord(stop);
+    float ms = 0;
+    if (status.isOk()) status = fromCuda(cudaEventSynchronize(stop), "timing the bandwidth probe");
+    if (status.isOk()) status = fromCuda(cudaEventElapsedTime(&ms, start, stop), "timing the bandwidth probe");
+    if (status.isOk() && rep > 0 && ms > 0) best = std::max(best, 2.0 * static_cast<double>(bytes) / (ms * 1e-3));
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  if (!status.isOk()) return status;
+  return best;
+}
 
 }  // namespace rag::cuda

@@ -54,4 +54,9 @@ private:
 // Waits for all work on the device; the error of any kernel that failed since the last check.
 Status synchronize(std::string_view what);
 
+// The current device's memory bandwidth: bytes read plus written per second by a device-to-
+// device copy of `bytes`, best of five after a warm-up. The floor under a decode step that
+// streams its weights (`ragraph bench llm --device cuda`).
+Result<double> deviceCopyBandwidth(size_t bytes);
+
 }  // namespace rag::cuda

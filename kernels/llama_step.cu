@@ -1,11 +1,15 @@
 #include "llama_step.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cmath>
 #include <string>
 #include <utility>
 
+#include <cuda_runtime.h>
+
 #include "cublas_linear.cuh"
+#include "cuda_check.h"
 #include "device_buffer.h"
 #include "embed_gather.cuh"
 #include "kv_write.cuh"
@@ -42,6 +46,10 @@ const float* f32(const DeviceBuffer& b) { return b.as<const float>(); }
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The current device is a per-thread setting, and the runner may be created on one thread and
+// driven on another: every entry point selects the step's device first.
+Status useDevice(int device) { return fromCuda(cudaSetDevice(device), "selecting the CUDA device"); }
+
 }  // namespace
 
 struct CudaLlamaStep::Impl {
@@ -54,6 +62,8 @@ struct CudaLlamaStep::Impl {
   std::vector<double> ropeInvFreq;         // theta^(-2i/d), as the runner computes it
   // Per-step buffers: activations, the step's int32 tables, cos|sin, masks, logits.
   DeviceBuffer x, h, qkv, att, gateUp, act, ints, trig, masks, logits;
+  // readRows/writeRows: the slots and the rows on the device.
+  DeviceBuffer rowSlots, rowData;
 
   explicit Impl(CublasContext b) : blas(std::move(b)) {}
 };
@@ -221,6 +231,7 @@ Result<std::vector<float>> CudaLlamaStep::forward(std::span<const StepItem> item
   const int64_t bs = m.params.blockSize;
   const float eps = static_cast<float>(c.rmsNormEps);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  RAG_RETURN_IF_ERROR(useDevice(m.params.device));
   RAG_ASSIGN_OR_RETURN(const StepPlan plan, planStep(c, m.params, m.ropeInvFreq, items, decodeItems, logitRows));
   const int64_t n = plan.rows, mRows = static_cast<int64_t>(logitRows.size());
   const size_t nd = static_cast<size_t>(decodeItems);
@@ -287,6 +298,98 @@ Result<std::vector<float>> CudaLlamaStep::forward(std::span<const StepItem> item
   std::vector<float> logits(static_cast<size_t>(mRows * vocab));
   RAG_RETURN_IF_ERROR(m.logits.download(logits.data(), logits.size() * sizeof(float), "copying the logits to the host"));
   return logits;
+}
+
+std::string CudaLlamaStep::description() const {
+  return "cuda:" + std::to_string(m_impl->params.device) + " " + deviceDescription(m_impl->params.device);
+}
+
+Status CudaLlamaStep::copyBlock(int32_t from, int32_t to) {
+  Impl& m = *m_impl;
+  const int64_t nb = m.params.numBlocks;
+  if (from < 0 || to < 0 || from >= nb || to >= nb)
+    return Status::invalidArgument("CudaLlamaStep: block " + std::to_string(from < 0 || from >= nb ? from : to) +
+                                   " is outside the pool of " + std::to_string(nb));
+  RAG_RETURN_IF_ERROR(useDevice(m.params.device));
+  const size_t blockBytes = static_cast<size_t>(m.params.blockSize * m.cfg.numKeyValueHeads * m.cfg.headDim) * sizeof(float);
+  for (std::vector<DeviceBuffer>* pool : {&m.kPool, &m.vPool})
+    for (DeviceBuffer& layer : *pool) {
+      auto* base = layer.as<std::byte>();
+      RAG_RETURN_IF_ERROR(fromCuda(cudaMemcpy(base + blockBytes * static_cast<size_t>(to),
+                                              base + blockBytes * static_cast<size_t>(from), blockBytes,
+                                              cudaMemcpyDeviceToDevice),
+                                   "copying a KV block on the device"));
+    }
+  return Status::ok();
+}
+
+namespace {
+
+// The slots of a row transfer as int32 on the device, checked against the pool.
+Status uploadSlots(DeviceBuffer& dst, int32_t layer, size_t layers, std::span<const int64_t> slots, int64_t slotCount) {
+  if (layer < 0 || static_cast<size_t>(layer) >= layers)
+    return Status::invalidArgument("CudaLlamaStep: KV layer " + std::to_string(layer) + " is outside the model");
+  std::vector<int32_t> s32(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i] < 0 || slots[i] >= slotCount)
+      return Status::invalidArgument("CudaLlamaStep: KV slot " + std::to_string(slots[i]) + " is outside the pool");
+    s32[i] = static_cast<int32_t>(slots[i]);
+  }
+  RAG_RETURN_IF_ERROR(reserve(dst, s32.size() * sizeof(int32_t), "allocating a KV row transfer"));
+  return dst.write(s32.data(), s32.size() * sizeof(int32_t), "copying KV slots to the device");
+}
+
+}  // namespace
+
+Status CudaLlamaStep::readRows(int32_t layer, std::span<const int64_t> slots, void* keys, void* values) const {
+  Impl& m = *m_impl;
+  if (slots.empty()) return Status::ok();
+  const int64_t width = m.cfg.numKeyValueHeads * m.cfg.headDim, n = static_cast<int64_t>(slots.size());
+  const int64_t slotCount = m.params.numBlocks * m.params.blockSize;
+  RAG_RETURN_IF_ERROR(useDevice(m.params.device));
+  RAG_RETURN_IF_ERROR(uploadSlots(m.rowSlots, layer, m.kPool.size(), slots, slotCount));
+  RAG_RETURN_IF_ERROR(reserve(m.rowData, static_cast<size_t>(2 * n * width) * sizeof(float), "allocating a KV row transfer"));
+  const auto l = static_cast<size_t>(layer);
+  float* rows = m.rowData.as<float>();
+  // A pool layer is a table of slotCount rows: gathering rows by slot is the embedding gather.
+  RAG_RETURN_IF_ERROR(embedGather(f32(m.kPool[l]), slotCount, width, m.rowSlots.as<const int32_t>(), n, rows, nullptr));
+  RAG_RETURN_IF_ERROR(embedGather(f32(m.vPool[l]), slotCount, width, m.rowSlots.as<const int32_t>(), n, rows + n * width, nullptr));
+  const size_t bytes = static_cast<size_t>(n * width) * sizeof(float);
+  RAG_RETURN_IF_ERROR(m.rowData.download(keys, bytes, "copying KV rows to the host"));
+  return m.rowData.download(values, bytes, "copying KV rows to the host", bytes);
+}
+
+Status CudaLlamaStep::writeRows(int32_t layer, std::span<const int64_t> slots, const void* keys, const void* values) {
+  Impl& m = *m_impl;
+  if (slots.empty()) return Status::ok();
+  const int64_t width = m.cfg.numKeyValueHeads * m.cfg.headDim, n = static_cast<int64_t>(slots.size());
+  RAG_RETURN_IF_ERROR(useDevice(m.params.device));
+  RAG_RETURN_IF_ERROR(uploadSlots(m.rowSlots, layer, m.kPool.size(), slots, m.params.numBlocks * m.params.blockSize));
+  const size_t bytes = static_cast<size_t>(n * width) * sizeof(float);
+  RAG_RETURN_IF_ERROR(reserve(m.rowData, 2 * bytes, "allocating a KV row transfer"));
+  RAG_RETURN_IF_ERROR(m.rowData.write(keys, bytes, "copying KV rows to the device"));
+  RAG_RETURN_IF_ERROR(m.rowData.write(values, bytes, "copying KV rows to the device", bytes));
+  const float* rows = m.rowData.as<const float>();
+  const auto l = static_cast<size_t>(layer);
+  return kvWrite(rows, rows + n * width, width, n, width, m.rowSlots.as<const int32_t>(), m.kPool[l].as<float>(),
+                 m.vPool[l].as<float>(), nullptr);
+}
+
+model::StepBackendFactory cudaStepBackendFactory(int device) {
+  return [device](const model::LlamaConfig& config, const model::StepWeights& weights, int32_t blockSize,
+                  int32_t numBlocks) -> Result<std::unique_ptr<model::StepBackend>> {
+    std::string why;
+    const int count = deviceCount(&why);
+    if (device < 0 || device >= count)
+      return Status::unavailable(count == 0 ? "no CUDA device (" + why + "); run with --device cpu"
+                                            : "CUDA device " + std::to_string(device) + " does not exist (" +
+                                                  std::to_string(count) + " found)");
+    RAG_RETURN_IF_ERROR(useDevice(device));
+    RAG_ASSIGN_OR_RETURN(std::unique_ptr<CudaLlamaStep> step,
+                         CudaLlamaStep::create(config, weights,
+                                               {.blockSize = blockSize, .numBlocks = numBlocks, .device = device}));
+    return std::unique_ptr<model::StepBackend>(std::move(step));
+  };
 }
 
 }  // namespace rag::cuda

@@ -24,64 +24,37 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "model/model_config.h"
+#include "model/step_backend.h"
 #include "rag/status.h"
 
 namespace rag::cuda {
 
-// Host F32 weights of one layer, as the runner's FusedLayer holds them (transposed to
-// [in, out], q|k|v and gate|up stacked). Biases may be null.
-struct LlamaLayerHostWeights {
-  const float* inputNorm = nullptr;   // [hidden]
-  const float* qkvT = nullptr;        // [hidden, (nh + 2 nkv) d]
-  const float* qkvBias = nullptr;     // [(nh + 2 nkv) d]
-  const float* oT = nullptr;          // [nh d, hidden]
-  const float* oBias = nullptr;       // [hidden]
-  const float* postNorm = nullptr;    // [hidden]
-  const float* gateUpT = nullptr;     // [hidden, 2 inter]
-  const float* gateUpBias = nullptr;  // [2 inter]
-  const float* downT = nullptr;       // [inter, hidden]
-  const float* downBias = nullptr;    // [hidden]
-};
-
-struct LlamaHostWeights {
-  const float* embed = nullptr;  // [vocab, hidden]
-  std::vector<LlamaLayerHostWeights> layers;
-  const float* norm = nullptr;     // [hidden]
-  const float* lmHeadT = nullptr;  // [hidden, vocab]
-};
+// The runner's types (model/step_backend.h): host weights in its fused layout, a step's items.
+using LlamaLayerHostWeights = model::StepLayerWeights;
+using LlamaHostWeights = model::StepWeights;
+using model::StepItem;
+using model::StepLogitRow;
 
 struct CudaLlamaStepParams {
   int64_t blockSize = 16;
   int64_t numBlocks = 0;  // KV blocks in the device pool (required)
+  int device = 0;         // the CUDA device it runs on (the caller selects it: cudaSetDevice)
 };
 
-// Rows [start, start + n) of one sequence computed in a step (n = tokens.size()).
-struct StepItem {
-  std::span<const int32_t> tokens;     // the rows' token ids, in [0, vocab)
-  std::span<const int64_t> positions;  // their RoPE positions
-  int64_t start = 0;                   // the first row's index in the sequence (its KV position)
-  std::span<const int32_t> blocks;     // the sequence's block table, covering start + n positions
-  // Prefill chunks only: which positions each row sees, uint8 [n, start + n] (row r: the first
-  // start + r + 1 entries count), or empty when every row sees all positions before it.
-  std::span<const uint8_t> allowed;
-};
-
-struct StepLogitRow {
-  size_t item = 0;  // index into the step's items
-  int64_t row = 0;  // row within the item
-};
-
-class CudaLlamaStep {
+// ModelRunner's GPU backend (RunnerParams::backend): the step, and the compute tier's K/V as the
+// runner's KvPool store.
+class CudaLlamaStep final : public model::StepBackend {
 public:
   // Copies the weights to the device and allocates the pool. InvalidArgument for a config the
   // GPU path cannot run (rope scaling, a head wider than kMaxAttentionHeadDim, query heads not
   // a multiple of the KV heads) or a missing weight; Internal for a CUDA failure.
   static Result<std::unique_ptr<CudaLlamaStep>> create(const model::LlamaConfig& config, const LlamaHostWeights& weights,
                                                        const CudaLlamaStepParams& params);
-  ~CudaLlamaStep();
+  ~CudaLlamaStep() override;
   CudaLlamaStep(const CudaLlamaStep&) = delete;
   CudaLlamaStep& operator=(const CudaLlamaStep&) = delete;
 
@@ -92,12 +65,23 @@ public:
   // vocabulary, a block table too short or naming a block outside the pool, a decode item of
   // more than one row, a mask of the wrong size).
   Result<std::vector<float>> forward(std::span<const StepItem> items, int64_t decodeItems,
-                                     std::span<const StepLogitRow> logitRows);
+                                     std::span<const StepLogitRow> logitRows) override;
+  std::string description() const override;
+
+  // The pool as memory::KvComputeStore: a block of every layer copied on the device; rows of
+  // one layer gathered to or scattered from host memory (F32 [slots, kvHeads * headDim] each).
+  Status copyBlock(int32_t from, int32_t to) override;
+  Status readRows(int32_t layer, std::span<const int64_t> slots, void* keys, void* values) const override;
+  Status writeRows(int32_t layer, std::span<const int64_t> slots, const void* keys, const void* values) override;
 
 private:
   struct Impl;
   explicit CudaLlamaStep(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> m_impl;
 };
+
+// A RunnerParams::backend that runs the runner's steps on CUDA device `device`: Unavailable,
+// naming the fix, when there is no such device or cuBLAS cannot be opened.
+model::StepBackendFactory cudaStepBackendFactory(int device = 0);
 
 }  // namespace rag::cuda

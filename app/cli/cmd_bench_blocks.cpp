@@ -36,6 +36,7 @@
 #include "retriever.h"
 #include "sched/segment_kv.h"
 #include "sched/serving_assets.h"
+#include "sched/step_device.h"
 #include "serve_run.h"
 #include "workload/workload_trace.h"
 
@@ -83,7 +84,7 @@ T medianBy(std::vector<T> v, double T::*key) {
 }
 
 Result<TtftRow> measureTtft(const std::shared_ptr<const model::LlamaModel>& m, const std::vector<std::vector<int32_t>>& blocks,
-                            const std::vector<int32_t>& question, int repeats) {
+                            const std::vector<int32_t>& question, int repeats, const model::StepBackendFactory& backend) {
   std::vector<int32_t> tokens, starts;
   for (const std::vector<int32_t>& b : blocks) {
     starts.push_back(static_cast<int32_t>(tokens.size()));
@@ -99,6 +100,7 @@ Result<TtftRow> measureTtft(const std::shared_ptr<const model::LlamaModel>& m, c
   row.blockGflop = prefillGflop(facts, row.cached, row.question);
 
   model::RunnerParams rp;
+  rp.backend = backend;
   rp.kvBudgetBytes = 128ll << 20;
   rp.maxBatchTokens = 4096;  // the whole prompt in one prefill step, as a serving engine would chunk it at most once
   // Full prefill: the whole prompt computed now (what vanilla attention must do for every request).
@@ -218,8 +220,9 @@ struct QaCase {
 // segment KV path (passages as blocks computed alone, cached and re-encoded; the question block
 // prefilled over them).
 Result<Accuracy> answerAll(const LoadedModel& lm, bool blocks, const std::vector<QaCase>& cases, ProgressPrinter& progress,
-                           const std::string& label) {
+                           const std::string& label, const model::StepBackendFactory& backend) {
   model::RunnerParams rp;
+  rp.backend = backend;
   rp.prefixCache = blocks;
   rp.maxRunning = 32;
   rp.kvBudgetBytes = 128ll << 20;
@@ -372,6 +375,8 @@ int cmdBenchBlocks(Args& args) {
                                         "datasets/models/rag-llama-block/PROVENANCE.md, or leave accuracy out of --tables"));
   auto serving = readServingParams(args, "hedra");  // --model: the shipped model (Table 2 and block_noft)
   if (!serving) return fail(serving.status());
+  auto backend = stepBackendFor(serving->device);  // checked in readServingParams: cannot fail here
+  if (!backend) return fail(backend.status());
   std::optional<Retriever> retriever;
   if (has("accuracy") && std::find(contexts.begin(), contexts.end(), "retrieved") != contexts.end()) {
     auto r = Retriever::open(args, corpusPath);
@@ -412,7 +417,7 @@ int cmdBenchBlocks(Args& args) {
         if (!q) return fail(q.status());
         std::vector<int32_t> question;
         for (const auto& b : *q) question.insert(question.end(), b.begin(), b.end());
-        auto row = measureTtft(lm->model, *blocks, question, static_cast<int>(*repeats));
+        auto row = measureTtft(lm->model, *blocks, question, static_cast<int>(*repeats), *backend);
         if (!row) return fail(row.status().withContext(std::string(key) + " at " + std::to_string(len) + " tokens"));
         std::fprintf(stderr, "[%s] %5lld cached + %lld: full %.2f ms, block %.2f ms (lookup %.3f, copy+re-encode %.3f, "
                      "last block %.2f) = %.1f%% lower; GFLOP %.3f -> %.3f\n",
@@ -489,7 +494,7 @@ int cmdBenchBlocks(Args& args) {
       std::map<std::string, Accuracy> got;
       for (const auto& row : rows) {
         if (std::find(rowNames.begin(), rowNames.end(), row.key) == rowNames.end()) continue;
-        auto a = answerAll(*row.lm, row.blocks, cases, progress, std::string(ctx) + " context, " + row.key);
+        auto a = answerAll(*row.lm, row.blocks, cases, progress, std::string(ctx) + " context, " + row.key, *backend);
         if (!a) return fail(a.status().withContext(row.key));
         progress.finish();
         std::fprintf(stderr, "[accuracy] %-9s %-14s %.4f over %lld\n", ctx.c_str(), row.key, a->all.rate(),

@@ -45,6 +45,7 @@
 #include "sched/segment_kv.h"
 #include "sched/serving_assets.h"
 #include "retriever.h"
+#include "sched/step_device.h"
 #include "serve_run.h"
 #include "workload/workload_trace.h"
 
@@ -167,8 +168,10 @@ struct TtftRow {
 
 // The trace through one runner; `mode`: none | radix | depattn | depcache.
 Result<TtftRow> serveRow(const ServingAssets& assets, const std::vector<const GraphPrompt*>& trace,
-                         const std::vector<double>& arrivals, const std::string& mode, int64_t kvBytes) {
+                         const std::vector<double>& arrivals, const std::string& mode, int64_t kvBytes,
+                         const model::StepBackendFactory& backend) {
   model::RunnerParams rp;
+  rp.backend = backend;
   rp.maxRunning = 4;
   rp.kvBudgetBytes = kvBytes;
   rp.prefixCache = mode == "radix" || mode == "depcache";
@@ -291,6 +294,8 @@ int cmdBenchDepcache(Args& args) {
   const bool doTtft = tables.find("ttft") != std::string::npos, doHit = tables.find("hit") != std::string::npos;
   auto serving = readServingParams(args, "hedra");
   if (!serving) return fail(serving.status());
+  auto backend = stepBackendFor(serving->device);  // checked in readServingParams: cannot fail here
+  if (!backend) return fail(backend.status());
   for (auto* r : {&questions, &simRequests, &serveRequests, &seed, &paths, &window})
     if (!*r) return fail(r->status());
   if (!rate) return fail(rate.status());
@@ -387,7 +392,7 @@ int cmdBenchDepcache(Args& args) {
   std::map<std::string, TtftRow> ttft;
   for (const std::string& m : modes) {
     if (!doTtft) break;
-    auto row = serveRow(a, served, arrivals, m, serving->kvBudgetBytes);
+    auto row = serveRow(a, served, arrivals, m, serving->kvBudgetBytes, *backend);
     if (!row) return fail(row.status().withContext("row " + m));
     std::fprintf(stderr, "[ttft] %-8s mean %.1f ms p50 %.1f ms p99 %.1f ms  %.2f req/s  %lld tokens/request  hit %.3f\n",
                  m.c_str(), 1e3 * row->meanTtft(),

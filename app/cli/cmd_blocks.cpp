@@ -102,6 +102,7 @@ int cmdBlocksPrecompute(Args& args) {
   model::RunnerParams rp;
   rp.maxRunning = static_cast<int32_t>(*batch);
   rp.kvBudgetBytes = 64ll << 20;
+  rp.backend = choice->backend;
   auto runner = model::ModelRunner::create(loaded->model, rp, loaded->tokenizer);
   if (!runner) return fail(runner.status());
   const memory::KvPoolParams& pp = (*runner)->kvPool().params();

@@ -34,6 +34,10 @@
 #include "model_choice.h"
 #include "retriever.h"
 
+#if RAGWB_HAVE_CUDA
+#include "device_buffer.h"
+#endif
+
 namespace rag::cli {
 
 namespace {
@@ -49,6 +53,7 @@ std::vector<int32_t> syntheticPrompt(int64_t n, int64_t vocab, uint64_t seed) {
 }
 
 struct DecodeFigures {
+  std::string device;  // the runner's: "cpu" or the backend's description
   double tokensPerSecond = 0;
   double overheadShare = 0;   // 1 - forward / step, over the timed steps
   double secondsPerStep = 0;
@@ -56,9 +61,11 @@ struct DecodeFigures {
 
 // Decode `batch` sequences whose prompts are computed first (untimed), then `steps` timed steps.
 Result<DecodeFigures> measureDecode(std::shared_ptr<const model::LlamaModel> m, int64_t vocab, int32_t batch,
-                                    int64_t promptLen, int32_t steps, bool kernels) {
+                                    int64_t promptLen, int32_t steps, bool kernels,
+                                    const model::StepBackendFactory& backend = {}) {
   model::RunnerParams rp;
   rp.kernels = kernels;
+  rp.backend = backend;
   rp.maxRunning = batch;
   rp.maxBatchTokens = static_cast<int32_t>(std::max<int64_t>(512, batch * promptLen));  // one prefill step
   RAG_ASSIGN_OR_RETURN(auto runner, model::ModelRunner::create(m, rp));
@@ -87,13 +94,37 @@ Result<DecodeFigures> measureDecode(std::shared_ptr<const model::LlamaModel> m, 
     tokens += r.stats.decodeRows;
   }
   const double secs = wall.elapsedSeconds();
-  return DecodeFigures{static_cast<double>(tokens) / secs, total > 0 ? 1.0 - fwd / total : 0.0, secs / steps};
+  if (Status s = runner->deviceStatus(); !s) return s;
+  return DecodeFigures{runner->device(), static_cast<double>(tokens) / secs, total > 0 ? 1.0 - fwd / total : 0.0,
+                       secs / steps};
+}
+
+// Prefill: one prompt of `len` tokens computed in one step, best of three runs.
+Result<double> measurePrefill(std::shared_ptr<const model::LlamaModel> m, int64_t vocab, int64_t len,
+                              const model::StepBackendFactory& backend = {}) {
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    model::RunnerParams rp;
+    rp.maxBatchTokens = static_cast<int32_t>(len);
+    rp.backend = backend;
+    RAG_ASSIGN_OR_RETURN(auto runner, model::ModelRunner::create(m, rp));
+    model::SequenceRequest q;
+    q.prompt = syntheticPrompt(len, vocab, 99);
+    q.sampling.maxTokens = 0;
+    RAG_RETURN_IF_ERROR(runner->add(std::move(q)).status());
+    Stopwatch w;
+    while (runner->hasWork()) runner->step();
+    RAG_RETURN_IF_ERROR(runner->deviceStatus());
+    best = std::max(best, static_cast<double>(len) / w.elapsedSeconds());
+  }
+  return best;
 }
 
 // ---- run / eval qa ------------------------------------------------------------------------------
 
 struct GenerationSetup {
   LoadedModel loaded;
+  model::StepBackendFactory backend;  // --device: empty on the CPU
   corpus::QaPromptOptions prompt;
   std::string contextName;             // gold | none | retrieved
   std::optional<Retriever> retriever;  // --context retrieved
@@ -127,6 +158,7 @@ Result<GenerationSetup> readGenerationSetup(Args& args, corpus::QaContext defaul
   g.maxTokens = static_cast<int32_t>(maxTokens);
   model::setComputeThreads(static_cast<int>(std::max<int64_t>(1, threads)));
   RAG_ASSIGN_OR_RETURN(g.loaded, loadChosenModel(choice));
+  g.backend = choice.backend;
   if (!g.loaded.tokenizer)
     return Status::notFound("the model at " + g.loaded.description +
                             " has no tokenizer.json next to it; copy the tokenizer it was trained with there");
@@ -221,7 +253,9 @@ int cmdRun(Args& args) {
   const corpus::QaPrompt prompt = corpus::buildQaPrompt(item, context, setup->prompt);
   const model::QaTokens tokens = model::tokenizeQaPrompt(*setup->loaded.tokenizer, prompt);
 
-  auto runner = model::ModelRunner::create(setup->loaded.model, {}, setup->loaded.tokenizer);
+  model::RunnerParams rp;
+  rp.backend = setup->backend;
+  auto runner = model::ModelRunner::create(setup->loaded.model, rp, setup->loaded.tokenizer);
   if (!runner) return fail(runner.status());
   auto id = (*runner)->add(requestFor(*setup, tokens));
   if (!id) return fail(id.status());
@@ -236,6 +270,7 @@ int cmdRun(Args& args) {
       if (e.finished) reason = e.reason;
     }
   }
+  if (Status s = (*runner)->deviceStatus(); !s) return fail(s);
   const bool correct = !item.answers.empty() && corpus::answerMatches(answer, item.answers);
   if (json) {
     JsonWriter w(std::cout, true);
@@ -290,6 +325,7 @@ int cmdEvalQa(Args& args) {
   model::RunnerParams rp;
   rp.maxRunning = static_cast<int32_t>(*batch);
   rp.maxQueued = static_cast<int32_t>(ids.size()) + 1;
+  rp.backend = setup->backend;
   auto runner = model::ModelRunner::create(setup->loaded.model, rp, setup->loaded.tokenizer);
   if (!runner) return fail(runner.status());
 
@@ -418,21 +454,9 @@ int cmdBenchLlm(Args& args) {
     return fail(Status::invalidArgument("--prompt/--prefill exceed the model's context window of " +
                                         std::to_string(facts.config.maxPositionEmbeddings)));
 
-  // Prefill: one long prompt, computed in one step (best of three).
-  double prefillTps = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    model::RunnerParams rp;
-    rp.maxBatchTokens = static_cast<int32_t>(*prefillLen);
-    auto runner = model::ModelRunner::create(loaded->model, rp);
-    if (!runner) return fail(runner.status());
-    model::SequenceRequest q;
-    q.prompt = syntheticPrompt(*prefillLen, vocab, 99);
-    q.sampling.maxTokens = 0;
-    if (auto id = (*runner)->add(std::move(q)); !id) return fail(id.status());
-    Stopwatch w;
-    while ((*runner)->hasWork()) (*runner)->step();
-    prefillTps = std::max(prefillTps, static_cast<double>(*prefillLen) / w.elapsedSeconds());
-  }
+  auto prefill = measurePrefill(loaded->model, vocab, *prefillLen);
+  if (!prefill) return fail(prefill.status());
+  const double prefillTps = *prefill;
 
   // The runner as it serves (fused decode kernels for F32) and, side by side in the same run,
   // on libtorch ops only: the reference the kernels replace.
@@ -444,6 +468,31 @@ int cmdBenchLlm(Args& args) {
       if (!d) return fail(d.status());
       (kernels ? decode : decodeTorch)[batch] = *d;
     }
+  }
+
+  // The GPU backend (--device cuda), in the same run as the CPU figures above: decode at each
+  // batch, prefill, and the floor its memory bandwidth sets under a batch-1 step.
+  struct {
+    std::string name;
+    std::map<int32_t, DecodeFigures> decode;
+    double prefill = 0, bandwidth = 0;
+  } device;
+  if (choice->backend) {
+    for (int32_t batch : {1, 8, 32, 64}) {
+      std::fprintf(stderr, "decode on %s at batch %d ...\n", choice->device.c_str(), batch);
+      auto d = measureDecode(loaded->model, vocab, batch, *promptLen, static_cast<int32_t>(*steps), true, choice->backend);
+      if (!d) return fail(d.status().withContext("--device " + choice->device));
+      device.decode[batch] = *d;
+      device.name = d->device;
+    }
+    auto p = measurePrefill(loaded->model, vocab, *prefillLen, choice->backend);
+    if (!p) return fail(p.status().withContext("--device " + choice->device));
+    device.prefill = *p;
+#if RAGWB_HAVE_CUDA
+    auto bw = cuda::deviceCopyBandwidth(size_t{1} << 30);
+    if (!bw) return fail(bw.status());
+    device.bandwidth = *bw;
+#endif
   }
 
   // llama.cpp on the same weights. Its decode (llama-bench -n 64: batch 1 from an empty context)
@@ -531,6 +580,27 @@ int cmdBenchLlm(Args& args) {
   w.key("tokens_per_s_b1").value(1.0 / floorSeconds);
   w.endObject();
   w.key("decode_b1_over_floor").value((1.0 / decode[1].tokensPerSecond) / floorSeconds);
+  w.key("device").value(choice->backend ? device.name : std::string("cpu"));
+  if (choice->backend) {
+    // The same model's batch-1 step reads its weights and KV once from device memory too.
+    const double deviceFloor = device.bandwidth > 0 ? static_cast<double>(weightBytesRead + kvBytes) / device.bandwidth : 0;
+    w.key("gpu").beginObject();
+    w.key("prefill_tokens_per_s").value(device.prefill);
+    w.key("prefill_over_cpu").value(device.prefill / prefillTps);
+    w.key("decode_tokens_per_s").beginObject();
+    for (const auto& [b, d] : device.decode) w.key(std::to_string(b)).value(d.tokensPerSecond);
+    w.endObject();
+    w.key("decode_over_cpu").beginObject();
+    for (const auto& [b, d] : device.decode) w.key(std::to_string(b)).value(d.tokensPerSecond / decode[b].tokensPerSecond);
+    w.endObject();
+    w.key("decode_step_ms").beginObject();
+    for (const auto& [b, d] : device.decode) w.key(std::to_string(b)).value(d.secondsPerStep * 1e3);
+    w.endObject();
+    w.key("copy_bandwidth_bytes_per_s").value(device.bandwidth);
+    w.key("floor_tokens_per_s_b1").value(deviceFloor > 0 ? 1.0 / deviceFloor : 0.0);
+    w.key("decode_b1_over_floor").value(deviceFloor > 0 ? (1.0 / device.decode[1].tokensPerSecond) / deviceFloor : 0.0);
+    w.endObject();
+  }
   if (!llamaBench.empty()) {
     w.key("llama_cpp").beginObject();
     w.key("binary").value(llamaBench);

@@ -37,7 +37,8 @@ Result<std::unique_ptr<SideAssets>> loadSide(Side side, const SideOptions& o) {
                                               .corpusPath = o.corpusPath,
                                               .deterministic = o.deterministic,
                                               .kernels = o.kernels,
-                                              .scoreTemperature = o.scoreTemperature}));
+                                              .scoreTemperature = o.scoreTemperature,
+                                              .backend = o.model.backend}));
   return a;
 }
 

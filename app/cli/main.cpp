@@ -58,12 +58,12 @@ const std::vector<Command>& commands() {
       {"run", "",
        "\"QUESTION\" | --qa ID [--context gold|none|retrieved [--embedder DIR] [--index BASE] "
        "[--nprobe N]] [--mask causal|block] [--model DIR] "
-       "[--dtype f32|bf16] [--max-tokens N] [--corpus PATH] [--json]",
+       "[--dtype f32|bf16] [--device cpu|cuda] [--max-tokens N] [--corpus PATH] [--json]",
        {"json"}, cmdRun},
       {"eval", "qa",
        "[--split test] [--context gold|none|retrieved [--embedder DIR] [--index BASE] [--nprobe N]] "
        "[--limit N] [--mask causal|block] [--model DIR] "
-       "[--dtype f32|bf16] [--max-tokens N] [--batch N] [--examples N] [--corpus PATH] [--json]",
+       "[--dtype f32|bf16] [--device cpu|cuda] [--max-tokens N] [--batch N] [--examples N] [--corpus PATH] [--json]",
        {"json"}, cmdEvalQa},
       {"index", "build",
        "[--corpus PATH] [--embedder DIR] [--index BASE] [--nlist N] [--batch 64] [--dtype f32|bf16] [--threads N] "
@@ -82,7 +82,7 @@ const std::vector<Command>& commands() {
        "[--embedder DIR] [--index BASE] [--json]",
        {"json"}, cmdBenchRetrieval},
       {"bench", "llm",
-       "[--model DIR | --synthetic] [--dtype f32|bf16] [--prompt N] [--prefill N] [--steps N] [--threads N] [--save DIR] [--llama-bench PATH/llama-bench] [--json]",
+       "[--model DIR | --synthetic] [--dtype f32|bf16] [--device cpu|cuda] [--prompt N] [--prefill N] [--steps N] [--threads N] [--save DIR] [--llama-bench PATH/llama-bench] [--json]",
        {"json", "synthetic"}, cmdBenchLlm},
       {"model", "gguf", "--model DIR --out FILE.gguf [--tokenizer FILE] [--name NAME] [--json]", {"json"}, cmdModelGguf},
       {"workflow", "run",
@@ -95,18 +95,18 @@ const std::vector<Command>& commands() {
        "[--requests 40] [--min-seconds 10xSLO] [--nprobe 128] [--slo 1] [--json FILE] [--trace FILE] [--quick] "
        "[--split test] [--find-max [--search-steps 4]] [--generation-threads 1] [--retrieval-threads 1] "
        "[--substage-ms MS] [--spec-load 0.5] [--deterministic] [--trace-in FILE] [--prefix-cache on|off] "
-       "[--eviction lru|lfu|pgdsf|lacr] [--host-kv-mb 0] [--graph-attention dependency|causal] [--block-attention on|off] [--gkvr on|off] [--model DIR] [--dtype f32|bf16] [--embedder DIR] "
+       "[--eviction lru|lfu|pgdsf|lacr] [--host-kv-mb 0] [--graph-attention dependency|causal] [--block-attention on|off] [--gkvr on|off] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--embedder DIR] "
        "[--index BASE] [--corpus PATH]",
        {"quick", "deterministic", "find-max"}, cmdBenchServe},
       {"eval", "workflow",
        "--builtin oneshot|hyde|multistep|irg|recomp|graphrag | --file FILE [--split test] [--limit 400] [--method dense|bm25|hybrid] [--mode hedra] "
-       "[--nprobe 128] [--deterministic] [--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] "
+       "[--nprobe 128] [--deterministic] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--embedder DIR] [--index BASE] "
        "[--corpus PATH] [--prefix-cache on|off] [--graph-attention dependency|causal] [--block-attention on|off] [--gkvr on|off] [--json]",
        {"json", "deterministic"}, cmdEvalWorkflow},
       {"bench", "prefix",
        "[--quick] [--requests 800] [--rps 16] [--popularity zipf:1.1] [--sim-requests 2000] "
        "[--policies lru,lfu,pgdsf] [--seed 1] [--nprobe 128] [--split test] [--json FILE] [--mode hedra] "
-       "[--eviction lru] [--host-kv-mb 0] [--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] "
+       "[--eviction lru] [--host-kv-mb 0] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--embedder DIR] [--index BASE] "
        "[--corpus PATH]",
        {"quick", "deterministic"}, cmdBenchPrefix},
       {"kg", "retrieve",
@@ -115,16 +115,16 @@ const std::vector<Command>& commands() {
        {"json"}, cmdKgRetrieve},
       {"bench", "depcache",
        "[--quick] [--tables ttft,hit] [--window 16] [--questions 500] [--requests 2000] [--serve-requests 300] [--rps 8] [--paths 30] [--seed 1] "
-       "[--json FILE] [--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] [--corpus PATH]",
+       "[--json FILE] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--embedder DIR] [--index BASE] [--corpus PATH]",
        {"quick"}, cmdBenchDepcache},
       {"blocks", "precompute",
        "[--passages hot|all|N] [--questions 2000] [--split test] [--max-mb 512] [--batch 32] [--model DIR] "
-       "[--dtype f32|bf16] [--embedder DIR] [--index BASE] [--nprobe N] [--corpus PATH] [--quiet] [--json]",
+       "[--dtype f32|bf16] [--device cpu|cuda] [--embedder DIR] [--index BASE] [--nprobe N] [--corpus PATH] [--quiet] [--json]",
        {"quiet", "json"}, cmdBlocksPrecompute},
       {"bench", "blocks",
        "[--quick] [--tables ttft,accuracy,serving] [--lengths 128,256,512,1024,1984] [--question-tokens 32] "
        "[--repeats 5] [--questions 400] [--contexts gold,retrieved] [--rows vanilla,block_noft,block_ft,block_ft_full,shipped_full] [--vanilla-model datasets/models/rag-llama-vanilla] [--block-model datasets/models/rag-llama-block] "
-       "[--requests 200] [--rps 16] [--slo 1] [--json FILE] [--model DIR] [--dtype f32|bf16] [--embedder DIR] "
+       "[--requests 200] [--rps 16] [--slo 1] [--json FILE] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--embedder DIR] "
        "[--index BASE] [--corpus PATH]",
        {"quick"}, cmdBenchBlocks},
       {"bench", "ivf",
@@ -137,14 +137,14 @@ const std::vector<Command>& commands() {
        "[--max-concurrency 1024]",
        {"calibrate", "stress", "json", "no-hetero"}, cmdBenchEmbed},
       {"dragon", "cloud",
-       "[--listen 127.0.0.1:7410] [--once] [--timeout-ms 30000] [--model DIR] [--dtype f32|bf16] [--corpus PATH] "
+       "[--listen 127.0.0.1:7410] [--once] [--timeout-ms 30000] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--corpus PATH] "
        "[--deterministic] [--kernels on|off] [--score-temperature 1] [--core N]",
        {"once", "deterministic"}, cmdDragonCloud},
       {"dragon", "device",
        "--connect HOST:PORT \"QUESTION\" [--method dragon|drdg_tw|drdg_sw|device_only|cloud_only|drcg_text|drcg_kv|score] "
        "[--latency MS] [--jitter MS] [--bandwidth MBIT] [--max-tokens 20] [--docs 2] [--max-ahead 3] "
        "[--policy greedy|device|cloud|random] [--temperature 0] [--top-p 0.8] [--seed 1] [--timeout-ms 30000] "
-       "[--model DIR] [--dtype f32|bf16] [--corpus PATH] [--deterministic] [--kernels on|off] "
+       "[--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--corpus PATH] [--deterministic] [--kernels on|off] "
        "[--score-temperature 1] [--core N] [--ignore-eos] [--method score --answer TEXT [--scored dragon|device_only|cloud_only]] [--json [--events]]",
        {"json", "events", "deterministic", "ignore-eos"}, cmdDragonDevice},
       {"bench", "dragon",
@@ -156,13 +156,13 @@ const std::vector<Command>& commands() {
        {"quick", "json", "deterministic", "ignore-eos"}, cmdBenchDragon},
       {"serve", "",
        "--listen HOST:PORT [--workflows FILE,...] [--max-inflight 32] [--retry-after 1] [--nprobe 128] "
-       "[--mode hedra] [--model DIR] [--dtype f32|bf16] [--embedder DIR] [--index BASE] [--corpus PATH] "
+       "[--mode hedra] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--embedder DIR] [--index BASE] [--corpus PATH] "
        "[--generation-threads 1] [--retrieval-threads 1] [--prefix-cache on|off] [--eviction lru] "
        "[--host-kv-mb 0] [--graph-attention dependency|causal] [--block-attention on|off] [--deterministic]",
        {"deterministic"}, cmdServeHttp},
       {"bench", "http",
        "[--workflow oneshot] [--concurrency 4] [--requests 64] [--rounds 2] [--rps R [--slo 1]] [--stream] [--max-tokens N] "
-       "[--split test] [--nprobe 128] [--json FILE] [--mode hedra] [--model DIR] [--dtype f32|bf16] "
+       "[--split test] [--nprobe 128] [--json FILE] [--mode hedra] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] "
        "[--embedder DIR] [--index BASE] [--corpus PATH] [--generation-threads 1] [--retrieval-threads 1] "
        "[--graph-attention dependency|causal] [--block-attention on|off] [--deterministic]",
        {"stream", "deterministic"}, cmdBenchHttp},

@@ -1,6 +1,7 @@
 #include "model_choice.h"
 
 #include "rag/engine.h"
+#include "sched/step_device.h"
 
 #include "core/fs.h"
 
@@ -32,6 +33,10 @@ Result<ModelChoice> readModelChoice(Args& args, bool allowSynthetic) {
   c.dtype = args.getOr("dtype", "f32");
   if (c.dtype != "f32" && c.dtype != "bf16")
     return Status::invalidArgument("--dtype must be f32 or bf16, not '" + c.dtype + "'");
+  c.device = args.getOr("device", "cpu");
+  RAG_ASSIGN_OR_RETURN(c.backend, stepBackendFor(c.device));
+  if (c.backend && c.dtype != "f32")
+    return Status::invalidArgument("--device " + c.device + " runs F32 models; drop --dtype " + c.dtype);
   const bool synthetic = allowSynthetic && args.flag("synthetic");
   if (auto m = args.get("model")) {
     if (synthetic) return Status::invalidArgument("--model and --synthetic exclude each other: pick one model");

@@ -2,7 +2,8 @@
 // checkpoint: config.json + safetensors, tokenizer.json next to them), else the model shipped
 // in datasets/models/rag-llama. --dtype f32|bf16. Benchmarks may fall back to a randomly
 // initialised model of a fixed shape when no trained one exists (speed does not depend on
-// the weights' values); commands that answer questions may not.
+// the weights' values); commands that answer questions may not. --device cpu|cuda|cuda:N picks
+// where generation runs (sched/step_device.h), checked here before anything loads.
 #pragma once
 
 #include <filesystem>
@@ -18,6 +19,8 @@ namespace rag::cli {
 struct ModelChoice {
   std::filesystem::path dir;  // empty: synthetic
   std::string dtype = "f32";
+  std::string device = "cpu";
+  model::StepBackendFactory backend{};  // for RunnerParams::backend: empty on the CPU
 };
 
 struct LoadedModel {

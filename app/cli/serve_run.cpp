@@ -27,6 +27,7 @@ Result<ServingParams> readServingParams(Args& args, const std::string& defaultMo
   RAG_ASSIGN_OR_RETURN(ModelChoice choice, readModelChoice(args, /*allowSynthetic=*/false));
   p.modelDir = choice.dir;
   p.dtype = choice.dtype;
+  p.device = choice.device;
   RAG_ASSIGN_OR_RETURN(p.embedderDir, readEmbedderDir(args));
   if (auto base = args.get("index")) p.indexBase = *base;
   RAG_ASSIGN_OR_RETURN(p.policy, parseServePolicy(args.getOr("mode", defaultMode)));

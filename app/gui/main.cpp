@@ -21,6 +21,7 @@
 // run, and the window is saved once the run has finished, at the timeline step); --bench-timeline
 // and --bench-kvtree print the timeline's and the KV-tree inspector's drawing speed as JSON and exit.
 #include <QApplication>
+#include <QElapsedTimer>
 #include <QLabel>
 #include <QCheckBox>
 #include <QCommandLineParser>
@@ -99,10 +100,32 @@ void reportEngineFailure(ragwb::MainWindow& window, const char* demo, Shoot shoo
   });
 }
 
+// The workbench's application: it times every event the GUI thread's loop dispatches and hands
+// it to the stall meter, which keeps those of the longest stall (printed when the app quits).
+class WorkbenchApplication : public QApplication {
+public:
+  using QApplication::QApplication;
+  bool notify(QObject* receiver, QEvent* event) override {
+    static thread_local int depth = 0;
+    if (depth > 0) return QApplication::notify(receiver, event);  // inside a timed event
+    // Read before the dispatch, which may delete the receiver (DeferredDelete).
+    const char* className = receiver->metaObject()->className();
+    const QString objectName = receiver->objectName();
+    const QEvent::Type type = event->type();
+    QElapsedTimer clock;
+    clock.start();
+    ++depth;
+    const bool handled = QApplication::notify(receiver, event);
+    --depth;
+    ragwb::GuiStallMeter::noteEvent(className, objectName, type, clock.nsecsElapsed());
+    return handled;
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  QApplication app(argc, argv);
+  WorkbenchApplication app(argc, argv);
   QApplication::setOrganizationName("RAGraph");
   QApplication::setApplicationName("RAGraph Workbench");
   QApplication::setApplicationVersion(RAGWB_VERSION);
@@ -184,6 +207,11 @@ int main(int argc, char** argv) {
     }
   }
   ragwb::MainWindow window(corpus, modelDir);
+  QObject::connect(&app, &QCoreApplication::aboutToQuit, &window, [&window] {
+    const QStringList events = window.stallMeter()->maxStallEvents();
+    if (!events.isEmpty())
+      std::printf("GUI events during the longest stall: %s\n", qPrintable(events.mid(0, 8).join(QStringLiteral("; "))));
+  });
   window.show();
   if (parser.isSet(showOpt) && !window.tools()->raise(parser.value(showOpt))) {
     std::fprintf(stderr, "error: --show: no tool '%s'; the tools are: %s\n", qPrintable(parser.value(showOpt)),

@@ -46,6 +46,7 @@ Result<std::unique_ptr<DemoSide>> loadDemoSide(Side side, std::shared_ptr<const 
   rp.deterministic = params.deterministic;
   rp.kernels = params.kernels;
   rp.kvBudgetBytes = params.kvBudgetBytes;
+  rp.backend = params.backend;
   RAG_ASSIGN_OR_RETURN(a->runner, model::ModelRunner::create(a->model, rp, a->tokenizer));
   SideResources& r = a->res;
   r.side = side;

@@ -34,6 +34,7 @@ struct DemoSideParams {
   bool kernels = true;             // RunnerParams::kernels (off: libtorch ops, a slower device)
   double scoreTemperature = 1;     // SideResources::scoreTemperature
   int64_t kvBudgetBytes = 256ll << 20;  // RunnerParams::kvBudgetBytes
+  model::StepBackendFactory backend{};  // RunnerParams::backend (--device): empty on the CPU
 };
 
 struct DemoSide {

@@ -5,14 +5,6 @@
 
 namespace rag::dragon {
 
-namespace {
-
-// Pool row of token i of a sequence whose block table is `blocks`.
-int64_t poolRow(const std::vector<int32_t>& blocks, int64_t i, int64_t bs) {
-  return static_cast<int64_t>(blocks[static_cast<size_t>(i / bs)]) * bs + i % bs;
-}
-
-}  // namespace
 
 Result<std::vector<KvChunk>> computePrefixKv(model::ModelRunner& runner, std::span<const int32_t> tokens,
                                              size_t maxChunkBytes, uint32_t passages) {
@@ -60,12 +52,13 @@ Result<std::vector<KvChunk>> computePrefixKv(model::ModelRunner& runner, std::sp
     c.firstToken = static_cast<uint32_t>(first);
     for (int64_t i = 0; i < m; ++i) c.tokens.push_back(static_cast<uint32_t>(tokens[static_cast<size_t>(first + i)]));
     c.data.resize(static_cast<size_t>(m * tokenBytes));
+    // Per layer: the m rows' keys, then their values.
+    const std::vector<int64_t> slots = memory::slotsOf(info->blocks, first, m, pp.blockSize);
     uint8_t* dst = c.data.data();
-    for (int32_t l = 0; l < pp.layers; ++l)
-      for (const void* base : {pool.keys(l), pool.values(l)}) {
-        const auto* src = static_cast<const uint8_t*>(base);
-        for (int64_t i = 0; i < m; ++i, dst += rowBytes)
-          std::memcpy(dst, src + poolRow(info->blocks, first + i, pp.blockSize) * rowBytes, static_cast<size_t>(rowBytes));
+    for (int32_t l = 0; l < pp.layers; ++l, dst += 2 * m * rowBytes)
+      if (Status s = pool.readRows(l, slots, dst, dst + m * rowBytes); !s.isOk()) {
+        (void)runner.release(id);
+        return s;
       }
     out.push_back(std::move(c));
   }
@@ -114,12 +107,12 @@ Result<model::KvHandle> importPrefixKv(model::ModelRunner& runner, const std::ve
   const int64_t rowBytes = chunks.front().rowBytes();
   for (const KvChunk& c : chunks) {
     const auto m = static_cast<int64_t>(c.tokens.size());
+    const std::vector<int64_t> slots = memory::slotsOf(kv.blocks, c.firstToken, m, static_cast<int32_t>(bs));
     const uint8_t* src = c.data.data();
-    for (int32_t l = 0; l < pp.layers; ++l)
-      for (void* base : {pool.keys(l), pool.values(l)}) {
-        auto* dst = static_cast<uint8_t*>(base);
-        for (int64_t i = 0; i < m; ++i, src += rowBytes)
-          std::memcpy(dst + poolRow(kv.blocks, c.firstToken + i, bs) * rowBytes, src, static_cast<size_t>(rowBytes));
+    for (int32_t l = 0; l < pp.layers; ++l, src += 2 * m * rowBytes)
+      if (Status s = pool.writeRows(l, slots, src, src + m * rowBytes); !s.isOk()) {
+        pool.release(kv.blocks);
+        return s;
       }
     for (uint32_t t : c.tokens) kv.tokens.push_back(static_cast<int32_t>(t));
   }

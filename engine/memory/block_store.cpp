@@ -180,18 +180,10 @@ Result<std::span<const std::byte>> BlockStore::payloadOf(const Entry& e, std::ve
 
 namespace {
 
-// K then V of every layer, token rows in order: [2][layers][tokens][kvHeads·headDim·elem]. Rows
-// [from, tokens) map to `blocks` from its first slot.
-template <typename Copy>
-void eachRow(const KvPoolParams& pp, int64_t tokens, std::span<const int32_t> blocks, Copy copy, int64_t from = 0) {
-  const int64_t rowBytes = static_cast<int64_t>(pp.kvHeads) * pp.headDim * pp.elementBytes;
-  for (int kv = 0; kv < 2; ++kv)
-    for (int32_t l = 0; l < pp.layers; ++l)
-      for (int64_t i = from; i < tokens; ++i) {
-        const int64_t j = i - from;
-        const int64_t slot = static_cast<int64_t>(blocks[static_cast<size_t>(j / pp.blockSize)]) * pp.blockSize + j % pp.blockSize;
-        copy(kv == 0, l, slot * rowBytes, ((kv * pp.layers + l) * tokens + i) * rowBytes, rowBytes);
-      }
+// The payload holds K then V of every layer, token rows in order: [2][layers][tokens][row].
+// Layer l's keys of tokens [from, tokens) start at this byte (values: kv = 1).
+int64_t payloadAt(const KvPoolParams& pp, int64_t tokens, int kv, int32_t l, int64_t from, int64_t rowBytes) {
+  return ((kv * pp.layers + l) * tokens + from) * rowBytes;
 }
 
 }  // namespace
@@ -212,10 +204,11 @@ Status BlockStore::load(int64_t passageId, std::span<const int32_t> tokens, KvPo
     return Status::invalidArgument("too few pool blocks for the stored block of passage " + std::to_string(passageId));
   std::vector<std::byte> buf;
   RAG_ASSIGN_OR_RETURN(std::span<const std::byte> payload, payloadOf(it->second, buf));
-  eachRow(pp, n, blocks, [&](bool key, int32_t l, int64_t poolAt, int64_t at, int64_t bytes) {
-    auto* dst = static_cast<std::byte*>(key ? pool.keys(l) : pool.values(l));
-    std::memcpy(dst + poolAt, payload.data() + at, static_cast<size_t>(bytes));
-  }, from);
+  // Rows [from, n) go to `blocks` from its first slot.
+  const std::vector<int64_t> slots = slotsOf(blocks, 0, n - from, pp.blockSize);
+  for (int32_t l = 0; l < pp.layers; ++l)
+    RAG_RETURN_IF_ERROR(pool.writeRows(l, slots, payload.data() + payloadAt(pp, n, 0, l, from, pool.rowBytes()),
+                                       payload.data() + payloadAt(pp, n, 1, l, from, pool.rowBytes())));
   m_stats.loadedTokens += n - from;
   return Status::ok();
 }
@@ -233,10 +226,10 @@ Status BlockStore::put(int64_t passageId, std::span<const int32_t> tokens, const
   e.tokens.assign(tokens.begin(), tokens.end());
   e.lastUse = ++m_clock;
   e.payload.resize(static_cast<size_t>(payloadBytes(n)));
-  eachRow(pp, n, blocks, [&](bool key, int32_t l, int64_t poolAt, int64_t at, int64_t bytes) {
-    const auto* src = static_cast<const std::byte*>(key ? pool.keys(l) : pool.values(l));
-    std::memcpy(e.payload.data() + at, src + poolAt, static_cast<size_t>(bytes));
-  });
+  const std::vector<int64_t> slots = slotsOf(blocks, 0, n, pp.blockSize);
+  for (int32_t l = 0; l < pp.layers; ++l)
+    RAG_RETURN_IF_ERROR(pool.readRows(l, slots, e.payload.data() + payloadAt(pp, n, 0, l, 0, pool.rowBytes()),
+                                      e.payload.data() + payloadAt(pp, n, 1, l, 0, pool.rowBytes())));
   if (auto old = m_entries.find(passageId); old != m_entries.end()) tally(old->second, -1);
   tally(e, +1);
   m_entries[passageId] = std::move(e);

@@ -1,5 +1,6 @@
 #include "memory/kv_pool.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -47,8 +48,10 @@ Result<std::unique_ptr<KvPool>> KvPool::create(const KvPoolParams& p) {
     }
     return Status::ok();
   };
-  RAG_RETURN_IF_ERROR(make(pool->m_computeK, p.computeBlocks));
-  RAG_RETURN_IF_ERROR(make(pool->m_computeV, p.computeBlocks));
+  if (!p.computeStore) {
+    RAG_RETURN_IF_ERROR(make(pool->m_computeK, p.computeBlocks));
+    RAG_RETURN_IF_ERROR(make(pool->m_computeV, p.computeBlocks));
+  }
   RAG_RETURN_IF_ERROR(make(pool->m_hostK, p.hostBlocks));
   RAG_RETURN_IF_ERROR(make(pool->m_hostV, p.hostBlocks));
   if (p.ring) pool->m_lane = p.ring->registerLane("kv tiers", LaneKind::KvTiers);
@@ -89,8 +92,63 @@ void KvPool::copyBetween(const std::vector<Buffer>& from, int32_t fromBlock, std
 }
 
 void KvPool::copyBlock(int32_t from, int32_t to) {
+  if (m_params.computeStore) {
+    keep(m_params.computeStore->copyBlock(from, to));
+    return;
+  }
   copyBetween(m_computeK, from, m_computeK, to);
   copyBetween(m_computeV, from, m_computeV, to);
+}
+
+void KvPool::keep(Status s) {
+  if (m_storeStatus.isOk() && !s.isOk()) m_storeStatus = std::move(s);
+}
+
+Status KvPool::checkRows(int32_t layer, std::span<const int64_t> slots) const {
+  if (layer < 0 || layer >= m_params.layers)
+    return Status::invalidArgument("KV layer " + std::to_string(layer) + " is outside the pool's " +
+                                   std::to_string(m_params.layers) + " layers");
+  const int64_t slotCount = static_cast<int64_t>(m_compute.capacity()) * m_params.blockSize;
+  for (int64_t s : slots)
+    if (s < 0 || s >= slotCount)
+      return Status::invalidArgument("KV slot " + std::to_string(s) + " is outside the pool's " +
+                                     std::to_string(slotCount) + " slots");
+  return Status::ok();
+}
+
+Status KvPool::readRows(int32_t layer, std::span<const int64_t> slots, void* keys, void* values) const {
+  RAG_RETURN_IF_ERROR(checkRows(layer, slots));
+  if (m_params.computeStore) return m_params.computeStore->readRows(layer, slots, keys, values);
+  const auto row = static_cast<size_t>(m_rowBytes);
+  const std::byte* k = m_computeK[static_cast<size_t>(layer)].data;
+  const std::byte* v = m_computeV[static_cast<size_t>(layer)].data;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    std::memcpy(static_cast<std::byte*>(keys) + i * row, k + static_cast<size_t>(slots[i]) * row, row);
+    std::memcpy(static_cast<std::byte*>(values) + i * row, v + static_cast<size_t>(slots[i]) * row, row);
+  }
+  return Status::ok();
+}
+
+Status KvPool::writeRows(int32_t layer, std::span<const int64_t> slots, const void* keys, const void* values) {
+  RAG_RETURN_IF_ERROR(checkRows(layer, slots));
+  if (m_params.computeStore) return m_params.computeStore->writeRows(layer, slots, keys, values);
+  const auto row = static_cast<size_t>(m_rowBytes);
+  std::byte* k = m_computeK[static_cast<size_t>(layer)].data;
+  std::byte* v = m_computeV[static_cast<size_t>(layer)].data;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    std::memcpy(k + static_cast<size_t>(slots[i]) * row, static_cast<const std::byte*>(keys) + i * row, row);
+    std::memcpy(v + static_cast<size_t>(slots[i]) * row, static_cast<const std::byte*>(values) + i * row, row);
+  }
+  return Status::ok();
+}
+
+std::vector<int64_t> slotsOf(std::span<const int32_t> blocks, int64_t first, int64_t n, int32_t blockSize) {
+  std::vector<int64_t> out(static_cast<size_t>(std::max<int64_t>(0, n)));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = first + i;
+    out[static_cast<size_t>(i)] = static_cast<int64_t>(blocks[static_cast<size_t>(t / blockSize)]) * blockSize + t % blockSize;
+  }
+  return out;
 }
 
 void KvPool::traceMove(uint64_t beginNs, size_t blocks, uint32_t direction) const {
@@ -107,9 +165,24 @@ void KvPool::traceMove(uint64_t beginNs, size_t blocks, uint32_t direction) cons
 
 void KvPool::copyAcross(Direction d, std::span<const int32_t> from, std::span<const int32_t> to, uint64_t beginNs) {
   const bool toHost = d == Direction::ToHost;
-  for (size_t i = 0; i < from.size(); ++i) {
-    copyBetween(toHost ? m_computeK : m_hostK, from[i], toHost ? m_hostK : m_computeK, to[i]);
-    copyBetween(toHost ? m_computeV : m_hostV, from[i], toHost ? m_hostV : m_computeV, to[i]);
+  if (KvComputeStore* store = m_params.computeStore) {
+    // The host blocks are rows in memory order, so one block of one layer is one call's rows.
+    std::vector<int64_t> slots(static_cast<size_t>(m_params.blockSize));
+    const auto layerBytes = static_cast<size_t>(m_blockBytesLayer);
+    for (size_t i = 0; i < from.size() && m_storeStatus.isOk(); ++i) {
+      const int32_t compute = toHost ? from[i] : to[i], host = toHost ? to[i] : from[i];
+      for (int32_t t = 0; t < m_params.blockSize; ++t) slots[static_cast<size_t>(t)] = static_cast<int64_t>(compute) * m_params.blockSize + t;
+      for (int32_t l = 0; l < m_params.layers; ++l) {
+        std::byte* hk = m_hostK[static_cast<size_t>(l)].data + layerBytes * static_cast<size_t>(host);
+        std::byte* hv = m_hostV[static_cast<size_t>(l)].data + layerBytes * static_cast<size_t>(host);
+        keep(toHost ? store->readRows(l, slots, hk, hv) : store->writeRows(l, slots, hk, hv));
+      }
+    }
+  } else {
+    for (size_t i = 0; i < from.size(); ++i) {
+      copyBetween(toHost ? m_computeK : m_hostK, from[i], toHost ? m_hostK : m_computeK, to[i]);
+      copyBetween(toHost ? m_computeV : m_hostV, from[i], toHost ? m_hostV : m_computeV, to[i]);
+    }
   }
   const auto n = static_cast<int64_t>(from.size());
   (toHost ? m_moves.blocksToHost : m_moves.blocksToCompute) += n;
@@ -131,10 +204,14 @@ std::optional<std::vector<int32_t>> KvPool::copyToCompute(std::span<const int32_
   return compute;
 }
 
-void* KvPool::keys(int32_t layer) { return m_computeK[static_cast<size_t>(layer)].data; }
-void* KvPool::values(int32_t layer) { return m_computeV[static_cast<size_t>(layer)].data; }
-const void* KvPool::keys(int32_t layer) const { return m_computeK[static_cast<size_t>(layer)].data; }
-const void* KvPool::values(int32_t layer) const { return m_computeV[static_cast<size_t>(layer)].data; }
+void* KvPool::keys(int32_t layer) { return m_computeK.empty() ? nullptr : m_computeK[static_cast<size_t>(layer)].data; }
+void* KvPool::values(int32_t layer) { return m_computeV.empty() ? nullptr : m_computeV[static_cast<size_t>(layer)].data; }
+const void* KvPool::keys(int32_t layer) const {
+  return m_computeK.empty() ? nullptr : m_computeK[static_cast<size_t>(layer)].data;
+}
+const void* KvPool::values(int32_t layer) const {
+  return m_computeV.empty() ? nullptr : m_computeV[static_cast<size_t>(layer)].data;
+}
 const void* KvPool::hostKeys(int32_t layer) const {
   return m_hostK.empty() ? nullptr : m_hostK[static_cast<size_t>(layer)].data;
 }

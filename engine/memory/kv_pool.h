@@ -22,6 +22,11 @@
 //     tries again, so cached prefixes give way before any running sequence is preempted.
 //   - Storage never moves after create(): pointers from keys()/values() stay valid for the
 //     pool's life (the runner wraps them as tensors once).
+//   - The compute tier's K/V live in host memory, or, given a KvComputeStore, wherever that
+//     store keeps them (a GPU's memory: the runner's step backend). With a store keys() and
+//     values() are null and every reader and writer of K/V outside the forward pass goes
+//     through readRows()/writeRows(), copyBlock() and the tier moves, which the store carries
+//     out; the pool keeps the bookkeeping (blocks, references, the host tier) either way.
 //
 // Layout of one layer's keys (and values): [capacity * blockSize, kvHeads, headDim] elements of
 // elementBytes each (4: F32, 2: BF16); token slot t of block b is row b * blockSize + t.
@@ -47,6 +52,21 @@ class TraceRing;
 namespace rag::memory {
 
 enum class KvTier : uint8_t { Compute, Host };
+
+// The compute tier's K/V where they are not in host memory. Rows are one token of one layer,
+// kvHeads * headDim elements; slot = block * blockSize + token in block. A failed transfer is
+// kept by the pool (KvPool::storeStatus), so callers that cannot return a Status still report it.
+class KvComputeStore {
+public:
+  virtual ~KvComputeStore() = default;
+  virtual Status copyBlock(int32_t from, int32_t to) = 0;  // K and V of every layer
+  // keys and values: [slots.size(), row] each, contiguous, in host memory.
+  virtual Status readRows(int32_t layer, std::span<const int64_t> slots, void* keys, void* values) const = 0;
+  virtual Status writeRows(int32_t layer, std::span<const int64_t> slots, const void* keys, const void* values) = 0;
+};
+
+// The slots of tokens [first, first + n) of a sequence whose block table is `blocks`.
+std::vector<int64_t> slotsOf(std::span<const int32_t> blocks, int64_t first, int64_t n, int32_t blockSize);
 std::string_view kvTierName(KvTier t);  // "compute" | "host"
 
 struct KvPoolParams {
@@ -58,6 +78,9 @@ struct KvPoolParams {
   int32_t hostBlocks = 0;     // >= 0; 0: no host tier
   int32_t elementBytes = 4;   // 4 (F32) or 2 (BF16)
   TraceRing* ring = nullptr;  // KvTransfer spans on a lane "kv tiers"; null: untraced
+  // Where the compute tier's K/V live; null: host memory the pool allocates. Not owned: it
+  // must outlive the pool.
+  KvComputeStore* computeStore = nullptr;
 };
 
 struct KvPoolStats {
@@ -97,6 +120,14 @@ public:
   int32_t capacity() const { return m_compute.capacity(); }
   // Copies block `from`'s K/V of every layer into `to` (copy-on-write of a shared block).
   void copyBlock(int32_t from, int32_t to);
+  // K and V rows of one layer at compute slots `slots`, to or from host memory ([slots.size(),
+  // row] each; rowBytes() per row). InvalidArgument for a layer or slot outside the pool; the
+  // store's error when it fails.
+  Status readRows(int32_t layer, std::span<const int64_t> slots, void* keys, void* values) const;
+  Status writeRows(int32_t layer, std::span<const int64_t> slots, const void* keys, const void* values);
+  // ok, or the first failure of the compute store in a call that returns no Status (copyBlock,
+  // the tier moves); it stays until the pool is gone.
+  const Status& storeStatus() const { return m_storeStatus; }
 
   // Frees compute blocks on demand; returns how many it freed. Called by allocate()/ensureFree()
   // with the shortfall, never re-entered (a reclaimer may allocate host blocks, not compute ones).
@@ -117,6 +148,8 @@ public:
   std::optional<std::vector<int32_t>> copyToCompute(std::span<const int32_t> hostBlocks);
 
   // ---- storage ----
+  // The compute tier's host memory, [capacity * blockSize, kvHeads, headDim] per layer; null
+  // when a KvComputeStore holds it.
   void* keys(int32_t layer);
   void* values(int32_t layer);
   const void* keys(int32_t layer) const;
@@ -126,6 +159,7 @@ public:
 
   const KvPoolParams& params() const { return m_params; }
   int64_t bytesPerBlock() const { return m_bytesPerBlock; }
+  int64_t rowBytes() const { return m_rowBytes; }
   KvPoolStats stats() const;
 
 private:
@@ -139,6 +173,8 @@ private:
   enum class Direction { ToHost, ToCompute };
   // Copies K/V of blocks `from` into `to` across the tiers, counts and traces the move.
   void copyAcross(Direction d, std::span<const int32_t> from, std::span<const int32_t> to, uint64_t beginNs);
+  void keep(Status s);  // the first failure of the compute store
+  Status checkRows(int32_t layer, std::span<const int64_t> slots) const;
 
   KvPoolParams m_params;
   int64_t m_rowBytes = 0;         // one token of one layer, K or V
@@ -152,6 +188,7 @@ private:
   bool m_reclaiming = false;
   uint16_t m_lane = 0;
   KvPoolStats m_moves;  // the counters of stats() that are not read off the allocators
+  Status m_storeStatus;
 };
 
 }  // namespace rag::memory

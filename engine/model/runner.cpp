@@ -20,49 +20,50 @@ namespace rag::model {
 namespace detail {
 namespace {
 
-// Copies K/V rows `src` -> `dst` (pool slots) of every layer of an F32 pool; with `moved`, the
-// keys are re-encoded from the segment's positions to start at moved->position on the way
-// (values unchanged), as reencodeKeys does, with one rotation table per distinct shift (a
-// segment placed as a whole has one).
-void importRowsF32(memory::KvPool& pool, const std::vector<int64_t>& src, const std::vector<int64_t>& dst,
-                   const KvSegment* moved, ReencodeMode mode, double theta) {
+// Copies K/V rows `src` -> `dst` (pool slots) of every layer of an F32 pool, through the pool's
+// row access (host memory or a device backend's). With positions, the keys are re-encoded on the
+// way from fromPos[t] to toPos[t] (values unchanged), as reencodeKeys does: rotated by the shift
+// (Shift) or back to 0 and on to toPos (ViaZero), one rotation table per distinct angle (a
+// segment placed as a whole has one). src and dst may be the same rows (re-encoding in place).
+Status copyRowsF32(memory::KvPool& pool, std::span<const int64_t> src, std::span<const int64_t> dst,
+                   std::span<const int64_t> fromPos, std::span<const int64_t> toPos, ReencodeMode mode, double theta) {
   const memory::KvPoolParams& pp = pool.params();
-  const int64_t d = pp.headDim, row = static_cast<int64_t>(pp.kvHeads) * d;
+  const int64_t d = pp.headDim, row = static_cast<int64_t>(pp.kvHeads) * d, n = static_cast<int64_t>(src.size());
+  const bool rotate = !fromPos.empty(), viaZero = rotate && mode == ReencodeMode::ViaZero;
   std::vector<double> inv(static_cast<size_t>(d / 2));
   for (int64_t i = 0; i < d / 2; ++i)
     inv[static_cast<size_t>(i)] = std::exp(-std::log(theta) * static_cast<double>(2 * i) / static_cast<double>(d));
-  std::vector<float> cosA(static_cast<size_t>(d)), sinA(static_cast<size_t>(d)), cosB(static_cast<size_t>(d)),
-      sinB(static_cast<size_t>(d));
-  auto table = [&](int64_t pos, std::vector<float>& cs, std::vector<float>& sn) {
+  // Per row: cos | sin of its first rotation, then (ViaZero) of its second.
+  const int64_t per = viaZero ? 4 * d : 2 * d;
+  std::vector<float> tables(rotate ? static_cast<size_t>(n * per) : 0);
+  auto table = [&](int64_t pos, float* cs) {
     for (int64_t i = 0; i < d / 2; ++i) {
       const double a = static_cast<double>(pos) * inv[static_cast<size_t>(i)];
-      cs[static_cast<size_t>(i)] = cs[static_cast<size_t>(i + d / 2)] = static_cast<float>(std::cos(a));
-      sn[static_cast<size_t>(i)] = sn[static_cast<size_t>(i + d / 2)] = static_cast<float>(std::sin(a));
+      cs[i] = cs[i + d / 2] = static_cast<float>(std::cos(a));
+      cs[d + i] = cs[d + i + d / 2] = static_cast<float>(std::sin(a));
     }
   };
-  int64_t lastA = std::numeric_limits<int64_t>::min();
-  for (size_t t = 0; t < src.size(); ++t) {
-    const bool rotate = moved != nullptr;
-    const bool viaZero = rotate && mode == ReencodeMode::ViaZero;
-    if (rotate) {
-      const int64_t from = moved->kv.positions[t], to = moved->position + static_cast<int64_t>(t);
-      const int64_t a = viaZero ? -from : to - from;
-      if (a != lastA) table(a, cosA, sinA);
-      lastA = a;
-      if (viaZero) table(to, cosB, sinB);
-    }
-    for (int32_t l = 0; l < pp.layers; ++l) {
-      const float* ks = static_cast<const float*>(pool.keys(l)) + src[t] * row;
-      float* kd = static_cast<float*>(pool.keys(l)) + dst[t] * row;
-      std::copy(ks, ks + row, kd);
-      if (rotate) {
-        cpu::rope(kd, pp.kvHeads, d, cosA.data(), sinA.data());
-        if (viaZero) cpu::rope(kd, pp.kvHeads, d, cosB.data(), sinB.data());
-      }
-      const float* vs = static_cast<const float*>(pool.values(l)) + src[t] * row;
-      std::copy(vs, vs + row, static_cast<float*>(pool.values(l)) + dst[t] * row);
-    }
+  auto angle = [&](int64_t t) {  // the first rotation's position
+    const int64_t from = fromPos[static_cast<size_t>(t)];
+    return viaZero ? -from : toPos[static_cast<size_t>(t)] - from;
+  };
+  for (int64_t t = 0; rotate && t < n; ++t) {
+    float* cs = tables.data() + t * per;
+    if (t > 0 && angle(t) == angle(t - 1)) std::copy(cs - per, cs - per + 2 * d, cs);
+    else table(angle(t), cs);
+    if (viaZero) table(toPos[static_cast<size_t>(t)], cs + 2 * d);
   }
+  std::vector<float> k(static_cast<size_t>(n * row)), v(static_cast<size_t>(n * row));
+  for (int32_t l = 0; l < pp.layers; ++l) {
+    RAG_RETURN_IF_ERROR(pool.readRows(l, src, k.data(), v.data()));
+    for (int64_t t = 0; rotate && t < n; ++t) {
+      const float* cs = tables.data() + t * per;
+      cpu::rope(k.data() + t * row, pp.kvHeads, d, cs, cs + d);
+      if (viaZero) cpu::rope(k.data() + t * row, pp.kvHeads, d, cs + 2 * d, cs + 3 * d);
+    }
+    RAG_RETURN_IF_ERROR(pool.writeRows(l, dst, k.data(), v.data()));
+  }
+  return Status::ok();
 }
 std::mutex g_teamMutex;
 std::shared_ptr<ForkJoin> g_team = std::make_shared<ForkJoin>(1);
@@ -190,8 +191,10 @@ StepResult ModelRunner::Impl::step() {
         torch::Tensor lg = forward(std::span<const Item>(&one, 1), 0,
                                    want ? std::vector<std::pair<size_t, int64_t>>{{0, 0}}
                                         : std::vector<std::pair<size_t, int64_t>>{});
+        if (!deviceError.isOk()) break;
         if (want) rows.push_back(lg);
       }
+      if (!deviceError.isOk()) break;
       if (!rows.empty()) itemLogits[k] = torch::cat(rows, 0);
     }
   } else {
@@ -202,7 +205,7 @@ StepResult ModelRunner::Impl::step() {
     }
     torch::Tensor lg = forward(items, static_cast<int64_t>(decode.size()), want);
     int64_t row = 0;
-    for (size_t k = 0; k < items.size(); ++k) {
+    for (size_t k = 0; k < items.size() && deviceError.isOk(); ++k) {
       auto [first, count] = wantsRows(items[k]);
       if (count > 0) itemLogits[k] = lg.narrow(0, row, count);
       row += count;
@@ -222,6 +225,13 @@ StepResult ModelRunner::Impl::step() {
   // 4. Advance, sample, apply stop rules.
   for (size_t k = 0; k < items.size(); ++k) {
     Seq& s = *items[k].seq;
+    if (!deviceError.isOk()) {  // the backend failed: nothing of this step was computed
+      SeqEvent ev;
+      ev.id = s.id;
+      finish(s, FinishReason::Error, nullptr, &ev);
+      result.events.push_back(std::move(ev));
+      continue;
+    }
     s.computed += items[k].n;
     if (!s.promptInserted && s.computed >= s.promptLength) {
       insertPrefix(s);  // other prompts may reuse it while this one decodes
@@ -361,27 +371,6 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::shared_ptr<const L
   if (params.hostKvBytes < 0 || (params.hostKvBytes > 0 && params.hostKvBytes < bytesPerBlock))
     return Status::invalidArgument("a host KV tier of " + std::to_string(params.hostKvBytes) + " bytes holds no block of " +
                                    std::to_string(bytesPerBlock) + " bytes; give at least one block or 0 for none");
-  RAG_ASSIGN_OR_RETURN(impl->pool,
-                       memory::KvPool::create({.layers = static_cast<int32_t>(c.numHiddenLayers),
-                                               .kvHeads = static_cast<int32_t>(c.numKeyValueHeads),
-                                               .headDim = static_cast<int32_t>(c.headDim),
-                                               .blockSize = params.blockSize,
-                                               .computeBlocks = static_cast<int32_t>(blocks),
-                                               .hostBlocks = static_cast<int32_t>(std::min<int64_t>(
-                                                   params.hostKvBytes / bytesPerBlock, std::numeric_limits<int32_t>::max())),
-                                               .elementBytes = static_cast<int32_t>(elem),
-                                               .ring = params.ring}));
-  for (int32_t l = 0; l < c.numHiddenLayers; ++l) {
-    const std::vector<int64_t> shape{blocks * params.blockSize, c.numKeyValueHeads, c.headDim};
-    impl->kPool.push_back(torch::from_blob(impl->pool->keys(l), shape, dtype));
-    impl->vPool.push_back(torch::from_blob(impl->pool->values(l), shape, dtype));
-  }
-  if (params.prefixCache) {
-    RAG_ASSIGN_OR_RETURN(std::unique_ptr<memory::EvictionPolicy> policy, memory::makeEvictionPolicy(params.evictionPolicy, params.lacrAlpha));
-    impl->cache = std::make_unique<memory::RadixCache>(*impl->pool, std::move(policy));
-    impl->pool->setReclaimer([c = impl->cache.get()](int32_t n) { return c->evict(n); });
-    impl->cache->setRecomputeCost([m = impl.get()](int64_t prefix, int64_t n) { return m->recomputeCost.seconds(prefix, n); });
-  }
   auto stack = [](std::initializer_list<torch::Tensor> parts) {
     for (const torch::Tensor& t : parts)
       if (!t.defined()) return torch::Tensor();
@@ -394,11 +383,59 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::shared_ptr<const L
                            transposed(l.o), transposed(stack({l.gate, l.up})), stack({l.gateBias, l.upBias}),
                            transposed(l.down)});
   impl->lmHeadT = transposed(lw.lmHead);
+  if (params.backend) {
+    if (dtype != torch::kFloat32 || !lw.embed.device().is_cpu())
+      return Status::invalidArgument("a device backend runs F32 models loaded on the CPU; load the model with dtype f32");
+    StepWeights sw;
+    sw.lmHeadT = f32(impl->lmHeadT);
+    std::vector<torch::Tensor> keep;  // contiguous copies, alive while the backend copies them
+    auto held = [&](const torch::Tensor& t) -> const float* {
+      if (!t.defined()) return nullptr;
+      keep.push_back(t.contiguous());
+      return f32(keep.back());
+    };
+    sw.embed = held(lw.embed);
+    sw.norm = held(lw.norm);
+    for (size_t l = 0; l < lw.layers.size(); ++l) {
+      const LlamaLayerWeights& w = lw.layers[l];
+      const Impl::FusedLayer& fl = impl->fused[l];
+      sw.layers.push_back({.inputNorm = held(w.inputNorm), .qkvT = f32(fl.qkvT), .qkvBias = f32(fl.qkvBias),
+                           .oT = f32(fl.oT), .oBias = held(w.oBias), .postNorm = held(w.postNorm),
+                           .gateUpT = f32(fl.gateUpT), .gateUpBias = f32(fl.gateUpBias), .downT = f32(fl.downT),
+                           .downBias = held(w.downBias)});
+    }
+    RAG_ASSIGN_OR_RETURN(impl->backend, params.backend(c, sw, params.blockSize, static_cast<int32_t>(blocks)));
+    // The device holds its copy: the runner's transposed one is not needed.
+    impl->fused.clear();
+    impl->lmHeadT = torch::Tensor();
+  }
+  RAG_ASSIGN_OR_RETURN(impl->pool,
+                       memory::KvPool::create({.layers = static_cast<int32_t>(c.numHiddenLayers),
+                                               .kvHeads = static_cast<int32_t>(c.numKeyValueHeads),
+                                               .headDim = static_cast<int32_t>(c.headDim),
+                                               .blockSize = params.blockSize,
+                                               .computeBlocks = static_cast<int32_t>(blocks),
+                                               .hostBlocks = static_cast<int32_t>(std::min<int64_t>(
+                                                   params.hostKvBytes / bytesPerBlock, std::numeric_limits<int32_t>::max())),
+                                               .elementBytes = static_cast<int32_t>(elem),
+                                               .ring = params.ring,
+                                               .computeStore = impl->backend.get()}));
+  for (int32_t l = 0; l < c.numHiddenLayers && !impl->backend; ++l) {
+    const std::vector<int64_t> shape{blocks * params.blockSize, c.numKeyValueHeads, c.headDim};
+    impl->kPool.push_back(torch::from_blob(impl->pool->keys(l), shape, dtype));
+    impl->vPool.push_back(torch::from_blob(impl->pool->values(l), shape, dtype));
+  }
+  if (params.prefixCache) {
+    RAG_ASSIGN_OR_RETURN(std::unique_ptr<memory::EvictionPolicy> policy, memory::makeEvictionPolicy(params.evictionPolicy, params.lacrAlpha));
+    impl->cache = std::make_unique<memory::RadixCache>(*impl->pool, std::move(policy));
+    impl->pool->setReclaimer([c = impl->cache.get()](int32_t n) { return c->evict(n); });
+    impl->cache->setRecomputeCost([m = impl.get()](int64_t prefix, int64_t n) { return m->recomputeCost.seconds(prefix, n); });
+  }
   bool contiguous = lw.embed.is_contiguous() && lw.norm.is_contiguous();
   for (const LlamaLayerWeights& l : lw.layers)
     for (const torch::Tensor& t : {l.inputNorm, l.postNorm, l.oBias, l.downBias})
       contiguous = contiguous && (!t.defined() || t.is_contiguous());
-  impl->useKernels = params.kernels && dtype == torch::kFloat32 && lw.embed.device().is_cpu() && contiguous;
+  impl->useKernels = !impl->backend && params.kernels && dtype == torch::kFloat32 && lw.embed.device().is_cpu() && contiguous;
   for (int64_t i = 0; i < c.headDim / 2; ++i)
     impl->ropeInvFreq.push_back(std::exp(static_cast<double>(2 * i) / static_cast<double>(c.headDim) * -std::log(c.ropeTheta)));
   impl->eosIds = c.eosTokenIds;
@@ -473,21 +510,29 @@ Result<SeqId> ModelRunner::add(SequenceRequest req) {
         src.push_back(static_cast<int64_t>(seg.kv.blocks[static_cast<size_t>(i / m.bs)]) * m.bs + i % m.bs);
         dst.push_back(m.slot(s, offset + i));
       }
+      Status copied = Status::ok();
       if (m.pool->params().elementBytes == 4) {  // F32 pool: copy and rotate rows directly
-        detail::importRowsF32(*m.pool, src, dst, move ? &seg : nullptr, req.reencode, c.ropeTheta);
+        std::vector<int64_t> to;
+        for (int64_t i = 0; move && i < seg.kv.numTokens; ++i) to.push_back(seg.position + i);
+        copied = detail::copyRowsF32(*m.pool, src, dst, move ? std::span<const int64_t>(seg.kv.positions) : std::span<const int64_t>(),
+                                     to, req.reencode, c.ropeTheta);
       } else {
-      torch::Tensor srcT = torch::tensor(src, torch::kLong), dstT = torch::tensor(dst, torch::kLong);
-      torch::NoGradGuard noGrad;
-      for (size_t l = 0; l < m.kPool.size(); ++l) {
-        torch::Tensor k = m.kPool[l].index_select(0, srcT);
-        if (move) {
-          torch::Tensor from = torch::tensor(seg.kv.positions, torch::kLong);
-          k = reencodeKeys(k, from, torch::arange(seg.position, seg.position + seg.kv.numTokens, torch::kLong),
-                           c.ropeTheta, req.reencode == ReencodeMode::ViaZero);
+        torch::Tensor srcT = torch::tensor(src, torch::kLong), dstT = torch::tensor(dst, torch::kLong);
+        torch::NoGradGuard noGrad;
+        for (size_t l = 0; l < m.kPool.size(); ++l) {
+          torch::Tensor k = m.kPool[l].index_select(0, srcT);
+          if (move) {
+            torch::Tensor from = torch::tensor(seg.kv.positions, torch::kLong);
+            k = reencodeKeys(k, from, torch::arange(seg.position, seg.position + seg.kv.numTokens, torch::kLong),
+                             c.ropeTheta, req.reencode == ReencodeMode::ViaZero);
+          }
+          m.kPool[l].index_copy_(0, dstT, k);
+          m.vPool[l].index_copy_(0, dstT, m.vPool[l].index_select(0, srcT));
         }
-        m.kPool[l].index_copy_(0, dstT, k);
-        m.vPool[l].index_copy_(0, dstT, m.vPool[l].index_select(0, srcT));
       }
+      if (!copied.isOk()) {
+        m.pool->release(s.blocks);
+        return copied;
       }
     }
     s.tokens.insert(s.tokens.end(), seg.kv.tokens.begin(), seg.kv.tokens.end());
@@ -637,12 +682,19 @@ Status ModelRunner::reencode(SeqId id, int64_t begin, int64_t end, int64_t newPo
   const bool ok = m.reserve(*s, end);
   s->computed = saved;
   if (!ok) return Status::busy("no free KV blocks to copy shared blocks before re-encoding");
-  torch::NoGradGuard noGrad;
-  torch::Tensor sl = m.slots(*s, begin, end);
-  torch::Tensor from = torch::tensor(std::vector<int64_t>(s->positions.begin() + begin, s->positions.begin() + end), torch::kLong);
-  torch::Tensor to = torch::arange(newPosition, newPosition + (end - begin), torch::kLong);
-  for (torch::Tensor& k : m.kPool)
-    k.index_copy_(0, sl, reencodeKeys(k.index_select(0, sl), from, to, m.cfg.ropeTheta, mode == ReencodeMode::ViaZero));
+  const std::vector<int64_t> from(s->positions.begin() + begin, s->positions.begin() + end);
+  std::vector<int64_t> to(static_cast<size_t>(end - begin));
+  for (int64_t i = 0; i < end - begin; ++i) to[static_cast<size_t>(i)] = newPosition + i;
+  if (m.pool->params().elementBytes == 4) {
+    const std::vector<int64_t> sl = memory::slotsOf(s->blocks, begin, end - begin, static_cast<int32_t>(m.bs));
+    RAG_RETURN_IF_ERROR(detail::copyRowsF32(*m.pool, sl, sl, from, to, mode, m.cfg.ropeTheta));
+  } else {
+    torch::NoGradGuard noGrad;
+    torch::Tensor sl = m.slots(*s, begin, end);
+    torch::Tensor fromT = torch::tensor(from, torch::kLong), toT = torch::tensor(to, torch::kLong);
+    for (torch::Tensor& k : m.kPool)
+      k.index_copy_(0, sl, reencodeKeys(k.index_select(0, sl), fromT, toT, m.cfg.ropeTheta, mode == ReencodeMode::ViaZero));
+  }
   for (int64_t i = begin; i < end; ++i) s->positions[static_cast<size_t>(i)] = newPosition + (i - begin);
   return Status::ok();
 }
@@ -696,10 +748,25 @@ Result<std::vector<float>> ModelRunner::keys(SeqId id, int32_t layer, int64_t n)
   const Impl& m = *m_impl;
   const Seq* s = m.find(id);
   if (!s) return m.notFound(id);
-  if (layer < 0 || layer >= static_cast<int32_t>(m.kPool.size()) || n < 0 || n > s->computed)
+  if (layer < 0 || layer >= static_cast<int32_t>(m.cfg.numHiddenLayers) || n < 0 || n > s->computed)
     return Status::invalidArgument("keys: layer or token count out of range");
+  if (m.pool->params().elementBytes == 4) {  // host memory or a device backend's
+    const int64_t row = m.cfg.numKeyValueHeads * m.cfg.headDim;
+    std::vector<float> k(static_cast<size_t>(n * row)), v(static_cast<size_t>(n * row));
+    RAG_RETURN_IF_ERROR(m.pool->readRows(layer, memory::slotsOf(s->blocks, 0, n, static_cast<int32_t>(m.bs)), k.data(), v.data()));
+    return k;
+  }
   torch::Tensor k = m.kPool[static_cast<size_t>(layer)].index_select(0, m.slots(*s, 0, n)).to(torch::kFloat32).contiguous();
   return std::vector<float>(k.data_ptr<float>(), k.data_ptr<float>() + k.numel());
+}
+
+std::string ModelRunner::device() const {
+  return m_impl->backend ? m_impl->backend->description() : std::string("cpu");
+}
+
+Status ModelRunner::deviceStatus() const {
+  if (!m_impl->deviceError.isOk()) return m_impl->deviceError;
+  return m_impl->pool->storeStatus();
 }
 
 }  // namespace rag::model

@@ -32,6 +32,12 @@
 // transposed to [in, out] for the kernels (about the model's size once more; the model keeps
 // its [out, in] tensors for the dense forward and training).
 //
+// Devices: with RunnerParams::backend (model/step_backend.h; the GPU's is kernels/llama_step.h)
+// the forward pass runs on the backend, which holds the weights and the compute tier's K/V; the
+// runner keeps the rest (block tables, the prefix cache, the host tier, sampling) and moves K/V
+// only through the pool's row access, which the backend carries out. Its transposed weights are
+// then freed once the backend has its copy.
+//
 // This header is torch-free (pimpl): callers (scheduler, CLI) compile without libtorch.
 // Not thread-safe: one thread drives a runner.
 #pragma once
@@ -50,6 +56,7 @@
 #include "model/attention_mask.h"
 #include "model/model_config.h"
 #include "model/sampler.h"
+#include "model/step_backend.h"
 #include "rag/status.h"
 
 namespace rag {
@@ -81,6 +88,9 @@ struct RunnerParams {
   double lacrAlpha = 0.2;              // lacr: the weight of look-ahead accesses, in [0, 1]
   int64_t hostKvBytes = 0;             // the host tier evicted prefixes move to; 0: none
   TraceRing* ring = nullptr;           // KvTransfer spans of tier moves; null: untraced
+  // Runs the forward pass and holds the compute tier's K/V on a device (a GPU:
+  // kernels/llama_step.h's cudaStepBackendFactory); empty: this CPU. F32 models only.
+  StepBackendFactory backend{};
 };
 
 // KV of the first `numTokens` tokens of a sequence, kept alive by references on its blocks
@@ -230,6 +240,11 @@ public:
   const memory::RecomputeCost& recomputeCost() const;
   const RunnerParams& params() const;
   const LlamaModel& model() const;
+  // Where the forward pass runs: "cpu", or the backend's description ("cuda:0 NVIDIA H100 ...").
+  std::string device() const;
+  // ok, or the backend's first failure (a step's or a KV transfer's). Once it failed, every
+  // step finishes its sequences with FinishReason::Error.
+  Status deviceStatus() const;
   // Keys of a sequence's first `n` computed tokens at `layer`, F32 [n, kv_heads, head_dim]
   // flattened (tests compare them with recomputed keys).
   Result<std::vector<float>> keys(SeqId id, int32_t layer, int64_t n) const;

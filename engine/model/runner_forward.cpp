@@ -1,5 +1,6 @@
-// The runner's two forward passes over one step's rows: forwardItems on libtorch ops (any dtype
-// or device; the reference) and forwardKernels on the CPU kernels of decode_kernels.h (F32).
+// The runner's forward passes over one step's rows: forwardItems on libtorch ops (any dtype or
+// device; the reference), forwardKernels on the CPU kernels of decode_kernels.h (F32) and
+// forwardBackend on a StepBackend (a GPU's).
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -273,6 +274,40 @@ torch::Tensor ModelRunner::Impl::forwardKernels(std::span<const Item> items, int
   torch::Tensor logits = torch::empty({m, vocab}, torch::kFloat32);
   linear(h, m, hid, lmHeadT, torch::Tensor(), vocab, logits.data_ptr<float>(), false);
   return logits;
+}
+
+// forwardItems on the runner's StepBackend: the items as the backend's StepItems (spans into the
+// sequences, the prefill chunks' masks built here), the logits it returns as a tensor. A failure
+// is kept in deviceError and answered with an undefined tensor, by every later step too.
+torch::Tensor ModelRunner::Impl::forwardBackend(std::span<const Item> items, int64_t decodeItems,
+                                                const std::vector<std::pair<size_t, int64_t>>& logitRows) {
+  if (deviceError.isOk() && !pool->storeStatus().isOk()) deviceError = pool->storeStatus();
+  if (!deviceError.isOk()) return {};
+  std::vector<std::vector<uint8_t>> allowed(items.size());
+  std::vector<StepItem> rows;
+  rows.reserve(items.size());
+  for (size_t k = 0; k < items.size(); ++k) {
+    const Item& it = items[k];
+    if (static_cast<int64_t>(k) >= decodeItems) allowed[k] = allowedRows(it);
+    const auto start = static_cast<size_t>(it.start), n = static_cast<size_t>(it.n);
+    rows.push_back({.tokens = std::span<const int32_t>(it.seq->tokens).subspan(start, n),
+                    .positions = std::span<const int64_t>(it.seq->positions).subspan(start, n),
+                    .start = it.start,
+                    .blocks = it.seq->blocks,
+                    .allowed = allowed[k]});
+  }
+  std::vector<StepLogitRow> want;
+  want.reserve(logitRows.size());
+  for (auto [item, r] : logitRows) want.push_back({.item = item, .row = r});
+  Result<std::vector<float>> logits = backend->forward(rows, decodeItems, want);
+  if (!logits.isOk()) {
+    deviceError = logits.status().withContext("the " + backend->description() + " step");
+    return {};
+  }
+  if (want.empty()) return {};
+  auto* owned = new std::vector<float>(std::move(*logits));
+  return torch::from_blob(owned->data(), {static_cast<int64_t>(want.size()), cfg.vocabSize},
+                          [owned](void*) { delete owned; }, torch::kFloat32);
 }
 
 }  // namespace rag::model

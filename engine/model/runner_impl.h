@@ -21,6 +21,7 @@
 #include "model/llama.h"
 #include "model/runner.h"
 #include "model/sampler.h"
+#include "model/step_backend.h"
 #include "model/stop_matcher.h"
 #include "model/tokenizer.h"
 
@@ -111,6 +112,10 @@ struct ModelRunner::Impl {
   RunnerParams params;
   LlamaConfig cfg;
   int64_t bs = 16;
+  // The device that runs the forward pass and holds the compute tier's K/V (RunnerParams::
+  // backend); null: this process's CPU. Declared before the pool, which points to it.
+  std::unique_ptr<StepBackend> backend;
+  Status deviceError;  // the backend's first failed step; every later step fails its rows
   std::unique_ptr<memory::KvPool> pool;
   std::unique_ptr<memory::RadixCache> cache;  // null without params.prefixCache
   memory::RecomputeCost recomputeCost;        // measured prefill speed: the cache's PGDSF cost
@@ -299,11 +304,16 @@ struct ModelRunner::Impl {
   }
 
   // One forward over `items` (the first `decodeItems` single decode rows, then prefill
-  // chunks): the kernels' path where useKernels allows it, else the libtorch ops.
+  // chunks): the backend's, else the kernels' path where useKernels allows it, else the
+  // libtorch ops.
+  // With a backend: an undefined tensor when it fails (deviceError says why).
   torch::Tensor forward(std::span<const Item> items, int64_t decodeItems,
                         const std::vector<std::pair<size_t, int64_t>>& logitRows) {
+    if (backend) return forwardBackend(items, decodeItems, logitRows);
     return useKernels ? forwardKernels(items, decodeItems, logitRows) : forwardItems(items, decodeItems, logitRows);
   }
+  torch::Tensor forwardBackend(std::span<const Item> items, int64_t decodeItems,
+                               const std::vector<std::pair<size_t, int64_t>>& logitRows);
   torch::Tensor forwardItems(std::span<const Item> items, int64_t decodeItems,
                              const std::vector<std::pair<size_t, int64_t>>& logitRows);
   torch::Tensor forwardKernels(std::span<const Item> items, int64_t decodeItems,

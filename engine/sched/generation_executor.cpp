@@ -8,6 +8,7 @@
 #include "model/runner.h"
 #include "model/tokenizer.h"
 #include "sched/serving_assets.h"
+#include "sched/step_device.h"
 
 namespace rag::sched {
 
@@ -52,6 +53,7 @@ Result<std::unique_ptr<GenerationExecutor>> GenerationExecutor::create(const Ser
   rp.lacrAlpha = params.lacrAlpha;
   rp.hostKvBytes = params.hostKvBytes;
   rp.ring = ring;
+  RAG_ASSIGN_OR_RETURN(rp.backend, stepBackendFor(params.device));
   RAG_ASSIGN_OR_RETURN(std::unique_ptr<model::ModelRunner> runner,
                        model::ModelRunner::create(assets.model, rp, assets.tokenizer));
   std::shared_ptr<memory::BlockStore> store;

@@ -19,7 +19,12 @@ GenerationWorker::GenerationWorker(std::unique_ptr<model::ModelRunner> runner, G
     m_segments = std::make_unique<SegmentKvBuilder>(*m_runner, m_params.graphReencode, m_params.blockStore.get());
     cache->setPendingQueue([this] { return pendingPrompts(); });  // LACR's look-ahead (worker thread)
   }
-  if (m_params.ring) m_lane = m_params.ring->registerLane("generation", LaneKind::Generation);
+  if (m_params.ring) {
+    // On a GPU the lane says so ("generation · cuda:0"): the timeline's GPU lane.
+    const std::string device = m_runner->device();
+    m_lane = m_params.ring->registerLane(device == "cpu" ? "generation" : "generation · " + device.substr(0, device.find(' ')),
+                                         LaneKind::Generation);
+  }
   m_thread = std::thread([this] { loop(); });
 }
 
@@ -245,6 +250,7 @@ void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
     if (e.finished) {
       u.finished = true;
       u.reason = e.reason;
+      if (e.reason == model::FinishReason::Error) u.error = m_runner->deviceStatus();  // ok: NaN logits
       u.generatedTokens = it->second.generated;
       u.output = std::move(it->second.text);
       (void)m_runner->release(e.id);

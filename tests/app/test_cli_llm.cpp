@@ -72,6 +72,24 @@ private Q_SLOTS:
     QVERIFY2(r.err.contains("--context gold needs a corpus question"), qPrintable(r.err));
   }
 
+  // --device is read before anything loads: a name that is no device is a usage error, CUDA
+  // where this build or machine has none is refused with the fix, and where it has one the
+  // question is answered on it.
+  void deviceIsCheckedBeforeAnythingLoads() {
+    CliRun r = runRagraph({"run", "What is nothing?", "--corpus", corpus(), "--model", model(), "--device", "tpu"});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("--device takes cpu, cuda or cuda:N, not 'tpu'"), qPrintable(r.err));
+    r = runRagraph({"run", "What is nothing?", "--corpus", corpus(), "--model", model(), "--device", "cuda:x"});
+    QCOMPARE(r.code, 2);
+    r = runRagraph({"run", "What is nothing?", "--corpus", corpus(), "--model", model(), "--device", "cpu",
+                    "--max-tokens", "2", "--json"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    r = runRagraph({"run", "What is nothing?", "--corpus", corpus(), "--model", model(), "--device", "cuda",
+                    "--max-tokens", "2", "--json"});
+    if (r.code != 0) QVERIFY2(r.code == 1 && r.err.contains("use --device cpu"), qPrintable(r.err));
+    else QVERIFY(r.out.contains("\"answer\""));
+  }
+
   // The retrieval path end to end: a tiny embedder trained here, the index built beside the
   // corpus, recall reported, and QA prompts built from what it retrieves.
   void retrievalFromTrainingToAnswers() {

@@ -22,5 +22,10 @@ inline bool mentions(const rag::Status& s, std::initializer_list<std::string_vie
 inline const rag::Status& statusOf(const rag::Status& s) { return s; }
 template <typename T>
 rag::Status statusOf(const rag::Result<T>& r) { return r.status(); }
-// Fails the test function (which must return void) with the error's message.
-#define QVERIFY_OK(expr) QVERIFY2(statusOf(expr).isOk(), statusOf(expr).message().c_str())
+// Fails the test function (which must return void) with the error's message. `expr` is
+// evaluated once (QVERIFY2 evaluates its message whether or not the check fails).
+#define QVERIFY_OK(expr)                                                  \
+  do {                                                                    \
+    const rag::Status rag_checked_ = statusOf(expr);                      \
+    QVERIFY2(rag_checked_.isOk(), rag_checked_.message().c_str());        \
+  } while (0)

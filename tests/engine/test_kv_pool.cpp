@@ -1,9 +1,12 @@
-// The two-tier KV pool: allocation, the reclaimer inside allocate, and tier moves that copy the
-// K/V of every layer bit for bit.
+// The two-tier KV pool: allocation, the reclaimer inside allocate, tier moves that copy the K/V of
+// every layer bit for bit, row access, and a compute tier held by a KvComputeStore (a GPU's in the
+// runner; a vector-backed store here) through which every copy and row transfer goes.
 #include <QtTest>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <vector>
 
 #include "memory/kv_pool.h"
 #include "rag/trace.h"
@@ -40,6 +43,59 @@ bool sameBlock(const KvPool& pool, int32_t a, int32_t b) {
       return false;
   }
   return true;
+}
+
+// The compute tier in vectors of its own, counting what the pool asks of it; `fail` makes every
+// call fail from then on (as a device error would).
+class VectorStore final : public KvComputeStore {
+public:
+  VectorStore(int32_t layers, int64_t slots, int64_t row, int32_t blockSize)
+      : m_row(row), m_blockSize(blockSize), k(static_cast<size_t>(layers)), v(static_cast<size_t>(layers)) {
+    for (int32_t l = 0; l < layers; ++l) {
+      k[static_cast<size_t>(l)].assign(static_cast<size_t>(slots * row), 0.0f);
+      v[static_cast<size_t>(l)].assign(static_cast<size_t>(slots * row), 0.0f);
+    }
+  }
+  rag::Status copyBlock(int32_t from, int32_t to) override {
+    ++copies;
+    if (fail) return rag::Status::internal("device lost");
+    const int64_t n = m_blockSize * m_row;
+    for (auto* t : {&k, &v})
+      for (std::vector<float>& layer : *t) std::copy_n(layer.begin() + from * n, n, layer.begin() + to * n);
+    return rag::Status::ok();
+  }
+  rag::Status readRows(int32_t layer, std::span<const int64_t> slots, void* keys, void* values) const override {
+    ++reads;
+    if (fail) return rag::Status::internal("device lost");
+    for (size_t i = 0; i < slots.size(); ++i) {
+      std::copy_n(k[static_cast<size_t>(layer)].begin() + slots[i] * m_row, m_row, static_cast<float*>(keys) + static_cast<int64_t>(i) * m_row);
+      std::copy_n(v[static_cast<size_t>(layer)].begin() + slots[i] * m_row, m_row, static_cast<float*>(values) + static_cast<int64_t>(i) * m_row);
+    }
+    return rag::Status::ok();
+  }
+  rag::Status writeRows(int32_t layer, std::span<const int64_t> slots, const void* keys, const void* values) override {
+    ++writes;
+    if (fail) return rag::Status::internal("device lost");
+    for (size_t i = 0; i < slots.size(); ++i) {
+      std::copy_n(static_cast<const float*>(keys) + static_cast<int64_t>(i) * m_row, m_row, k[static_cast<size_t>(layer)].begin() + slots[i] * m_row);
+      std::copy_n(static_cast<const float*>(values) + static_cast<int64_t>(i) * m_row, m_row, v[static_cast<size_t>(layer)].begin() + slots[i] * m_row);
+    }
+    return rag::Status::ok();
+  }
+
+  int64_t m_row;
+  int32_t m_blockSize;
+  std::vector<std::vector<float>> k, v;
+  mutable int reads = 0;
+  int writes = 0, copies = 0;
+  bool fail = false;
+};
+
+// Rows of `n` slots of one layer whose values name the layer, the slot and a salt.
+std::vector<float> rowsOf(int64_t n, int64_t row, float salt) {
+  std::vector<float> out(static_cast<size_t>(n * row));
+  std::iota(out.begin(), out.end(), salt);
+  return out;
 }
 
 }  // namespace
@@ -124,6 +180,79 @@ private Q_SLOTS:
     QVERIFY(!pool->copyToHost(blocks).has_value());  // two blocks, one host block: nothing moves
     QCOMPARE(pool->stats().hostUsed, 0);
     QVERIFY(pool->copyToHost(std::span<const int32_t>(blocks).first(1)).has_value());
+  }
+
+  void rowsRoundTripThroughHostMemory() {
+    auto pool = std::move(*KvPool::create(small(3, 0)));
+    const int64_t row = 2 * 4;  // kvHeads * headDim
+    QCOMPARE(pool->rowBytes(), row * int64_t{sizeof(float)});
+    // Tokens 2..5 of a sequence on blocks {2, 0}: slots 10, 11, 0, 1.
+    const std::vector<int32_t> table{2, 0};
+    const std::vector<int64_t> slots = slotsOf(table, 2, 4, 4);
+    QCOMPARE(slots, (std::vector<int64_t>{10, 11, 0, 1}));
+    const std::vector<float> k = rowsOf(4, row, 1.0f), v = rowsOf(4, row, -100.0f);
+    QVERIFY_OK(pool->writeRows(1, slots, k.data(), v.data()));
+    // In place where keys() says: slot 10 of layer 1 is k's first row.
+    QCOMPARE(static_cast<const float*>(pool->keys(1))[10 * row], 1.0f);
+    QCOMPARE(static_cast<const float*>(pool->values(1))[1 * row + 7], v[3 * row + 7]);
+    std::vector<float> k2(k.size()), v2(v.size());
+    QVERIFY_OK(pool->readRows(1, slots, k2.data(), v2.data()));
+    QCOMPARE(k2, k);
+    QCOMPARE(v2, v);
+    // A slot or layer outside the pool is refused, naming it.
+    const std::vector<int64_t> outside{12};
+    const rag::Status s = pool->readRows(0, outside, k2.data(), v2.data());
+    QCOMPARE(s.code(), rag::StatusCode::InvalidArgument);
+    QVERIFY(s.message().find("slot 12") != std::string::npos);
+    QCOMPARE(pool->writeRows(2, slots, k.data(), v.data()).code(), rag::StatusCode::InvalidArgument);
+  }
+
+  void aComputeStoreHoldsTheComputeTier() {
+    KvPoolParams p = small(4, 2);
+    const int64_t row = 2 * 4;
+    VectorStore store(p.layers, int64_t{4} * p.blockSize, row, p.blockSize);
+    p.computeStore = &store;
+    auto pool = std::move(*KvPool::create(p));
+    QVERIFY(pool->keys(0) == nullptr);  // no host copy of the compute tier
+    QVERIFY(pool->values(1) == nullptr);
+    auto b = *pool->allocate(2);
+    // Rows written through the pool land in the store.
+    const std::vector<int64_t> slots = slotsOf(b, 0, 4, p.blockSize);  // all of block b[0]
+    const std::vector<float> k = rowsOf(4, row, 5.0f), v = rowsOf(4, row, 50.0f);
+    for (int32_t l = 0; l < p.layers; ++l) QVERIFY_OK(pool->writeRows(l, slots, k.data(), v.data()));
+    QCOMPARE(store.writes, 2);
+    QCOMPARE(store.k[1][static_cast<size_t>(slots[0] * row)], 5.0f);
+    // Copy-on-write is the store's copy.
+    pool->copyBlock(b[0], b[1]);
+    QCOMPARE(store.copies, 1);
+    std::vector<float> k2(k.size()), v2(v.size());
+    QVERIFY_OK(pool->readRows(0, slotsOf(b, 4, 4, p.blockSize), k2.data(), v2.data()));  // block b[1]
+    QCOMPARE(k2, k);
+    QCOMPARE(v2, v);
+    // Tier moves read the block out of the store and write it back into a fresh block.
+    auto host = pool->copyToHost(std::span<const int32_t>(b).first(1));
+    QVERIFY(host.has_value());
+    std::fill(store.k[0].begin(), store.k[0].end(), 0.0f);  // the compute copy is gone
+    std::fill(store.v[0].begin(), store.v[0].end(), 0.0f);
+    auto back = pool->copyToCompute(*host);
+    QVERIFY(back.has_value());
+    QVERIFY_OK(pool->readRows(0, slotsOf(*back, 0, 4, p.blockSize), k2.data(), v2.data()));
+    QCOMPARE(k2, k);
+    QCOMPARE(v2, v);
+    QCOMPARE(pool->stats().blocksToCompute, int64_t{1});
+    QVERIFY_OK(pool->storeStatus());
+    // A failure in a call that returns no Status stays in storeStatus; later successes keep it.
+    store.fail = true;
+    pool->copyBlock(b[0], b[1]);
+    store.fail = false;
+    pool->copyBlock(b[0], b[1]);
+    QCOMPARE(pool->storeStatus().code(), rag::StatusCode::Internal);
+    QVERIFY(pool->storeStatus().message().find("device lost") != std::string::npos);
+    // Slots are checked before the store is asked.
+    const int reads = store.reads;
+    const std::vector<int64_t> outside{16};
+    QCOMPARE(pool->readRows(0, outside, k2.data(), v2.data()).code(), rag::StatusCode::InvalidArgument);
+    QCOMPARE(store.reads, reads);
   }
 
   void copyOnWriteCopiesEveryLayer() {

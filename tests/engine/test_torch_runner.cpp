@@ -182,29 +182,9 @@ private Q_SLOTS:
     // place, then the question attends to everything: equals the dense block-masked forward.
     auto m = tinyModel();
     auto r = makeRunner(m, {.blockSize = 4});
-    const std::vector<int32_t> p1 = randomTokens(9, 96, 7), p2 = randomTokens(6, 96, 8), question = randomTokens(5, 96, 9);
-    std::vector<KvSegment> segs;
-    int64_t at = 0;
-    for (const auto& p : {p1, p2}) {
-      SequenceRequest q = greedy(p, 0, false);
-      q.keepKv = true;
-      SeqId id = *r->add(q);
-      drain(*r, 96);
-      segs.push_back({*r->retainKv(id, static_cast<int64_t>(p.size())), at});
-      QVERIFY(r->release(id).isOk());  // the handles keep the blocks alive
-      at += static_cast<int64_t>(p.size());
-    }
-    SequenceRequest q = greedy(question, 1);
-    q.cached = segs;
-    q.mask = AttentionMask::blocks({0, 9, 15});
-    SeqId id = *r->add(q);
-    Run run = drain(*r, 96)[id];
-    std::vector<int32_t> all = p1;
-    all.insert(all.end(), p2.begin(), p2.end());
-    all.insert(all.end(), question.begin(), question.end());
-    torch::Tensor ref = dense(*m, all, AttentionMask::blocks({0, 9, 15})).narrow(0, 15, 5);
-    QVERIFY2(maxDiff(run.logits(), ref) < 1e-4, qPrintable(QString("error %1").arg(maxDiff(run.logits(), ref))));
-    for (KvSegment& s : segs) r->releaseKv(s.kv);
+    const LogitsAndReference out = importedPassages(*r, *m);
+    const double err = maxDiff(out.logits, out.reference);
+    QVERIFY2(err < 1e-4, qPrintable(QString("error %1").arg(err)));
     QCOMPARE(r->kvStats().used, 0);
   }
 

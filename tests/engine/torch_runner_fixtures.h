@@ -93,6 +93,38 @@ inline SequenceRequest greedy(std::vector<int32_t> prompt, int32_t maxTokens, bo
   return q;
 }
 
+// Block-Attention's path through a runner (vocabulary 96, block size 4): two passages computed
+// alone at position 0, the first placed as it is and the second re-encoded to position 9, then a
+// question under the block mask. Returns the question's logits and the dense block-masked
+// reference; every block it took is released again.
+struct LogitsAndReference {
+  torch::Tensor logits, reference;
+};
+inline LogitsAndReference importedPassages(ModelRunner& r, const LlamaModel& m) {
+  const std::vector<int32_t> p1 = randomTokens(9, 96, 7), p2 = randomTokens(6, 96, 8), question = randomTokens(5, 96, 9);
+  std::vector<KvSegment> segs;
+  int64_t at = 0;
+  for (const auto& p : {p1, p2}) {
+    SequenceRequest q = greedy(p, 0, false);
+    q.keepKv = true;
+    SeqId id = *r.add(q);
+    drain(r, 96);
+    segs.push_back({*r.retainKv(id, static_cast<int64_t>(p.size())), at});
+    (void)r.release(id);  // the handles keep the blocks alive
+    at += static_cast<int64_t>(p.size());
+  }
+  SequenceRequest q = greedy(question, 1);
+  q.cached = segs;
+  q.mask = AttentionMask::blocks({0, 9, 15});
+  SeqId id = *r.add(q);
+  Run run = drain(r, 96)[id];
+  for (KvSegment& s : segs) r.releaseKv(s.kv);
+  std::vector<int32_t> all = p1;
+  all.insert(all.end(), p2.begin(), p2.end());
+  all.insert(all.end(), question.begin(), question.end());
+  return {run.logits(), dense(m, all, AttentionMask::blocks({0, 9, 15})).narrow(0, 15, 5)};
+}
+
 }  // namespace rag::model::testing
 
 using namespace rag::model::testing;

@@ -91,6 +91,8 @@ struct ServingParams {
   std::filesystem::path embedderDir;  // HF BERT directory (the one the index was built with)
   std::filesystem::path indexBase;    // empty: <corpus>.index
   std::string dtype = "f32";          // model dtype: f32 | bf16
+  // Where generation runs: cpu, or cuda / cuda:N (the GPU backend, kernels/llama_step.h; F32).
+  std::string device = "cpu";
   ServePolicy policy = *parseServePolicy("hedra");
   int64_t nprobe = 128;               // IVF clusters per retrieval (a node's nprobe overrides)
   int32_t generationThreads = 1;      // BLAS threads of the generation worker
