@@ -61,10 +61,29 @@ void registerMetaTypes() {
 
 EngineBridge::EngineBridge(QObject* parent) : QObject(parent) {
   registerMetaTypes();
+  m_traceTimer.setObjectName(QStringLiteral("traceTimer"));  // named in the stall meter's events
+  m_heatTimer.setObjectName(QStringLiteral("heatTimer"));
+  m_deliverTimer.setObjectName(QStringLiteral("deliverTimer"));
   m_traceTimer.setInterval(33);
   connect(&m_traceTimer, &QTimer::timeout, this, &EngineBridge::drainTrace);
   m_heatTimer.setInterval(500);
   connect(&m_heatTimer, &QTimer::timeout, this, &EngineBridge::pollHeat);
+  m_deliverTimer.setInterval(0);
+  m_deliverTimer.setSingleShot(true);
+  connect(&m_deliverTimer, &QTimer::timeout, this, &EngineBridge::deliverNext);
+}
+
+void EngineBridge::deliverInTurn(std::function<void()> fn) {
+  m_deliveries.push_back(std::move(fn));
+  if (!m_deliverTimer.isActive()) m_deliverTimer.start();
+}
+
+void EngineBridge::deliverNext() {
+  if (m_deliveries.empty()) return;
+  std::function<void()> fn = std::move(m_deliveries.front());
+  m_deliveries.pop_front();
+  if (!m_deliveries.empty()) m_deliverTimer.start();  // the rest after this pass's paints
+  fn();
 }
 
 EngineBridge::~EngineBridge() {
@@ -314,8 +333,10 @@ void EngineBridge::runDriver(RunRequest run) {
     const int done = static_cast<int>(records.size()), total = static_cast<int>(run.questions.size());
     onGuiThread(this, [self, rec, done, total] {
       if (!self) return;
-      Q_EMIT self->requestFinished(rec);
-      Q_EMIT self->runProgress(done, total);
+      self->deliverInTurn([self, rec, done, total] {
+        Q_EMIT self->requestFinished(rec);
+        Q_EMIT self->runProgress(done, total);
+      });
     });
   };
   bool cancelled = false;
@@ -373,8 +394,8 @@ void EngineBridge::runDriver(RunRequest run) {
     });
   if (rag::Status s = store->finishRun(runId, metrics, trace, lanes); !s) fail(QString::fromStdString(s.message()));
   m_running = false;
-  onGuiThread(this, [self, runId, metrics] {
-    if (self) Q_EMIT self->runFinished(runId, metrics);
+  onGuiThread(this, [self, runId, metrics] {  // after the requests still waiting their turn
+    if (self) self->deliverInTurn([self, runId, metrics] { Q_EMIT self->runFinished(runId, metrics); });
   });
 }
 

@@ -19,6 +19,9 @@
 #include <QString>
 #include <QTimer>
 
+#include <deque>
+#include <functional>
+
 #include <atomic>
 #include <filesystem>
 #include <memory>
@@ -116,6 +119,11 @@ private:
   void pollHeat();
   void runDriver(RunRequest run);  // records the run in the history, then plays it
   void joinDriver();
+  // A finished request fans out to every view (a few ms of GUI work each): such deliveries run
+  // one per pass of the event loop, in order, so that paints and timers run between them even
+  // when several requests finish together (posted events would all run in one pass).
+  void deliverInTurn(std::function<void()> fn);
+  void deliverNext();
 
   EngineConfig m_config;
   std::shared_ptr<rag::Engine> m_engine;  // shared with the driver thread
@@ -126,6 +134,8 @@ private:
   std::atomic<bool> m_stop{false};
   bool m_kvTreeInFlight = false;  // GUI thread only
   QTimer m_traceTimer, m_heatTimer;
+  QTimer m_deliverTimer;                          // 0 ms, single shot: the next delivery
+  std::deque<std::function<void()>> m_deliveries;  // GUI thread only
   mutable std::mutex m_traceMutex;
   std::vector<rag::TraceEvent> m_runTrace;
   std::vector<rag::TraceLane> m_lanes;
