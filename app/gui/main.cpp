@@ -137,6 +137,8 @@ int main(int argc, char** argv) {
   QCommandLineOption corpusOpt("corpus", "Corpus database (default: the one `ragraph corpus build` made).", "PATH");
   QCommandLineOption modelOpt("model", "The language model to serve with, a model directory (default: the shipped "
                               "datasets/models/rag-llama; e.g. datasets/models/rag-llama-roles).", "DIR");
+  QCommandLineOption deviceOpt("device", "Where generation runs: cpu (default), cuda or cuda:N (the GPU backend; "
+                               "the timeline's generation lane then says which).", "DEVICE", "cpu");
   QCommandLineOption shotOpt("screenshot", "Save a PNG of the window once loaded (with --demo: after the run), then exit.", "FILE");
   QCommandLineOption demoOpt("demo", "Run a short IRG workload (hedra) so every view fills.");
   QCommandLineOption benchOpt("bench-timeline", "Print the timeline's frames per second as JSON and exit.");
@@ -172,7 +174,7 @@ int main(int argc, char** argv) {
   QCommandLineOption reproduceOpt("reproduce", "Run FIGURE's bench in the Reproduce page (e.g. blocks-table2).", "FIGURE");
   QCommandLineOption reproduceArgsOpt("reproduce-args", "Extra arguments for --reproduce's bench.", "ARGS");
   QCommandLineOption tourOpt("tour", "Start the guided tour: load a workflow, run it, and see what each view shows.");
-  parser.addOptions({corpusOpt, modelOpt, shotOpt, demoOpt, benchOpt, spansOpt, kvBenchOpt, nodesOpt, showOpt, demoKgOpt, demoKvOpt,
+  parser.addOptions({corpusOpt, modelOpt, deviceOpt, shotOpt, demoOpt, benchOpt, spansOpt, kvBenchOpt, nodesOpt, showOpt, demoKgOpt, demoKvOpt,
                      demoBlocksOpt, demoDepOpt, dragonOpt, dragonLatencyOpt, dragonTokensOpt, windveOpt,
                      windveSloOpt, windveClientsOpt, windveNoHeteroOpt, windveSecondsOpt, reproduceOpt,
                      reproduceArgsOpt, tourOpt});
@@ -206,7 +208,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  ragwb::MainWindow window(corpus, modelDir);
+  ragwb::MainWindow window(corpus, modelDir, parser.value(deviceOpt).toStdString());
   QObject::connect(&app, &QCoreApplication::aboutToQuit, &window, [&window] {
     const QStringList events = window.stallMeter()->maxStallEvents();
     if (!events.isEmpty())

@@ -38,7 +38,7 @@
 
 namespace ragwb {
 
-MainWindow::MainWindow(std::filesystem::path corpus, std::filesystem::path modelDir, QWidget* parent)
+MainWindow::MainWindow(std::filesystem::path corpus, std::filesystem::path modelDir, std::string device, QWidget* parent)
     : QMainWindow(parent), m_corpus(std::move(corpus)) {
   setWindowTitle(tr("RAGraph Workbench"));
   setDockNestingEnabled(true);
@@ -147,6 +147,7 @@ MainWindow::MainWindow(std::filesystem::path corpus, std::filesystem::path model
   EngineConfig config;
   config.corpus = m_corpus;
   config.modelDir = std::move(modelDir);
+  config.device = std::move(device);
   m_bridge.startEngine(config);
 }
 

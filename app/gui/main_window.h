@@ -9,6 +9,7 @@
 #include <QLabel>
 #include <QMainWindow>
 #include <filesystem>
+#include <string>
 
 #include "bridge/engine_bridge.h"
 
@@ -41,7 +42,9 @@ class MainWindow : public QMainWindow {
 public:
   // `modelDir`: the language model the engine serves with (empty: the mode's default, see
   // EngineConfig::modelDir).
-  explicit MainWindow(std::filesystem::path corpus, std::filesystem::path modelDir = {}, QWidget* parent = nullptr);
+  // `device`: where generation runs (EngineConfig::device).
+  explicit MainWindow(std::filesystem::path corpus, std::filesystem::path modelDir = {}, std::string device = "cpu",
+                      QWidget* parent = nullptr);
   ~MainWindow() override;
 
   OverviewPage* overview() { return m_overview; }

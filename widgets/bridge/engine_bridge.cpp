@@ -123,6 +123,7 @@ void EngineBridge::startEngine(const EngineConfig& config) {
   p.workerThreads = 1;
   p.traceCapacity = 1u << 18;
   p.serving.modelDir = modelDir;
+  p.serving.device = m_config.device;
   p.serving.embedderDir = m_config.embedderDir;
   p.serving.policy = m_config.policy;
   p.serving.nprobe = m_config.nprobe;

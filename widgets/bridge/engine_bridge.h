@@ -51,6 +51,9 @@ struct EngineConfig {
   // lacr) and LACR's α (in [0, 1]; another value fails the engine's load with a message).
   std::string evictionPolicy = "lru";
   double lacrAlpha = 0.2;
+  // Where generation runs (rag::ServingParams::device): cpu, cuda or cuda:N; a device that
+  // cannot be used fails the engine's load with a message naming the fix.
+  std::string device = "cpu";
 };
 
 struct RunQuestion {
