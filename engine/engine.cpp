@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <shared_mutex>
 #include <unordered_map>
 
 #include "core/fs.h"
@@ -56,7 +57,20 @@ struct Engine::Impl {
   std::unique_ptr<ThreadPool> pool;
   std::atomic<bool> stopped{false};
   std::shared_ptr<const ServingAssets> assets;  // null while serving is off
+  // Callers on any thread (the GUI, HTTP handlers) use the scheduler under a shared lock;
+  // shutdown() takes it out under the exclusive lock and destroys it after, so that no call can
+  // be inside a scheduler being destroyed (ThreadSanitizer found `ragraph serve`'s handlers
+  // reading the pointer while a SIGINT's shutdown reset it).
+  mutable std::shared_mutex schedulerMutex;
   std::unique_ptr<sched::Scheduler> scheduler;
+
+  // fn(scheduler) under the shared lock; the scheduler is null when serving is off or after
+  // shutdown().
+  template <typename F>
+  auto withScheduler(F&& fn) const {
+    std::shared_lock lock(schedulerMutex);
+    return fn(scheduler.get());
+  }
 
   explicit Impl(const EngineParams& p)
       : params(p), ring(p.traceCapacity), connections(p.corpus) {}
@@ -143,32 +157,37 @@ std::future<Result<QaItem>> Engine::lookupQa(int64_t qaId, uint32_t requestId) {
   });
 }
 
-bool Engine::serving() const { return m_impl->scheduler != nullptr; }
+bool Engine::serving() const {
+  return m_impl->withScheduler([](const sched::Scheduler* s) { return s != nullptr; });
+}
 std::shared_ptr<const ServingAssets> Engine::assets() const { return m_impl->assets; }
 
 Result<RequestHandle> Engine::submit(std::string question, const WorkflowGraph& graph) {
-  if (m_impl->stopped.load()) return Status::cancelled("the engine has been shut down");
-  if (!m_impl->scheduler)
-    return Status::unavailable("serving is off: create the engine with serving.modelDir set to a model directory");
-  return m_impl->scheduler->submit(std::move(question), std::make_shared<const WorkflowGraph>(graph));
+  return m_impl->withScheduler([&](sched::Scheduler* s) -> Result<RequestHandle> {
+    if (m_impl->stopped.load()) return Status::cancelled("the engine has been shut down");
+    if (!s) return Status::unavailable("serving is off: create the engine with serving.modelDir set to a model directory");
+    return s->submit(std::move(question), std::make_shared<const WorkflowGraph>(graph));
+  });
 }
 
 Status Engine::cancel(uint32_t requestId) {
-  if (!m_impl->scheduler) return Status::unavailable("serving is off");
-  return m_impl->scheduler->cancel(requestId);
+  return m_impl->withScheduler([&](sched::Scheduler* s) {
+    if (m_impl->stopped.load()) return Status::cancelled("the engine has been shut down");
+    return s ? s->cancel(requestId) : Status::unavailable("serving is off");
+  });
 }
 
 ServingStats Engine::servingStats() const {
-  return m_impl->scheduler ? m_impl->scheduler->stats() : ServingStats{};
+  return m_impl->withScheduler([](const sched::Scheduler* s) { return s ? s->stats() : ServingStats{}; });
 }
 
 ClusterHeat Engine::clusterHeat() const {
-  return m_impl->scheduler ? m_impl->scheduler->clusterHeat() : ClusterHeat{};
+  return m_impl->withScheduler([](const sched::Scheduler* s) { return s ? s->clusterHeat() : ClusterHeat{}; });
 }
 
 std::vector<KvTreeNode> Engine::kvTreeSnapshot() const {
-  if (!m_impl->scheduler) return {};
-  const std::vector<memory::PrefixNodeInfo> tree = m_impl->scheduler->kvTree();
+  const std::vector<memory::PrefixNodeInfo> tree = m_impl->withScheduler(
+      [](const sched::Scheduler* s) { return s ? s->kvTree() : std::vector<memory::PrefixNodeInfo>{}; });
   std::vector<KvTreeNode> out;
   out.reserve(tree.size());
   for (const memory::PrefixNodeInfo& n : tree) {
@@ -183,10 +202,13 @@ std::vector<KvTreeNode> Engine::kvTreeSnapshot() const {
 }
 
 std::vector<BlockStoreEntry> Engine::blockStoreEntries() const {
-  return m_impl->scheduler ? m_impl->scheduler->blockStoreEntries() : std::vector<BlockStoreEntry>{};
+  return m_impl->withScheduler(
+      [](const sched::Scheduler* s) { return s ? s->blockStoreEntries() : std::vector<BlockStoreEntry>{}; });
 }
 
-KvBlockMap Engine::kvBlockMap() const { return m_impl->scheduler ? m_impl->scheduler->kvBlockMap() : KvBlockMap{}; }
+KvBlockMap Engine::kvBlockMap() const {
+  return m_impl->withScheduler([](const sched::Scheduler* s) { return s ? s->kvBlockMap() : KvBlockMap{}; });
+}
 
 std::string_view kvBlockOwnerName(KvBlockOwner owner) {
   switch (owner) {
@@ -205,7 +227,12 @@ uint64_t Engine::droppedTraceEvents() const { return m_impl->ring.dropped(); }
 
 void Engine::shutdown() {
   if (!m_impl || m_impl->stopped.exchange(true)) return;
-  m_impl->scheduler.reset();  // cancels live requests (their handles answer Cancelled)
+  std::unique_ptr<sched::Scheduler> scheduler;
+  {
+    std::unique_lock lock(m_impl->schedulerMutex);  // waits for calls inside the scheduler
+    scheduler = std::move(m_impl->scheduler);
+  }
+  scheduler.reset();  // cancels live requests (their handles answer Cancelled)
   std::unique_ptr<ThreadPool> pool;
   {
     std::lock_guard lock(m_impl->poolMutex);
