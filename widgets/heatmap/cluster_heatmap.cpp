@@ -86,6 +86,7 @@ ClusterHeatmap::ClusterHeatmap(QWidget* parent) : QWidget(parent) {
   connect(m_logBox, &QCheckBox::toggled, this, &ClusterHeatmap::setLogColour);
 
   m_plot = new QCustomPlot;
+  m_plot->setObjectName(QStringLiteral("clusterHeatPlot"));  // named in the stall meter's events
   m_plot->setMinimumSize(320, 240);
   layout->addWidget(m_plot, 1);
 

@@ -100,6 +100,7 @@ KvHeatmap::KvHeatmap(QWidget* parent) : QWidget(parent) {
   layout->addWidget(m_legend);
 
   m_plot = new QCustomPlot;
+  m_plot->setObjectName(QStringLiteral("kvHeatPlot"));  // named in the stall meter's events
   m_plot->setMinimumSize(320, 240);
   layout->addWidget(m_plot, 1);
   connect(m_plot, &QCustomPlot::afterReplot, this,

@@ -41,6 +41,8 @@ QString label(const rag::KgEntity& e) {
 
 KgGraphView::KgGraphView(KgGraphModel* graph, KgRelationModel* relations, QWidget* parent)
     : QGraphicsView(parent), m_graph(graph), m_relations(relations), m_scene(new QGraphicsScene(this)) {
+  // Every layout replaces all items: an index (the default BSP tree) would be rebuilt each time.
+  m_scene->setItemIndexMethod(QGraphicsScene::NoIndex);
   setScene(m_scene);
   setRenderHint(QPainter::Antialiasing);
   setDragMode(QGraphicsView::ScrollHandDrag);

@@ -140,6 +140,7 @@ DepCachePanel::DepCachePanel(EngineBridge* bridge, QWidget* parent) : QWidget(pa
   layout->addWidget(m_status);
   auto* split = new QSplitter(Qt::Vertical);
   m_plot = new QCustomPlot;
+  m_plot->setObjectName(QStringLiteral("depCachePlot"));  // named in the stall meter's events
   m_plot->setMinimumSize(320, 200);
   m_plot->xAxis->setLabel(tr("time since the run started (s)"));
   m_plot->yAxis->setLabel(tr("subgraph hit rate (%)"));
