@@ -167,11 +167,10 @@ void KvPool::copyAcross(Direction d, std::span<const int32_t> from, std::span<co
   const bool toHost = d == Direction::ToHost;
   if (KvComputeStore* store = m_params.computeStore) {
     // The host blocks are rows in memory order, so one block of one layer is one call's rows.
-    std::vector<int64_t> slots(static_cast<size_t>(m_params.blockSize));
     const auto layerBytes = static_cast<size_t>(m_blockBytesLayer);
     for (size_t i = 0; i < from.size() && m_storeStatus.isOk(); ++i) {
       const int32_t compute = toHost ? from[i] : to[i], host = toHost ? to[i] : from[i];
-      for (int32_t t = 0; t < m_params.blockSize; ++t) slots[static_cast<size_t>(t)] = static_cast<int64_t>(compute) * m_params.blockSize + t;
+      const std::vector<int64_t> slots = slotsOf(std::span<const int32_t>(&compute, 1), 0, m_params.blockSize, m_params.blockSize);
       for (int32_t l = 0; l < m_params.layers; ++l) {
         std::byte* hk = m_hostK[static_cast<size_t>(l)].data + layerBytes * static_cast<size_t>(host);
         std::byte* hv = m_hostV[static_cast<size_t>(l)].data + layerBytes * static_cast<size_t>(host);

@@ -505,11 +505,9 @@ Result<SeqId> ModelRunner::add(SequenceRequest req) {
         return Status::busy("the KV pool has no room to import " + std::to_string(seg.kv.numTokens) +
                                          " cached tokens; retry when sequences finish");
       }
-      std::vector<int64_t> src, dst;
-      for (int64_t i = 0; i < seg.kv.numTokens; ++i) {
-        src.push_back(static_cast<int64_t>(seg.kv.blocks[static_cast<size_t>(i / m.bs)]) * m.bs + i % m.bs);
-        dst.push_back(m.slot(s, offset + i));
-      }
+      const auto bs = static_cast<int32_t>(m.bs);
+      const std::vector<int64_t> src = memory::slotsOf(seg.kv.blocks, 0, seg.kv.numTokens, bs);
+      const std::vector<int64_t> dst = memory::slotsOf(s.blocks, offset, seg.kv.numTokens, bs);
       Status copied = Status::ok();
       if (m.pool->params().elementBytes == 4) {  // F32 pool: copy and rotate rows directly
         std::vector<int64_t> to;
@@ -685,12 +683,12 @@ Status ModelRunner::reencode(SeqId id, int64_t begin, int64_t end, int64_t newPo
   const std::vector<int64_t> from(s->positions.begin() + begin, s->positions.begin() + end);
   std::vector<int64_t> to(static_cast<size_t>(end - begin));
   for (int64_t i = 0; i < end - begin; ++i) to[static_cast<size_t>(i)] = newPosition + i;
+  const std::vector<int64_t> slots = memory::slotsOf(s->blocks, begin, end - begin, static_cast<int32_t>(m.bs));
   if (m.pool->params().elementBytes == 4) {
-    const std::vector<int64_t> sl = memory::slotsOf(s->blocks, begin, end - begin, static_cast<int32_t>(m.bs));
-    RAG_RETURN_IF_ERROR(detail::copyRowsF32(*m.pool, sl, sl, from, to, mode, m.cfg.ropeTheta));
+    RAG_RETURN_IF_ERROR(detail::copyRowsF32(*m.pool, slots, slots, from, to, mode, m.cfg.ropeTheta));
   } else {
     torch::NoGradGuard noGrad;
-    torch::Tensor sl = m.slots(*s, begin, end);
+    torch::Tensor sl = torch::tensor(slots, torch::kLong);
     torch::Tensor fromT = torch::tensor(from, torch::kLong), toT = torch::tensor(to, torch::kLong);
     for (torch::Tensor& k : m.kPool)
       k.index_copy_(0, sl, reencodeKeys(k.index_select(0, sl), fromT, toT, m.cfg.ropeTheta, mode == ReencodeMode::ViaZero));
@@ -750,13 +748,14 @@ Result<std::vector<float>> ModelRunner::keys(SeqId id, int32_t layer, int64_t n)
   if (!s) return m.notFound(id);
   if (layer < 0 || layer >= static_cast<int32_t>(m.cfg.numHiddenLayers) || n < 0 || n > s->computed)
     return Status::invalidArgument("keys: layer or token count out of range");
+  const std::vector<int64_t> slots = memory::slotsOf(s->blocks, 0, n, static_cast<int32_t>(m.bs));
   if (m.pool->params().elementBytes == 4) {  // host memory or a device backend's
     const int64_t row = m.cfg.numKeyValueHeads * m.cfg.headDim;
     std::vector<float> k(static_cast<size_t>(n * row)), v(static_cast<size_t>(n * row));
-    RAG_RETURN_IF_ERROR(m.pool->readRows(layer, memory::slotsOf(s->blocks, 0, n, static_cast<int32_t>(m.bs)), k.data(), v.data()));
+    RAG_RETURN_IF_ERROR(m.pool->readRows(layer, slots, k.data(), v.data()));
     return k;
   }
-  torch::Tensor k = m.kPool[static_cast<size_t>(layer)].index_select(0, m.slots(*s, 0, n)).to(torch::kFloat32).contiguous();
+  torch::Tensor k = m.kPool[static_cast<size_t>(layer)].index_select(0, torch::tensor(slots, torch::kLong)).to(torch::kFloat32).contiguous();
   return std::vector<float>(k.data_ptr<float>(), k.data_ptr<float>() + k.numel());
 }
 

@@ -152,10 +152,7 @@ struct ModelRunner::Impl {
     return static_cast<int64_t>(s.blocks[static_cast<size_t>(pos / bs)]) * bs + pos % bs;
   }
   torch::Tensor slots(const Seq& s, int64_t begin, int64_t end) const {
-    std::vector<int64_t> v;
-    v.reserve(static_cast<size_t>(end - begin));
-    for (int64_t i = begin; i < end; ++i) v.push_back(slot(s, i));
-    return torch::tensor(v, torch::kLong);
+    return torch::tensor(memory::slotsOf(s.blocks, begin, end - begin, static_cast<int32_t>(bs)), torch::kLong);
   }
 
   // New blocks (and copy-on-write replacements) needed to write rows [s.computed, upto).
