@@ -384,6 +384,7 @@ int cmdEvalQa(Args& args) {
     }
   }
   progress.finish();
+  if (Status s = (*runner)->deviceStatus(); !s) return fail(s);  // not an accuracy of 0
   const double secs = wall.elapsedSeconds();
   auto acc = [](const Tally& t) { return t.items ? static_cast<double>(t.correct) / static_cast<double>(t.items) : 0.0; };
   if (json) {
