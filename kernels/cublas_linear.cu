@@ -27,6 +27,7 @@ struct Cublas {
   decltype(&cublasDestroy_v2) destroy = nullptr;
   decltype(&cublasSetMathMode) setMathMode = nullptr;
   decltype(&cublasSetStream_v2) setStream = nullptr;
+  decltype(&cublasSetWorkspace_v2) setWorkspace = nullptr;
   decltype(&cublasSgemm_v2) sgemm = nullptr;
   decltype(&cublasGetStatusName) statusName = nullptr;
   decltype(&cublasGetStatusString) statusString = nullptr;
@@ -55,6 +56,7 @@ const Cublas& cublas() {
     load(lib.destroy, "cublasDestroy_v2");
     load(lib.setMathMode, "cublasSetMathMode");
     load(lib.setStream, "cublasSetStream_v2");
+    load(lib.setWorkspace, "cublasSetWorkspace_v2");
     load(lib.sgemm, "cublasSgemm_v2");
     load(lib.statusName, "cublasGetStatusName");
     load(lib.statusString, "cublasGetStatusString");
@@ -86,6 +88,10 @@ Result<CublasContext> CublasContext::create() {
   CublasContext ctx(h);
   RAG_RETURN_IF_ERROR(fromCublas(lib.setMathMode(h, CUBLAS_DEFAULT_MATH), "setting FP32 math"));
   return Result<CublasContext>(std::move(ctx));
+}
+
+Status CublasContext::setWorkspace(void* workspace, size_t bytes) {
+  return fromCublas(cublas().setWorkspace(m_handle, workspace, bytes), "giving cuBLAS its workspace");
 }
 
 CublasContext::~CublasContext() {

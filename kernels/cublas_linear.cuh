@@ -10,6 +10,7 @@
 // summation order.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "rag/status.h"
@@ -29,6 +30,9 @@ public:
   CublasContext& operator=(const CublasContext&) = delete;
 
   cublasHandle_t handle() const { return m_handle; }
+  // Device memory cuBLAS uses as scratch instead of its own: a step captured into a CUDA graph
+  // then allocates nothing. Valid while the context uses it.
+  Status setWorkspace(void* workspace, size_t bytes);
 
 private:
   explicit CublasContext(cublasHandle_t h) : m_handle(h) {}

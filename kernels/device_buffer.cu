@@ -44,20 +44,27 @@ Status DeviceBuffer::upload(const void* host, size_t bytes, std::string_view wha
   return fromCuda(cudaMemcpy(m_ptr, host, bytes, cudaMemcpyHostToDevice), what);
 }
 
-Status DeviceBuffer::write(const void* host, size_t bytes, std::string_view what, size_t offset) {
+Status DeviceBuffer::write(const void* host, size_t bytes, std::string_view what, size_t offset, cudaStream_t stream) {
   if (offset + bytes > m_bytes)
     return Status::invalidArgument(std::string(what) + ": writing " + std::to_string(bytes) + " bytes at " +
                                    std::to_string(offset) + " into a device buffer of " + std::to_string(m_bytes));
   if (bytes == 0) return Status::ok();
-  return fromCuda(cudaMemcpy(static_cast<char*>(m_ptr) + offset, host, bytes, cudaMemcpyHostToDevice), what);
+  char* dst = static_cast<char*>(m_ptr) + offset;
+  // From pageable memory the async copy stages `host` before it returns: the caller may reuse it.
+  if (stream) return fromCuda(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream), what);
+  return fromCuda(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice), what);
 }
 
-Status DeviceBuffer::download(void* host, size_t bytes, std::string_view what, size_t offset) const {
+Status DeviceBuffer::download(void* host, size_t bytes, std::string_view what, size_t offset,
+                              cudaStream_t stream) const {
   if (offset + bytes > m_bytes)
     return Status::invalidArgument(std::string(what) + ": reading " + std::to_string(bytes) + " bytes at " +
                                    std::to_string(offset) + " from a device buffer of " + std::to_string(m_bytes));
   if (bytes == 0) return Status::ok();
-  return fromCuda(cudaMemcpy(host, static_cast<const char*>(m_ptr) + offset, bytes, cudaMemcpyDeviceToHost), what);
+  const char* src = static_cast<const char*>(m_ptr) + offset;
+  if (!stream) return fromCuda(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost), what);
+  RAG_RETURN_IF_ERROR(fromCuda(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, stream), what));
+  return fromCuda(cudaStreamSynchronize(stream), what);
 }
 
 Status DeviceBuffer::zero(std::string_view what) {

@@ -6,14 +6,17 @@
 //   RAG_RETURN_IF_ERROR(cuda::rmsNorm(x.as<float>(), g, rows, dim, eps, x.as<float>(), stream));
 //   RAG_RETURN_IF_ERROR(x.download(host.data(), host.size() * sizeof(float), "reading x"));
 //
-// Copies are synchronous (cudaMemcpy): they wait for the work enqueued before them on the
-// legacy default stream, which the kernels' tests use.
+// Copies go on the legacy default stream (cudaMemcpy), which the kernels' tests use, or on the
+// `stream` given (cudaMemcpyAsync), in order with that stream's kernels. Either way a write may
+// reuse its host memory and a download has the data on the host when it returns.
 #pragma once
 
 #include <cstddef>
 #include <string_view>
 
 #include "rag/status.h"
+
+typedef struct CUstream_st* cudaStream_t;
 
 namespace rag::cuda {
 
@@ -33,9 +36,10 @@ public:
   Status upload(const void* host, size_t bytes, std::string_view what);
   // Copies `bytes` from host into the buffer at byte `offset` (within size()), keeping the
   // allocation: for buffers reused across steps.
-  Status write(const void* host, size_t bytes, std::string_view what, size_t offset = 0);
+  Status write(const void* host, size_t bytes, std::string_view what, size_t offset = 0, cudaStream_t stream = nullptr);
   // Copies `bytes` (at most size()) from the start of the buffer, or from byte `offset`, to host.
-  Status download(void* host, size_t bytes, std::string_view what, size_t offset = 0) const;
+  Status download(void* host, size_t bytes, std::string_view what, size_t offset = 0,
+                  cudaStream_t stream = nullptr) const;
   // Sets every byte to zero.
   Status zero(std::string_view what);
 

@@ -1,8 +1,11 @@
 #include "llama_step.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cmath>
+#include <functional>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -37,10 +40,17 @@ Status uploadWeight(DeviceBuffer& dst, const float* host, int64_t count, bool re
   return dst.upload(host, static_cast<size_t>(count) * sizeof(float), "copying " + name + " to the device");
 }
 
-// Grows `b` to at least `bytes` (contents not kept): the step's buffers are reused across steps.
-Status reserve(DeviceBuffer& b, size_t bytes, std::string_view what) {
-  return b.size() >= bytes ? Status::ok() : b.allocate(bytes, what);
+// Grows `b` to at least `bytes` (contents not kept): the step's buffers are reused across steps,
+// and grow to a power of two so that a growing batch reallocates them rarely. `moved` is set
+// when `b` was reallocated: graphs captured with its old address are stale.
+Status reserve(DeviceBuffer& b, size_t bytes, std::string_view what, bool* moved = nullptr) {
+  if (b.size() >= bytes) return Status::ok();
+  if (moved) *moved = true;
+  return b.allocate(std::bit_ceil(bytes), what);
 }
+
+// cuBLAS's scratch space (Hopper's recommended size); ours, so that a captured step allocates nothing.
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 
 const float* f32(const DeviceBuffer& b) { return b.as<const float>(); }
 
@@ -55,6 +65,7 @@ Status useDevice(int device) { return fromCuda(cudaSetDevice(device), "selecting
 struct CudaLlamaStep::Impl {
   model::LlamaConfig cfg;
   CudaLlamaStepParams params;
+  DeviceBuffer blasWorkspace;
   CublasContext blas;
   DeviceBuffer embed, norm, lmHeadT;
   std::vector<DeviceLayer> layers;
@@ -64,8 +75,25 @@ struct CudaLlamaStep::Impl {
   DeviceBuffer x, h, qkv, att, gateUp, act, ints, trig, masks, logits;
   // readRows/writeRows: the slots and the rows on the device.
   DeviceBuffer rowSlots, rowData;
+  cudaStream_t stream = nullptr;  // every call's work, non-blocking: other threads' CUDA work is not ordered with it
+  // A decode step's graph per shape: rows, logit rows, block-table width (padded to a power of two).
+  struct GraphKey {
+    int64_t rows, logitRows, tableStride;
+    auto operator<=>(const GraphKey&) const = default;
+  };
+  std::map<GraphKey, cudaGraphExec_t> graphs;
+  CudaLlamaStepStats stats;
 
   explicit Impl(CublasContext b) : blas(std::move(b)) {}
+  ~Impl() {
+    dropGraphs();
+    if (stream) cudaStreamDestroy(stream);
+  }
+  void dropGraphs() {
+    for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);
+    graphs.clear();
+  }
+  Status finish(std::string_view what) const { return fromCuda(cudaStreamSynchronize(stream), what); }
 };
 
 CudaLlamaStep::CudaLlamaStep(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
@@ -93,6 +121,9 @@ Result<std::unique_ptr<CudaLlamaStep>> CudaLlamaStep::create(const model::LlamaC
   auto impl = std::make_unique<Impl>(std::move(blas));
   impl->cfg = c;
   impl->params = params;
+  RAG_RETURN_IF_ERROR(fromCuda(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking), "creating the step's stream"));
+  RAG_RETURN_IF_ERROR(impl->blasWorkspace.allocate(kCublasWorkspaceBytes, "allocating cuBLAS's workspace"));
+  RAG_RETURN_IF_ERROR(impl->blas.setWorkspace(impl->blasWorkspace.as<void>(), impl->blasWorkspace.size()));
   const int64_t hid = c.hiddenSize, inter = c.intermediateSize, d = c.headDim;
   const int64_t qkvW = (c.numAttentionHeads + 2 * c.numKeyValueHeads) * d, attW = c.numAttentionHeads * d;
   RAG_RETURN_IF_ERROR(uploadWeight(impl->embed, weights.embed, c.vocabSize * hid, true, "embed"));
@@ -121,6 +152,9 @@ Result<std::unique_ptr<CudaLlamaStep>> CudaLlamaStep::create(const model::LlamaC
   }
   for (int64_t i = 0; i < d / 2; ++i)
     impl->ropeInvFreq.push_back(std::exp(static_cast<double>(2 * i) / static_cast<double>(d) * -std::log(c.ropeTheta)));
+  // The uploads and the pool's clearing ran on the legacy stream, which the step's stream does
+  // not wait for.
+  RAG_RETURN_IF_ERROR(synchronize("copying the weights to the device"));
   return std::unique_ptr<CudaLlamaStep>(new CudaLlamaStep(std::move(impl)));
 }
 
@@ -130,7 +164,8 @@ namespace {
 // the pool. `ints` is one upload: tokens [rows] | slots [rows] | decode block tables
 // [decodeItems, tableStride] | decode context lengths [decodeItems] | each prefill chunk's block
 // table | logit row indices [logitRows]; `trig` is cos | sin, [2, rows, headDim]; `masks` the
-// prefill chunks' masks end to end.
+// prefill chunks' masks end to end. A graph-replayed step pads the decode block tables to a
+// power-of-two width, so that one graph serves contexts of many lengths.
 struct StepPlan {
   std::vector<int64_t> rowStart;  // item k's rows begin at row rowStart[k]
   int64_t rows = 0;
@@ -144,7 +179,7 @@ struct StepPlan {
 
 Result<StepPlan> planStep(const model::LlamaConfig& c, const CudaLlamaStepParams& params,
                           const std::vector<double>& ropeInvFreq, std::span<const StepItem> items, int64_t decodeItems,
-                          std::span<const StepLogitRow> logitRows) {
+                          std::span<const StepLogitRow> logitRows, bool padTables) {
   const int64_t d = c.headDim, bs = params.blockSize;
   const size_t nd = static_cast<size_t>(decodeItems);
   if (decodeItems < 0 || nd > items.size())
@@ -174,6 +209,8 @@ Result<StepPlan> planStep(const model::LlamaConfig& c, const CudaLlamaStepParams
     plan.rowStart.push_back(plan.rows);
     plan.rows += rows;
   }
+  if (padTables)
+    plan.tableStride = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(plan.tableStride, 8))));
   const int64_t n = plan.rows;
   std::vector<int32_t>& ints = plan.ints;
   plan.trig.resize(static_cast<size_t>(2 * n * d));
@@ -222,6 +259,28 @@ Result<StepPlan> planStep(const model::LlamaConfig& c, const CudaLlamaStepParams
 
 }  // namespace
 
+namespace {
+
+// Captures what `enqueue` puts on `stream` into an executable graph (nothing runs).
+Result<cudaGraphExec_t> captureGraph(cudaStream_t stream, const std::function<Status()>& enqueue) {
+  RAG_RETURN_IF_ERROR(fromCuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+                               "beginning a CUDA graph capture"));
+  Status s = enqueue();
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);  // always: it ends the capture mode
+  if (s.isOk()) s = fromCuda(ended, "capturing the decode step into a CUDA graph");
+  cudaGraphExec_t exec = nullptr;
+  if (s.isOk()) s = fromCuda(cudaGraphInstantiate(&exec, graph, 0), "instantiating the decode step's CUDA graph");
+  if (graph) cudaGraphDestroy(graph);
+  if (!s.isOk()) {
+    cudaGetLastError();  // capture errors are not sticky: clear it for the eager step that follows
+    return s;
+  }
+  return exec;
+}
+
+}  // namespace
+
 Result<std::vector<float>> CudaLlamaStep::forward(std::span<const StepItem> items, int64_t decodeItems,
                                                   std::span<const StepLogitRow> logitRows) {
   Impl& m = *m_impl;
@@ -232,7 +291,10 @@ Result<std::vector<float>> CudaLlamaStep::forward(std::span<const StepItem> item
   const float eps = static_cast<float>(c.rmsNormEps);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   RAG_RETURN_IF_ERROR(useDevice(m.params.device));
-  RAG_ASSIGN_OR_RETURN(const StepPlan plan, planStep(c, m.params, m.ropeInvFreq, items, decodeItems, logitRows));
+  // A decode-only step replays its shape's graph; prefill and mixed steps launch eagerly.
+  const bool useGraph = m.params.graphs && m.stats.graphError.empty() && !items.empty() &&
+                        decodeItems == static_cast<int64_t>(items.size());
+  RAG_ASSIGN_OR_RETURN(const StepPlan plan, planStep(c, m.params, m.ropeInvFreq, items, decodeItems, logitRows, useGraph));
   const int64_t n = plan.rows, mRows = static_cast<int64_t>(logitRows.size());
   const size_t nd = static_cast<size_t>(decodeItems);
   if (n == 0) return std::vector<float>();
@@ -240,21 +302,23 @@ Result<std::vector<float>> CudaLlamaStep::forward(std::span<const StepItem> item
   const std::vector<int64_t>& rowStart = plan.rowStart;
 
   auto bytes = [](int64_t floats) { return static_cast<size_t>(floats) * sizeof(float); };
-  RAG_RETURN_IF_ERROR(reserve(m.x, bytes(n * hid), "allocating the step's activations"));
-  RAG_RETURN_IF_ERROR(reserve(m.h, bytes(n * hid), "allocating the step's activations"));
-  RAG_RETURN_IF_ERROR(reserve(m.qkv, bytes(n * qkvW), "allocating the step's activations"));
-  RAG_RETURN_IF_ERROR(reserve(m.att, bytes(n * nh * d), "allocating the step's activations"));
-  RAG_RETURN_IF_ERROR(reserve(m.gateUp, bytes(n * 2 * inter), "allocating the step's activations"));
-  RAG_RETURN_IF_ERROR(reserve(m.act, bytes(n * inter), "allocating the step's activations"));
-  RAG_RETURN_IF_ERROR(reserve(m.logits, bytes(mRows * vocab), "allocating the step's logits"));
-  RAG_RETURN_IF_ERROR(reserve(m.ints, ints.size() * sizeof(int32_t), "allocating the step's tables"));
-  RAG_RETURN_IF_ERROR(reserve(m.trig, bytes(2 * n * d), "allocating the step's RoPE tables"));
-  RAG_RETURN_IF_ERROR(reserve(m.masks, plan.masks.size(), "allocating the step's masks"));
-  RAG_RETURN_IF_ERROR(m.ints.write(ints.data(), ints.size() * sizeof(int32_t), "copying the step's tables"));
-  RAG_RETURN_IF_ERROR(m.trig.write(plan.trig.data(), plan.trig.size() * sizeof(float), "copying the step's RoPE tables"));
-  RAG_RETURN_IF_ERROR(m.masks.write(plan.masks.data(), plan.masks.size(), "copying the step's masks"));
+  bool moved = false;
+  RAG_RETURN_IF_ERROR(reserve(m.x, bytes(n * hid), "allocating the step's activations", &moved));
+  RAG_RETURN_IF_ERROR(reserve(m.h, bytes(n * hid), "allocating the step's activations", &moved));
+  RAG_RETURN_IF_ERROR(reserve(m.qkv, bytes(n * qkvW), "allocating the step's activations", &moved));
+  RAG_RETURN_IF_ERROR(reserve(m.att, bytes(n * nh * d), "allocating the step's activations", &moved));
+  RAG_RETURN_IF_ERROR(reserve(m.gateUp, bytes(n * 2 * inter), "allocating the step's activations", &moved));
+  RAG_RETURN_IF_ERROR(reserve(m.act, bytes(n * inter), "allocating the step's activations", &moved));
+  RAG_RETURN_IF_ERROR(reserve(m.logits, bytes(mRows * vocab), "allocating the step's logits", &moved));
+  RAG_RETURN_IF_ERROR(reserve(m.ints, ints.size() * sizeof(int32_t), "allocating the step's tables", &moved));
+  RAG_RETURN_IF_ERROR(reserve(m.trig, bytes(2 * n * d), "allocating the step's RoPE tables", &moved));
+  RAG_RETURN_IF_ERROR(reserve(m.masks, plan.masks.size(), "allocating the step's masks", &moved));
+  if (moved) m.dropGraphs();
+  cudaStream_t stream = m.stream;
+  RAG_RETURN_IF_ERROR(m.ints.write(ints.data(), ints.size() * sizeof(int32_t), "copying the step's tables", 0, stream));
+  RAG_RETURN_IF_ERROR(m.trig.write(plan.trig.data(), plan.trig.size() * sizeof(float), "copying the step's RoPE tables", 0, stream));
+  RAG_RETURN_IF_ERROR(m.masks.write(plan.masks.data(), plan.masks.size(), "copying the step's masks", 0, stream));
 
-  cudaStream_t stream = nullptr;  // the legacy default stream: ordered with the copies above
   const int32_t* dInts = m.ints.as<const int32_t>();
   float* x = m.x.as<float>();
   float* h = m.h.as<float>();
@@ -262,47 +326,80 @@ Result<std::vector<float>> CudaLlamaStep::forward(std::span<const StepItem> item
   float* att = m.att.as<float>();
   const float* cosT = m.trig.as<const float>();
   const float* sinT = cosT + n * d;
-  RAG_RETURN_IF_ERROR(embedGather(f32(m.embed), vocab, hid, dInts, n, x, stream));
-  for (size_t l = 0; l < m.layers.size(); ++l) {
-    const DeviceLayer& w = m.layers[l];
-    const DevicePagedKv kv{f32(m.kPool[l]), f32(m.vPool[l]), bs, nkv, d};
-    RAG_RETURN_IF_ERROR(rmsNorm(x, f32(w.inputNorm), n, hid, eps, h, stream));
-    RAG_RETURN_IF_ERROR(linear(m.blas, h, n, hid, f32(w.qkvT), qkvW, f32(w.qkvBias), 0, qkvW, qkv, qkvW, false, stream));
-    RAG_RETURN_IF_ERROR(rope(qkv, n, qkvW, nh + nkv, d, cosT, sinT, stream));  // q and k heads
-    RAG_RETURN_IF_ERROR(kvWrite(qkv + nh * d, qkv + (nh + nkv) * d, qkvW, n, nkv * d, dInts + n,
-                                m.kPool[l].as<float>(), m.vPool[l].as<float>(), stream));
-    if (nd > 0)  // rows 0 .. nd-1
-      RAG_RETURN_IF_ERROR(pagedDecodeAttention(qkv, qkvW, decodeItems, nh, kv, dInts + plan.decodeTables, plan.tableStride,
-                                               dInts + plan.decodeLens, scale, att, nh * d, stream));
-    for (size_t k = nd; k < items.size(); ++k) {
-      const StepItem& it = items[k];
-      const uint8_t* mask = it.allowed.empty() ? nullptr : m.masks.as<const uint8_t>() + plan.prefillMask[k];
-      RAG_RETURN_IF_ERROR(prefillAttention(qkv + rowStart[k] * qkvW, qkvW, static_cast<int64_t>(it.tokens.size()),
-                                           it.start, nh, kv, dInts + plan.prefillTable[k], mask, scale,
-                                           att + rowStart[k] * nh * d, nh * d, stream));
+  // The step's kernels, all on `stream`; a graph records exactly this sequence.
+  auto enqueue = [&]() -> Status {
+    RAG_RETURN_IF_ERROR(embedGather(f32(m.embed), vocab, hid, dInts, n, x, stream));
+    for (size_t l = 0; l < m.layers.size(); ++l) {
+      const DeviceLayer& w = m.layers[l];
+      const DevicePagedKv kv{f32(m.kPool[l]), f32(m.vPool[l]), bs, nkv, d};
+      RAG_RETURN_IF_ERROR(rmsNorm(x, f32(w.inputNorm), n, hid, eps, h, stream));
+      RAG_RETURN_IF_ERROR(linear(m.blas, h, n, hid, f32(w.qkvT), qkvW, f32(w.qkvBias), 0, qkvW, qkv, qkvW, false, stream));
+      RAG_RETURN_IF_ERROR(rope(qkv, n, qkvW, nh + nkv, d, cosT, sinT, stream));  // q and k heads
+      RAG_RETURN_IF_ERROR(kvWrite(qkv + nh * d, qkv + (nh + nkv) * d, qkvW, n, nkv * d, dInts + n,
+                                  m.kPool[l].as<float>(), m.vPool[l].as<float>(), stream));
+      if (nd > 0)  // rows 0 .. nd-1
+        RAG_RETURN_IF_ERROR(pagedDecodeAttention(qkv, qkvW, decodeItems, nh, kv, dInts + plan.decodeTables,
+                                                 plan.tableStride, dInts + plan.decodeLens, scale, att, nh * d, stream));
+      for (size_t k = nd; k < items.size(); ++k) {
+        const StepItem& it = items[k];
+        const uint8_t* mask = it.allowed.empty() ? nullptr : m.masks.as<const uint8_t>() + plan.prefillMask[k];
+        RAG_RETURN_IF_ERROR(prefillAttention(qkv + rowStart[k] * qkvW, qkvW, static_cast<int64_t>(it.tokens.size()),
+                                             it.start, nh, kv, dInts + plan.prefillTable[k], mask, scale,
+                                             att + rowStart[k] * nh * d, nh * d, stream));
+      }
+      RAG_RETURN_IF_ERROR(linear(m.blas, att, n, nh * d, f32(w.oT), hid, f32(w.oBias), 0, hid, x, hid, true, stream));
+      RAG_RETURN_IF_ERROR(rmsNorm(x, f32(w.postNorm), n, hid, eps, h, stream));
+      RAG_RETURN_IF_ERROR(linear(m.blas, h, n, hid, f32(w.gateUpT), 2 * inter, f32(w.gateUpBias), 0, 2 * inter,
+                                 m.gateUp.as<float>(), 2 * inter, false, stream));
+      RAG_RETURN_IF_ERROR(siluMul(f32(m.gateUp), n, inter, m.act.as<float>(), stream));
+      RAG_RETURN_IF_ERROR(linear(m.blas, f32(m.act), n, inter, f32(w.downT), hid, f32(w.downBias), 0, hid, x, hid, true,
+                                 stream));
     }
-    RAG_RETURN_IF_ERROR(linear(m.blas, att, n, nh * d, f32(w.oT), hid, f32(w.oBias), 0, hid, x, hid, true, stream));
-    RAG_RETURN_IF_ERROR(rmsNorm(x, f32(w.postNorm), n, hid, eps, h, stream));
-    RAG_RETURN_IF_ERROR(linear(m.blas, h, n, hid, f32(w.gateUpT), 2 * inter, f32(w.gateUpBias), 0, 2 * inter,
-                               m.gateUp.as<float>(), 2 * inter, false, stream));
-    RAG_RETURN_IF_ERROR(siluMul(f32(m.gateUp), n, inter, m.act.as<float>(), stream));
-    RAG_RETURN_IF_ERROR(linear(m.blas, f32(m.act), n, inter, f32(w.downT), hid, f32(w.downBias), 0, hid, x, hid, true,
-                               stream));
+    if (mRows == 0) return Status::ok();
+    // The final norm and the LM head for the rows that want logits only, gathered into h.
+    RAG_RETURN_IF_ERROR(embedGather(x, n, hid, dInts + plan.logitIndex, mRows, h, stream));
+    RAG_RETURN_IF_ERROR(rmsNorm(h, f32(m.norm), mRows, hid, eps, h, stream));
+    return linear(m.blas, h, mRows, hid, f32(m.lmHeadT), vocab, nullptr, 0, vocab, m.logits.as<float>(), vocab, false,
+                  stream);
+  };
+
+  cudaGraphExec_t exec = nullptr;
+  if (useGraph) {
+    const Impl::GraphKey key{n, mRows, plan.tableStride};
+    if (auto it = m.graphs.find(key); it != m.graphs.end()) {
+      exec = it->second;
+    } else if (Result<cudaGraphExec_t> captured = captureGraph(stream, enqueue); captured.isOk()) {
+      exec = m.graphs.emplace(key, *captured).first->second;
+      ++m.stats.graphCaptures;
+    } else {
+      m.stats.graphError = captured.status().message();  // graphs stay off; this step runs eagerly
+    }
   }
-  if (mRows == 0) return std::vector<float>();
-  // The final norm and the LM head for the rows that want logits only, gathered into h.
-  RAG_RETURN_IF_ERROR(embedGather(x, n, hid, dInts + plan.logitIndex, mRows, h, stream));
-  RAG_RETURN_IF_ERROR(rmsNorm(h, f32(m.norm), mRows, hid, eps, h, stream));
-  RAG_RETURN_IF_ERROR(linear(m.blas, h, mRows, hid, f32(m.lmHeadT), vocab, nullptr, 0, vocab, m.logits.as<float>(), vocab,
-                             false, stream));
+  if (exec) {
+    RAG_RETURN_IF_ERROR(fromCuda(cudaGraphLaunch(exec, stream), "launching the decode step's CUDA graph"));
+    ++m.stats.graphReplays;
+  } else {
+    RAG_RETURN_IF_ERROR(enqueue());
+    ++m.stats.eagerSteps;
+  }
+  if (mRows == 0) {
+    RAG_RETURN_IF_ERROR(m.finish("running the step"));
+    return std::vector<float>();
+  }
   std::vector<float> logits(static_cast<size_t>(mRows * vocab));
-  RAG_RETURN_IF_ERROR(m.logits.download(logits.data(), logits.size() * sizeof(float), "copying the logits to the host"));
+  RAG_RETURN_IF_ERROR(m.logits.download(logits.data(), logits.size() * sizeof(float), "copying the logits to the host", 0, stream));
   return logits;
 }
 
 std::string CudaLlamaStep::description() const {
-  return "cuda:" + std::to_string(m_impl->params.device) + " " + deviceDescription(m_impl->params.device);
+  const Impl& m = *m_impl;
+  std::string graphs = ", CUDA graphs";
+  if (!m.params.graphs) graphs = ", eager";
+  else if (!m.stats.graphError.empty()) graphs = ", eager (CUDA graphs off: " + m.stats.graphError + ")";
+  return "cuda:" + std::to_string(m.params.device) + " " + deviceDescription(m.params.device) + graphs;
 }
+
+const CudaLlamaStepStats& CudaLlamaStep::stats() const { return m_impl->stats; }
 
 Status CudaLlamaStep::copyBlock(int32_t from, int32_t to) {
   Impl& m = *m_impl;
@@ -315,18 +412,19 @@ Status CudaLlamaStep::copyBlock(int32_t from, int32_t to) {
   for (std::vector<DeviceBuffer>* pool : {&m.kPool, &m.vPool})
     for (DeviceBuffer& layer : *pool) {
       auto* base = layer.as<std::byte>();
-      RAG_RETURN_IF_ERROR(fromCuda(cudaMemcpy(base + blockBytes * static_cast<size_t>(to),
-                                              base + blockBytes * static_cast<size_t>(from), blockBytes,
-                                              cudaMemcpyDeviceToDevice),
+      RAG_RETURN_IF_ERROR(fromCuda(cudaMemcpyAsync(base + blockBytes * static_cast<size_t>(to),
+                                                   base + blockBytes * static_cast<size_t>(from), blockBytes,
+                                                   cudaMemcpyDeviceToDevice, m.stream),
                                    "copying a KV block on the device"));
     }
-  return Status::ok();
+  return m.finish("copying a KV block on the device");
 }
 
 namespace {
 
 // The slots of a row transfer as int32 on the device, checked against the pool.
-Status uploadSlots(DeviceBuffer& dst, int32_t layer, size_t layers, std::span<const int64_t> slots, int64_t slotCount) {
+Status uploadSlots(DeviceBuffer& dst, int32_t layer, size_t layers, std::span<const int64_t> slots, int64_t slotCount,
+                   cudaStream_t stream) {
   if (layer < 0 || static_cast<size_t>(layer) >= layers)
     return Status::invalidArgument("CudaLlamaStep: KV layer " + std::to_string(layer) + " is outside the model");
   std::vector<int32_t> s32(slots.size());
@@ -336,7 +434,7 @@ Status uploadSlots(DeviceBuffer& dst, int32_t layer, size_t layers, std::span<co
     s32[i] = static_cast<int32_t>(slots[i]);
   }
   RAG_RETURN_IF_ERROR(reserve(dst, s32.size() * sizeof(int32_t), "allocating a KV row transfer"));
-  return dst.write(s32.data(), s32.size() * sizeof(int32_t), "copying KV slots to the device");
+  return dst.write(s32.data(), s32.size() * sizeof(int32_t), "copying KV slots to the device", 0, stream);
 }
 
 }  // namespace
@@ -347,16 +445,17 @@ Status CudaLlamaStep::readRows(int32_t layer, std::span<const int64_t> slots, vo
   const int64_t width = m.cfg.numKeyValueHeads * m.cfg.headDim, n = static_cast<int64_t>(slots.size());
   const int64_t slotCount = m.params.numBlocks * m.params.blockSize;
   RAG_RETURN_IF_ERROR(useDevice(m.params.device));
-  RAG_RETURN_IF_ERROR(uploadSlots(m.rowSlots, layer, m.kPool.size(), slots, slotCount));
+  RAG_RETURN_IF_ERROR(uploadSlots(m.rowSlots, layer, m.kPool.size(), slots, slotCount, m.stream));
   RAG_RETURN_IF_ERROR(reserve(m.rowData, static_cast<size_t>(2 * n * width) * sizeof(float), "allocating a KV row transfer"));
   const auto l = static_cast<size_t>(layer);
   float* rows = m.rowData.as<float>();
   // A pool layer is a table of slotCount rows: gathering rows by slot is the embedding gather.
-  RAG_RETURN_IF_ERROR(embedGather(f32(m.kPool[l]), slotCount, width, m.rowSlots.as<const int32_t>(), n, rows, nullptr));
-  RAG_RETURN_IF_ERROR(embedGather(f32(m.vPool[l]), slotCount, width, m.rowSlots.as<const int32_t>(), n, rows + n * width, nullptr));
+  const int32_t* dSlots = m.rowSlots.as<const int32_t>();
+  RAG_RETURN_IF_ERROR(embedGather(f32(m.kPool[l]), slotCount, width, dSlots, n, rows, m.stream));
+  RAG_RETURN_IF_ERROR(embedGather(f32(m.vPool[l]), slotCount, width, dSlots, n, rows + n * width, m.stream));
   const size_t bytes = static_cast<size_t>(n * width) * sizeof(float);
-  RAG_RETURN_IF_ERROR(m.rowData.download(keys, bytes, "copying KV rows to the host"));
-  return m.rowData.download(values, bytes, "copying KV rows to the host", bytes);
+  RAG_RETURN_IF_ERROR(m.rowData.download(keys, bytes, "copying KV rows to the host", 0, m.stream));
+  return m.rowData.download(values, bytes, "copying KV rows to the host", bytes, m.stream);
 }
 
 Status CudaLlamaStep::writeRows(int32_t layer, std::span<const int64_t> slots, const void* keys, const void* values) {
@@ -364,19 +463,21 @@ Status CudaLlamaStep::writeRows(int32_t layer, std::span<const int64_t> slots, c
   if (slots.empty()) return Status::ok();
   const int64_t width = m.cfg.numKeyValueHeads * m.cfg.headDim, n = static_cast<int64_t>(slots.size());
   RAG_RETURN_IF_ERROR(useDevice(m.params.device));
-  RAG_RETURN_IF_ERROR(uploadSlots(m.rowSlots, layer, m.kPool.size(), slots, m.params.numBlocks * m.params.blockSize));
+  RAG_RETURN_IF_ERROR(uploadSlots(m.rowSlots, layer, m.kPool.size(), slots, m.params.numBlocks * m.params.blockSize,
+                                  m.stream));
   const size_t bytes = static_cast<size_t>(n * width) * sizeof(float);
   RAG_RETURN_IF_ERROR(reserve(m.rowData, 2 * bytes, "allocating a KV row transfer"));
-  RAG_RETURN_IF_ERROR(m.rowData.write(keys, bytes, "copying KV rows to the device"));
-  RAG_RETURN_IF_ERROR(m.rowData.write(values, bytes, "copying KV rows to the device", bytes));
+  RAG_RETURN_IF_ERROR(m.rowData.write(keys, bytes, "copying KV rows to the device", 0, m.stream));
+  RAG_RETURN_IF_ERROR(m.rowData.write(values, bytes, "copying KV rows to the device", bytes, m.stream));
   const float* rows = m.rowData.as<const float>();
   const auto l = static_cast<size_t>(layer);
-  return kvWrite(rows, rows + n * width, width, n, width, m.rowSlots.as<const int32_t>(), m.kPool[l].as<float>(),
-                 m.vPool[l].as<float>(), nullptr);
+  RAG_RETURN_IF_ERROR(kvWrite(rows, rows + n * width, width, n, width, m.rowSlots.as<const int32_t>(),
+                              m.kPool[l].as<float>(), m.vPool[l].as<float>(), m.stream));
+  return m.finish("writing KV rows on the device");
 }
 
-model::StepBackendFactory cudaStepBackendFactory(int device) {
-  return [device](const model::LlamaConfig& config, const model::StepWeights& weights, int32_t blockSize,
+model::StepBackendFactory cudaStepBackendFactory(int device, bool graphs) {
+  return [device, graphs](const model::LlamaConfig& config, const model::StepWeights& weights, int32_t blockSize,
                   int32_t numBlocks) -> Result<std::unique_ptr<model::StepBackend>> {
     std::string why;
     const int count = deviceCount(&why);
@@ -387,7 +488,7 @@ model::StepBackendFactory cudaStepBackendFactory(int device) {
     RAG_RETURN_IF_ERROR(useDevice(device));
     RAG_ASSIGN_OR_RETURN(std::unique_ptr<CudaLlamaStep> step,
                          CudaLlamaStep::create(config, weights,
-                                               {.blockSize = blockSize, .numBlocks = numBlocks, .device = device}));
+                                               {.blockSize = blockSize, .numBlocks = numBlocks, .device = device, .graphs = graphs}));
     return std::unique_ptr<model::StepBackend>(std::move(step));
   };
 }

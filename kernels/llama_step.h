@@ -17,8 +17,16 @@
 // The step owns device copies of the weights and a device KV pool of numBlocks blocks
 // ([numBlocks * blockSize, kvHeads, headDim] per layer for K and for V); which blocks a sequence
 // uses is the caller's business (its block tables), as with the runner's memory::KvPool. F32
-// only. Not thread-safe: one thread drives a step. Work runs on the legacy default stream and
-// forward() returns when the logits are on the host. Torch-free and Qt-free.
+// only. Not thread-safe: one thread drives a step. Work runs on the step's own stream and every
+// call returns with its work done (forward() when the logits are on the host).
+//
+// Launch overhead: a decode step of a small model is ~10 kernels per layer of a few microseconds
+// each, so launching them one by one costs more than running them. A decode-only step is
+// therefore captured once into a CUDA graph per shape (rows, logit rows, padded block-table
+// width) and replayed: only the step's tables and RoPE rows are copied before the launch.
+// Prefill and mixed steps run eagerly. Graph and eager steps enqueue the same kernels in the
+// same order, so their results are identical (tests/kernels/test_llama_step.cpp checks it).
+// Torch-free and Qt-free.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +51,15 @@ struct CudaLlamaStepParams {
   int64_t blockSize = 16;
   int64_t numBlocks = 0;  // KV blocks in the device pool (required)
   int device = 0;         // the CUDA device it runs on (the caller selects it: cudaSetDevice)
+  bool graphs = true;     // replay decode steps from CUDA graphs (false: launch every kernel)
+};
+
+// What the step did, for tests and benchmarks.
+struct CudaLlamaStepStats {
+  int64_t eagerSteps = 0;     // steps whose kernels were launched one by one
+  int64_t graphCaptures = 0;  // decode shapes captured into a graph
+  int64_t graphReplays = 0;   // decode steps replayed from a graph
+  std::string graphError;     // why graphs were turned off after a failed capture; empty if not
 };
 
 // ModelRunner's GPU backend (RunnerParams::backend): the step, and the compute tier's K/V as the
@@ -66,7 +83,10 @@ public:
   // more than one row, a mask of the wrong size).
   Result<std::vector<float>> forward(std::span<const StepItem> items, int64_t decodeItems,
                                      std::span<const StepLogitRow> logitRows) override;
+  // "cuda:0 NVIDIA H100 80GB HBM3, 79.1 GiB, sm_90", then ", CUDA graphs" or ", eager" or
+  // ", eager (CUDA graphs off: <why>)" after a capture failed.
   std::string description() const override;
+  const CudaLlamaStepStats& stats() const;
 
   // The pool as memory::KvComputeStore: a block of every layer copied on the device; rows of
   // one layer gathered to or scattered from host memory (F32 [slots, kvHeads * headDim] each).
@@ -82,6 +102,7 @@ private:
 
 // A RunnerParams::backend that runs the runner's steps on CUDA device `device`: Unavailable,
 // naming the fix, when there is no such device or cuBLAS cannot be opened.
-model::StepBackendFactory cudaStepBackendFactory(int device = 0);
+// `graphs`: CudaLlamaStepParams::graphs.
+model::StepBackendFactory cudaStepBackendFactory(int device = 0, bool graphs = true);
 
 }  // namespace rag::cuda

@@ -8,14 +8,14 @@
 namespace rag::cuda {
 namespace {
 
-__global__ void __launch_bounds__(kAttentionThreads)
+__global__ void __launch_bounds__(32 * kDecodeAttentionWarps)
     pagedDecodeAttentionKernel(const float* q, int64_t qStride, int64_t heads, DevicePagedKv kv,
                                const int32_t* blockTables, int64_t tableStride, const int32_t* contextLens,
                                float scale, float* out, int64_t outStride) {
   const int64_t h = blockIdx.x, b = blockIdx.y;
   const int64_t d = kv.headDim, group = heads / kv.kvHeads;
-  attendRow(q + b * qStride + h * d, kv, h / group, blockTables + b * tableStride, contextLens[b], nullptr, scale,
-            out + b * outStride + h * d);
+  attendRow<kDecodeAttentionWarps>(q + b * qStride + h * d, kv, h / group, blockTables + b * tableStride,
+                                   contextLens[b], nullptr, scale, out + b * outStride + h * d);
 }
 
 }  // namespace
@@ -28,8 +28,8 @@ Status pagedDecodeAttention(const float* q, int64_t qStride, int64_t batch, int6
   if (heads > 0x7fffffff || batch > 65535)
     return Status::invalidArgument("GPU decode attention: at most 65535 sequences and 2^31 heads per launch");
   const dim3 grid(static_cast<unsigned>(heads), static_cast<unsigned>(batch));
-  pagedDecodeAttentionKernel<<<grid, kAttentionThreads, 0, stream>>>(q, qStride, heads, kv, blockTables, tableStride,
-                                                                     contextLens, scale, out, outStride);
+  pagedDecodeAttentionKernel<<<grid, 32 * kDecodeAttentionWarps, 0, stream>>>(
+      q, qStride, heads, kv, blockTables, tableStride, contextLens, scale, out, outStride);
   return fromCuda(cudaGetLastError(), "launching pagedDecodeAttentionKernel");
 }
 

@@ -8,14 +8,15 @@
 namespace rag::cuda {
 namespace {
 
-__global__ void __launch_bounds__(kAttentionThreads)
+__global__ void __launch_bounds__(32 * kPrefillAttentionWarps)
     prefillAttentionKernel(const float* q, int64_t qStride, int64_t n, int64_t start, int64_t heads, DevicePagedKv kv,
                            const int32_t* blocks, const uint8_t* allowed, float scale, float* out,
                            int64_t outStride) {
   const int64_t h = blockIdx.x, r = blockIdx.y;
   const int64_t d = kv.headDim, group = heads / kv.kvHeads;
   const uint8_t* row = allowed ? allowed + r * (start + n) : nullptr;
-  attendRow(q + r * qStride + h * d, kv, h / group, blocks, start + r + 1, row, scale, out + r * outStride + h * d);
+  attendRow<kPrefillAttentionWarps>(q + r * qStride + h * d, kv, h / group, blocks, start + r + 1, row, scale,
+                                    out + r * outStride + h * d);
 }
 
 }  // namespace
@@ -29,8 +30,8 @@ Status prefillAttention(const float* q, int64_t qStride, int64_t n, int64_t star
   if (heads > 0x7fffffff || n > 65535)
     return Status::invalidArgument("GPU prefill attention: at most 65535 rows per chunk; split the chunk");
   const dim3 grid(static_cast<unsigned>(heads), static_cast<unsigned>(n));
-  prefillAttentionKernel<<<grid, kAttentionThreads, 0, stream>>>(q, qStride, n, start, heads, kv, blocks, allowed,
-                                                                 scale, out, outStride);
+  prefillAttentionKernel<<<grid, 32 * kPrefillAttentionWarps, 0, stream>>>(q, qStride, n, start, heads, kv, blocks,
+                                                                           allowed, scale, out, outStride);
   return fromCuda(cudaGetLastError(), "launching prefillAttentionKernel");
 }
 

@@ -32,6 +32,7 @@
 #include "model/prompt.h"
 #include "model/runner.h"
 #include "model_choice.h"
+#include "sched/step_device.h"
 #include "retriever.h"
 
 #if RAGWB_HAVE_CUDA
@@ -472,19 +473,26 @@ int cmdBenchLlm(Args& args) {
   }
 
   // The GPU backend (--device cuda), in the same run as the CPU figures above: decode at each
-  // batch, prefill, and the floor its memory bandwidth sets under a batch-1 step.
+  // batch with decode steps replayed from CUDA graphs (as it serves) and with every kernel
+  // launched eagerly, alternating, prefill, and the floor its memory bandwidth sets under a
+  // batch-1 step.
   struct {
     std::string name;
-    std::map<int32_t, DecodeFigures> decode;
+    std::map<int32_t, DecodeFigures> decode, decodeEager;
     double prefill = 0, bandwidth = 0;
   } device;
   if (choice->backend) {
+    auto eagerBackend = stepBackendFor(choice->device, /*cudaGraphs=*/false);
+    if (!eagerBackend) return fail(eagerBackend.status());
     for (int32_t batch : {1, 8, 32, 64}) {
       std::fprintf(stderr, "decode on %s at batch %d ...\n", choice->device.c_str(), batch);
-      auto d = measureDecode(loaded->model, vocab, batch, *promptLen, static_cast<int32_t>(*steps), true, choice->backend);
-      if (!d) return fail(d.status().withContext("--device " + choice->device));
-      device.decode[batch] = *d;
-      device.name = d->device;
+      for (bool graphs : {true, false}) {
+        auto d = measureDecode(loaded->model, vocab, batch, *promptLen, static_cast<int32_t>(*steps), true,
+                               graphs ? choice->backend : *eagerBackend);
+        if (!d) return fail(d.status().withContext("--device " + choice->device));
+        (graphs ? device.decode : device.decodeEager)[batch] = *d;
+      }
+      device.name = device.decode[batch].device;
     }
     auto p = measurePrefill(loaded->model, vocab, *prefillLen, choice->backend);
     if (!p) return fail(p.status().withContext("--device " + choice->device));
@@ -596,6 +604,16 @@ int cmdBenchLlm(Args& args) {
     w.endObject();
     w.key("decode_step_ms").beginObject();
     for (const auto& [b, d] : device.decode) w.key(std::to_string(b)).value(d.secondsPerStep * 1e3);
+    w.endObject();
+    // The host's share of a step (the runner's planning and sampling, outside the forward).
+    w.key("overhead_share").beginObject();
+    for (const auto& [b, d] : device.decode) w.key(std::to_string(b)).value(d.overheadShare);
+    w.endObject();
+    w.key("decode_tokens_per_s_eager").beginObject();
+    for (const auto& [b, d] : device.decodeEager) w.key(std::to_string(b)).value(d.tokensPerSecond);
+    w.endObject();
+    w.key("graph_speedup").beginObject();
+    for (const auto& [b, d] : device.decodeEager) w.key(std::to_string(b)).value(device.decode[b].tokensPerSecond / d.tokensPerSecond);
     w.endObject();
     w.key("copy_bandwidth_bytes_per_s").value(device.bandwidth);
     w.key("floor_tokens_per_s_b1").value(deviceFloor > 0 ? 1.0 / deviceFloor : 0.0);

@@ -14,7 +14,8 @@ namespace rag {
 
 // The runner's RunnerParams::backend for `device` (empty for "cpu"). InvalidArgument for a name
 // that is none of those; Unavailable, naming the fix, for CUDA in a build without it or on a
-// machine without that device.
-Result<model::StepBackendFactory> stepBackendFor(std::string_view device);
+// machine without that device. `cudaGraphs` false launches a GPU step's kernels one by one
+// instead of replaying decode steps from CUDA graphs (`bench llm` measures both).
+Result<model::StepBackendFactory> stepBackendFor(std::string_view device, bool cudaGraphs = true);
 
 }  // namespace rag

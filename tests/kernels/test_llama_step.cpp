@@ -170,6 +170,99 @@ private Q_SLOTS:
     }
   }
 
+  // Decode steps replayed from CUDA graphs against the same steps launched eagerly, on two
+  // steps with the same weights: logits and the K/V written must be bit-identical, through a
+  // batch that shrinks and grows back, block tables that outgrow their padded width (a new
+  // graph), and a long prefill in between that reallocates the step's buffers (stale graphs
+  // dropped and captured again).
+  void graphReplayMatchesEagerSteps() {
+    const int64_t vocab = 96, bs = 4, numBlocks = 64, perSeq = 16;
+    auto m = tinyModel(5, vocab);
+    FusedHostWeights fused(*m);
+    cuda::CudaLlamaStepParams params{.blockSize = bs, .numBlocks = numBlocks, .graphs = false};
+    auto eager = cuda::CudaLlamaStep::create(m->config(), fused.w, params);
+    params.graphs = true;
+    auto graphed = cuda::CudaLlamaStep::create(m->config(), fused.w, params);
+    QVERIFY2(eager.isOk() && graphed.isOk(), (eager.isOk() ? graphed.status() : eager.status()).toString().c_str());
+
+    struct Seq {
+      std::vector<int32_t> tokens;
+      std::vector<int64_t> positions;
+      std::vector<int32_t> blocks;
+      int64_t computed = 0;
+    };
+    std::vector<Seq> seqs;
+    auto addSeq = [&](int64_t promptLen, uint64_t seed) {
+      Seq q;
+      q.tokens = randomTokens(promptLen, vocab, seed);
+      for (int64_t b = 0; b < perSeq; ++b) q.blocks.push_back(int32_t(int64_t(seqs.size()) * perSeq + b));
+      seqs.push_back(std::move(q));
+    };
+    // One step over `which` (each computes all its uncomputed tokens: a prompt, or one decode
+    // row) on both steps; the next token is the eager logits' argmax.
+    auto step = [&](const std::vector<size_t>& which, bool decode) {
+      std::vector<cuda::StepItem> items;
+      std::vector<cuda::StepLogitRow> want;
+      for (size_t k = 0; k < which.size(); ++k) {
+        Seq& q = seqs[which[k]];
+        q.positions.resize(q.tokens.size());
+        for (size_t i = 0; i < q.tokens.size(); ++i) q.positions[i] = int64_t(i);
+        const auto n = size_t(int64_t(q.tokens.size()) - q.computed);
+        items.push_back({.tokens = std::span<const int32_t>(q.tokens).subspan(size_t(q.computed), n),
+                         .positions = std::span<const int64_t>(q.positions).subspan(size_t(q.computed), n),
+                         .start = q.computed, .blocks = q.blocks, .allowed = {}});
+        want.push_back({k, int64_t(n) - 1});
+      }
+      const int64_t decodeItems = decode ? int64_t(items.size()) : 0;
+      auto a = (*eager)->forward(items, decodeItems, want);
+      auto b = (*graphed)->forward(items, decodeItems, want);
+      QVERIFY2(a.isOk() && b.isOk(), (a.isOk() ? b.status() : a.status()).toString().c_str());
+      QVERIFY2(*a == *b, "a graph-replayed step's logits differ from the eager step's");
+      for (size_t k = 0; k < which.size(); ++k) {
+        Seq& q = seqs[which[k]];
+        q.computed = int64_t(q.tokens.size());
+        const auto row = a->begin() + int64_t(k) * vocab;
+        q.tokens.push_back(int32_t(std::max_element(row, row + vocab) - row));
+      }
+    };
+    addSeq(5, 11);
+    addSeq(9, 12);
+    addSeq(3, 13);
+    step({0, 1, 2}, false);
+    // Graph shapes (rows, padded table width): (3, 8) at t 0; (2, 8) at t 6 while the batch is
+    // smaller; (3, 16) at t 26, when the second sequence's context passes 8 blocks of 4; at t 28
+    // a 40-token prefill moves the buffers, so (3, 16) is captured again, then (4, 16).
+    for (int t = 0; t < 35 && !QTest::currentTestFailed(); ++t) {
+      if (t == 28) {
+        addSeq(40, 14);
+        step({3}, false);
+        step({0, 1, 2}, true);
+      }
+      if (t >= 6 && t < 10) step({0, 2}, true);
+      else if (t >= 28) step({0, 1, 2, 3}, true);
+      else step({0, 1, 2}, true);
+    }
+    if (QTest::currentTestFailed()) return;
+    // The K/V both wrote, for every position of the first sequence, in every layer.
+    for (int32_t layer = 0; layer < int32_t(m->config().numHiddenLayers); ++layer) {
+      const Seq& q = seqs[0];
+      std::vector<int64_t> slots;
+      for (int64_t p = 0; p < q.computed; ++p) slots.push_back(q.blocks[size_t(p / bs)] * bs + p % bs);
+      const size_t width = size_t(m->config().numKeyValueHeads * m->config().headDim) * slots.size();
+      std::vector<float> ka(width), va(width), kb(width), vb(width);
+      QVERIFY((*eager)->readRows(layer, slots, ka.data(), va.data()).isOk());
+      QVERIFY((*graphed)->readRows(layer, slots, kb.data(), vb.data()).isOk());
+      QVERIFY2(ka == kb && va == vb, "the K/V a graph-replayed step wrote differ from the eager step's");
+    }
+    const cuda::CudaLlamaStepStats& g = (*graphed)->stats();
+    QVERIFY2(g.graphError.empty(), g.graphError.c_str());
+    QCOMPARE(g.graphCaptures, int64_t(5));
+    QCOMPARE(g.graphReplays, int64_t(36));
+    QCOMPARE(g.eagerSteps, int64_t(2));  // the two prefill steps
+    QCOMPARE((*eager)->stats().graphReplays, int64_t(0));
+    QCOMPARE((*eager)->stats().eagerSteps, int64_t(38));
+  }
+
   void rejectsABlockOutsideThePool() {
     auto m = tinyModel(3, 96);
     FusedHostWeights fused(*m);
