@@ -1,5 +1,9 @@
-// The matmul of a layer on the GPU: cuBLAS SGEMM on the runner's transposed [in, out] weights,
-// with cpu::linear's bias and accumulate options. CPU reference: rag::model::cpu::linear
+// The matmul of a layer on the GPU on the runner's transposed [in, out] weights, with
+// cpu::linear's bias and accumulate options: cuBLAS SGEMM, or for a few rows (decode: one row
+// per sequence) our own kernel. cuBLAS runs such a product on a few dozen blocks (32 for a
+// 512 x 1536 weight, measured with ncu on an H100), too few to stream the weight at the
+// device's bandwidth; ours narrows its blocks until there are about two per SM, in one launch,
+// adding its partial sums in a fixed order (deterministic). CPU reference: rag::model::cpu::linear
 // (engine/model/decode_kernels.h); tests/kernels/test_cublas_linear.cpp compares the two.
 //
 //   RAG_ASSIGN_OR_RETURN(cuda::CublasContext blas, cuda::CublasContext::create());
@@ -20,6 +24,8 @@ typedef struct cublasContext* cublasHandle_t;
 
 namespace rag::cuda {
 
+inline constexpr int64_t kSmallLinearRows = 8;
+
 class CublasContext {
 public:
   static Result<CublasContext> create();
@@ -30,6 +36,11 @@ public:
   CublasContext& operator=(const CublasContext&) = delete;
 
   cublasHandle_t handle() const { return m_handle; }
+  int multiprocessors() const { return m_multiprocessors; }
+  // Whether linear() runs up to kSmallLinearRows rows on the small-row kernel (the default) or
+  // every product on cuBLAS.
+  bool smallRowKernel() const { return m_smallRowKernel; }
+  void setSmallRowKernel(bool on) { m_smallRowKernel = on; }
   // Device memory cuBLAS uses as scratch instead of its own: a step captured into a CUDA graph
   // then allocates nothing. Valid while the context uses it.
   Status setWorkspace(void* workspace, size_t bytes);
@@ -37,10 +48,13 @@ public:
 private:
   explicit CublasContext(cublasHandle_t h) : m_handle(h) {}
   cublasHandle_t m_handle = nullptr;
+  int m_multiprocessors = 1;
+  bool m_smallRowKernel = true;
 };
 
 // y[r * ldy + o] = (accumulate ? y[r * ldy + o] : 0) + bias[o] + sum_i x[r, i] * wt[i, o] for
-// every row r < rows and output o in [o0, o1), as cpu::linear. x F32 [rows, in], wt F32
+// every row r < rows and output o in [o0, o1), as cpu::linear. Up to kSmallLinearRows rows run
+// on the small-row kernel, more on cuBLAS. x F32 [rows, in], wt F32
 // [in, ldw] (the transposed weight), bias F32 [ldw] or null, y F32 [rows, ldy]; all in device
 // memory. Enqueued on `stream` (the context is bound to it for the call).
 Status linear(const CublasContext& blas, const float* x, int64_t rows, int64_t in, const float* wt, int64_t ldw,

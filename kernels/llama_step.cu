@@ -124,6 +124,7 @@ Result<std::unique_ptr<CudaLlamaStep>> CudaLlamaStep::create(const model::LlamaC
   RAG_RETURN_IF_ERROR(fromCuda(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking), "creating the step's stream"));
   RAG_RETURN_IF_ERROR(impl->blasWorkspace.allocate(kCublasWorkspaceBytes, "allocating cuBLAS's workspace"));
   RAG_RETURN_IF_ERROR(impl->blas.setWorkspace(impl->blasWorkspace.as<void>(), impl->blasWorkspace.size()));
+  impl->blas.setSmallRowKernel(params.smallRowLinear);
   const int64_t hid = c.hiddenSize, inter = c.intermediateSize, d = c.headDim;
   const int64_t qkvW = (c.numAttentionHeads + 2 * c.numKeyValueHeads) * d, attW = c.numAttentionHeads * d;
   RAG_RETURN_IF_ERROR(uploadWeight(impl->embed, weights.embed, c.vocabSize * hid, true, "embed"));
@@ -393,10 +394,11 @@ Result<std::vector<float>> CudaLlamaStep::forward(std::span<const StepItem> item
 
 std::string CudaLlamaStep::description() const {
   const Impl& m = *m_impl;
-  std::string graphs = ", CUDA graphs";
-  if (!m.params.graphs) graphs = ", eager";
-  else if (!m.stats.graphError.empty()) graphs = ", eager (CUDA graphs off: " + m.stats.graphError + ")";
-  return "cuda:" + std::to_string(m.params.device) + " " + deviceDescription(m.params.device) + graphs;
+  std::string how = ", CUDA graphs";
+  if (!m.params.graphs) how = ", eager";
+  else if (!m.stats.graphError.empty()) how = ", eager (CUDA graphs off: " + m.stats.graphError + ")";
+  if (!m.params.smallRowLinear) how += ", cuBLAS for every product";
+  return "cuda:" + std::to_string(m.params.device) + " " + deviceDescription(m.params.device) + how;
 }
 
 const CudaLlamaStepStats& CudaLlamaStep::stats() const { return m_impl->stats; }
@@ -476,8 +478,8 @@ Status CudaLlamaStep::writeRows(int32_t layer, std::span<const int64_t> slots, c
   return m.finish("writing KV rows on the device");
 }
 
-model::StepBackendFactory cudaStepBackendFactory(int device, bool graphs) {
-  return [device, graphs](const model::LlamaConfig& config, const model::StepWeights& weights, int32_t blockSize,
+model::StepBackendFactory cudaStepBackendFactory(int device, const model::GpuStepOptions& options) {
+  return [device, options](const model::LlamaConfig& config, const model::StepWeights& weights, int32_t blockSize,
                   int32_t numBlocks) -> Result<std::unique_ptr<model::StepBackend>> {
     std::string why;
     const int count = deviceCount(&why);
@@ -488,7 +490,11 @@ model::StepBackendFactory cudaStepBackendFactory(int device, bool graphs) {
     RAG_RETURN_IF_ERROR(useDevice(device));
     RAG_ASSIGN_OR_RETURN(std::unique_ptr<CudaLlamaStep> step,
                          CudaLlamaStep::create(config, weights,
-                                               {.blockSize = blockSize, .numBlocks = numBlocks, .device = device, .graphs = graphs}));
+                                               {.blockSize = blockSize,
+                                                .numBlocks = numBlocks,
+                                                .device = device,
+                                                .graphs = options.graphs,
+                                                .smallRowLinear = options.smallRowLinear}));
     return std::unique_ptr<model::StepBackend>(std::move(step));
   };
 }

@@ -51,7 +51,8 @@ struct CudaLlamaStepParams {
   int64_t blockSize = 16;
   int64_t numBlocks = 0;  // KV blocks in the device pool (required)
   int device = 0;         // the CUDA device it runs on (the caller selects it: cudaSetDevice)
-  bool graphs = true;     // replay decode steps from CUDA graphs (false: launch every kernel)
+  bool graphs = true;          // replay decode steps from CUDA graphs (false: launch every kernel)
+  bool smallRowLinear = true;  // products of up to kSmallLinearRows rows on our kernel (false: cuBLAS)
 };
 
 // What the step did, for tests and benchmarks.
@@ -84,7 +85,8 @@ public:
   Result<std::vector<float>> forward(std::span<const StepItem> items, int64_t decodeItems,
                                      std::span<const StepLogitRow> logitRows) override;
   // "cuda:0 NVIDIA H100 80GB HBM3, 79.1 GiB, sm_90", then ", CUDA graphs" or ", eager" or
-  // ", eager (CUDA graphs off: <why>)" after a capture failed.
+  // ", eager (CUDA graphs off: <why>)" after a capture failed, and ", cuBLAS for every product"
+  // without the small-row kernel.
   std::string description() const override;
   const CudaLlamaStepStats& stats() const;
 
@@ -102,7 +104,6 @@ private:
 
 // A RunnerParams::backend that runs the runner's steps on CUDA device `device`: Unavailable,
 // naming the fix, when there is no such device or cuBLAS cannot be opened.
-// `graphs`: CudaLlamaStepParams::graphs.
-model::StepBackendFactory cudaStepBackendFactory(int device = 0, bool graphs = true);
+model::StepBackendFactory cudaStepBackendFactory(int device = 0, const model::GpuStepOptions& options = {});
 
 }  // namespace rag::cuda

@@ -473,26 +473,32 @@ int cmdBenchLlm(Args& args) {
   }
 
   // The GPU backend (--device cuda), in the same run as the CPU figures above: decode at each
-  // batch with decode steps replayed from CUDA graphs (as it serves) and with every kernel
-  // launched eagerly, alternating, prefill, and the floor its memory bandwidth sets under a
+  // batch as it serves (decode steps replayed from CUDA graphs, products of up to 8 rows on our
+  // kernel), then with every kernel launched eagerly, then with every product on cuBLAS, one
+  // after the other at each batch; prefill; and the floor its memory bandwidth sets under a
   // batch-1 step.
+  enum GpuVariant { kServing, kEager, kCublas };
   struct {
     std::string name;
-    std::map<int32_t, DecodeFigures> decode, decodeEager;
+    std::map<int32_t, DecodeFigures> decode[3];
     double prefill = 0, bandwidth = 0;
   } device;
   if (choice->backend) {
-    auto eagerBackend = stepBackendFor(choice->device, /*cudaGraphs=*/false);
-    if (!eagerBackend) return fail(eagerBackend.status());
+    model::StepBackendFactory variants[3] = {choice->backend};
+    for (auto [v, options] : {std::pair{kEager, model::GpuStepOptions{.graphs = false}},
+                              std::pair{kCublas, model::GpuStepOptions{.smallRowLinear = false}}}) {
+      auto factory = stepBackendFor(choice->device, options);
+      if (!factory) return fail(factory.status());
+      variants[v] = *factory;
+    }
     for (int32_t batch : {1, 8, 32, 64}) {
       std::fprintf(stderr, "decode on %s at batch %d ...\n", choice->device.c_str(), batch);
-      for (bool graphs : {true, false}) {
-        auto d = measureDecode(loaded->model, vocab, batch, *promptLen, static_cast<int32_t>(*steps), true,
-                               graphs ? choice->backend : *eagerBackend);
+      for (int v : {kServing, kEager, kCublas}) {
+        auto d = measureDecode(loaded->model, vocab, batch, *promptLen, static_cast<int32_t>(*steps), true, variants[v]);
         if (!d) return fail(d.status().withContext("--device " + choice->device));
-        (graphs ? device.decode : device.decodeEager)[batch] = *d;
+        device.decode[v][batch] = *d;
       }
-      device.name = device.decode[batch].device;
+      device.name = device.decode[kServing][batch].device;
     }
     auto p = measurePrefill(loaded->model, vocab, *prefillLen, choice->backend);
     if (!p) return fail(p.status().withContext("--device " + choice->device));
@@ -596,28 +602,28 @@ int cmdBenchLlm(Args& args) {
     w.key("gpu").beginObject();
     w.key("prefill_tokens_per_s").value(device.prefill);
     w.key("prefill_over_cpu").value(device.prefill / prefillTps);
-    w.key("decode_tokens_per_s").beginObject();
-    for (const auto& [b, d] : device.decode) w.key(std::to_string(b)).value(d.tokensPerSecond);
-    w.endObject();
-    w.key("decode_over_cpu").beginObject();
-    for (const auto& [b, d] : device.decode) w.key(std::to_string(b)).value(d.tokensPerSecond / decode[b].tokensPerSecond);
-    w.endObject();
-    w.key("decode_step_ms").beginObject();
-    for (const auto& [b, d] : device.decode) w.key(std::to_string(b)).value(d.secondsPerStep * 1e3);
-    w.endObject();
+    const std::map<int32_t, DecodeFigures>& serving = device.decode[kServing];
+    auto perBatch = [&](const char* key, auto&& value) {
+      w.key(key).beginObject();
+      for (const auto& [b, d] : serving) w.key(std::to_string(b)).value(value(b, d));
+      w.endObject();
+    };
+    perBatch("decode_tokens_per_s", [](int32_t, const DecodeFigures& d) { return d.tokensPerSecond; });
+    perBatch("decode_over_cpu", [&](int32_t b, const DecodeFigures& d) { return d.tokensPerSecond / decode[b].tokensPerSecond; });
+    perBatch("decode_step_ms", [](int32_t, const DecodeFigures& d) { return d.secondsPerStep * 1e3; });
     // The host's share of a step (the runner's planning and sampling, outside the forward).
-    w.key("overhead_share").beginObject();
-    for (const auto& [b, d] : device.decode) w.key(std::to_string(b)).value(d.overheadShare);
-    w.endObject();
-    w.key("decode_tokens_per_s_eager").beginObject();
-    for (const auto& [b, d] : device.decodeEager) w.key(std::to_string(b)).value(d.tokensPerSecond);
-    w.endObject();
-    w.key("graph_speedup").beginObject();
-    for (const auto& [b, d] : device.decodeEager) w.key(std::to_string(b)).value(device.decode[b].tokensPerSecond / d.tokensPerSecond);
-    w.endObject();
+    perBatch("overhead_share", [](int32_t, const DecodeFigures& d) { return d.overheadShare; });
+    perBatch("decode_tokens_per_s_eager", [&](int32_t b, const DecodeFigures&) { return device.decode[kEager][b].tokensPerSecond; });
+    perBatch("graph_speedup", [&](int32_t b, const DecodeFigures& d) {
+      return d.tokensPerSecond / device.decode[kEager][b].tokensPerSecond;
+    });
+    perBatch("decode_tokens_per_s_cublas", [&](int32_t b, const DecodeFigures&) { return device.decode[kCublas][b].tokensPerSecond; });
+    perBatch("small_row_kernel_speedup", [&](int32_t b, const DecodeFigures& d) {
+      return d.tokensPerSecond / device.decode[kCublas][b].tokensPerSecond;
+    });
     w.key("copy_bandwidth_bytes_per_s").value(device.bandwidth);
     w.key("floor_tokens_per_s_b1").value(deviceFloor > 0 ? 1.0 / deviceFloor : 0.0);
-    w.key("decode_b1_over_floor").value(deviceFloor > 0 ? (1.0 / device.decode[1].tokensPerSecond) / deviceFloor : 0.0);
+    w.key("decode_b1_over_floor").value(deviceFloor > 0 ? (1.0 / serving.at(1).tokensPerSecond) / deviceFloor : 0.0);
     w.endObject();
   }
   if (!llamaBench.empty()) {

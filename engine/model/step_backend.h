@@ -73,6 +73,13 @@ public:
                                              std::span<const StepLogitRow> logitRows) = 0;
 };
 
+// How a GPU backend runs its steps; the defaults are what serving uses, and `bench llm --device
+// cuda` turns each off in turn to measure what it gives.
+struct GpuStepOptions {
+  bool graphs = true;          // replay decode steps from CUDA graphs (else launch every kernel)
+  bool smallRowLinear = true;  // products of up to 8 rows on our kernel (else all on cuBLAS)
+};
+
 // Makes a backend for a model: copies `weights` (valid during the call only) and allocates a
 // K/V pool of numBlocks blocks of blockSize tokens.
 using StepBackendFactory = std::function<Result<std::unique_ptr<StepBackend>>(

@@ -9,7 +9,7 @@
 
 namespace rag {
 
-Result<model::StepBackendFactory> stepBackendFor(std::string_view device, [[maybe_unused]] bool cudaGraphs) {
+Result<model::StepBackendFactory> stepBackendFor(std::string_view device, [[maybe_unused]] const model::GpuStepOptions& gpu) {
   if (device == "cpu") return model::StepBackendFactory();
   int index = 0;
   if (device.starts_with("cuda:")) {
@@ -27,7 +27,7 @@ Result<model::StepBackendFactory> stepBackendFor(std::string_view device, [[mayb
   if (index >= count)
     return Status::unavailable("--device " + std::string(device) + ": this machine has " + std::to_string(count) +
                                " CUDA device(s), cuda:0 to cuda:" + std::to_string(count - 1));
-  return cuda::cudaStepBackendFactory(index, cudaGraphs);
+  return cuda::cudaStepBackendFactory(index, gpu);
 #else
   return Status::unavailable("--device " + std::string(device) +
                              ": this build has no CUDA kernels (nvcc was not found when it was configured; "

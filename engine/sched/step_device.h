@@ -14,8 +14,7 @@ namespace rag {
 
 // The runner's RunnerParams::backend for `device` (empty for "cpu"). InvalidArgument for a name
 // that is none of those; Unavailable, naming the fix, for CUDA in a build without it or on a
-// machine without that device. `cudaGraphs` false launches a GPU step's kernels one by one
-// instead of replaying decode steps from CUDA graphs (`bench llm` measures both).
-Result<model::StepBackendFactory> stepBackendFor(std::string_view device, bool cudaGraphs = true);
+// machine without that device. `gpu`: how a GPU backend runs (ignored for the CPU).
+Result<model::StepBackendFactory> stepBackendFor(std::string_view device, const model::GpuStepOptions& gpu = {});
 
 }  // namespace rag
