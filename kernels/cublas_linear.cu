@@ -189,7 +189,7 @@ Status linear(const CublasContext& blas, const float* x, int64_t rows, int64_t i
   if (rows <= 0 || width <= 0) return Status::ok();
   if (rows > INT_MAX || in > INT_MAX || ldw > INT_MAX || ldy > INT_MAX)
     return Status::invalidArgument("GPU linear: a dimension exceeds cuBLAS's 32-bit sizes");
-  if (blas.smallRowKernel() && rows <= kSmallLinearRows && in > 0)
+  if (blas.smallRowKernel() && rows >= kSmallLinearMinRows && rows <= kSmallLinearRows && in > 0)
     return smallLinear(blas, x, rows, in, wt + o0, ldw, bias ? bias + o0 : nullptr, width, y + o0, ldy, accumulate, stream);
   RAG_RETURN_IF_ERROR(fromCublas(cublas().setStream(blas.handle(), stream), "binding cuBLAS to the stream"));
   // Row-major Y[rows, width] = X[rows, in] . W[in, width] is, read column-major, Y^T = W^T . X^T:

@@ -52,7 +52,7 @@ struct CudaLlamaStepParams {
   int64_t numBlocks = 0;  // KV blocks in the device pool (required)
   int device = 0;         // the CUDA device it runs on (the caller selects it: cudaSetDevice)
   bool graphs = true;          // replay decode steps from CUDA graphs (false: launch every kernel)
-  bool smallRowLinear = true;  // products of up to kSmallLinearRows rows on our kernel (false: cuBLAS)
+  bool smallRowLinear = true;  // products of 2 to 8 rows on our kernel (false: all on cuBLAS)
 };
 
 // What the step did, for tests and benchmarks.

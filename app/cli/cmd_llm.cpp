@@ -473,7 +473,7 @@ int cmdBenchLlm(Args& args) {
   }
 
   // The GPU backend (--device cuda), in the same run as the CPU figures above: decode at each
-  // batch as it serves (decode steps replayed from CUDA graphs, products of up to 8 rows on our
+  // batch as it serves (decode steps replayed from CUDA graphs, products of 2 to 8 rows on our
   // kernel), then with every kernel launched eagerly, then with every product on cuBLAS, one
   // after the other at each batch; prefill; and the floor its memory bandwidth sets under a
   // batch-1 step.

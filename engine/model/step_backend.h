@@ -77,7 +77,7 @@ public:
 // cuda` turns each off in turn to measure what it gives.
 struct GpuStepOptions {
   bool graphs = true;          // replay decode steps from CUDA graphs (else launch every kernel)
-  bool smallRowLinear = true;  // products of up to 8 rows on our kernel (else all on cuBLAS)
+  bool smallRowLinear = true;  // products of 2 to 8 rows on our kernel (else all on cuBLAS)
 };
 
 // Makes a backend for a model: copies `weights` (valid during the call only) and allocates a

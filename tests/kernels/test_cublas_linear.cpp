@@ -1,6 +1,6 @@
 // kernels/cublas_linear.cuh against cpu::linear on the transposed [in, out] weights: one to a
-// few hundred rows (up to kSmallLinearRows on the small-row kernel, at each of its block widths
-// of 4 to 32 columns on a device of ~132 SMs, more on cuBLAS), odd widths, a bias, accumulation into y, and an output
+// few hundred rows (2 to kSmallLinearRows on the small-row kernel, at each of its block widths
+// of 4 to 32 columns on a device of ~132 SMs, others on cuBLAS), odd widths, a bias, accumulation into y, and an output
 // sub-range [o0, o1) that leaves the rest of y alone. Tolerance: 1e-4 absolute + 1e-4 relative (F32 sums of up to
 // 1031 products in another order; TF32 is off). Skips (exit 77) without a CUDA device.
 #include <QtTest>
@@ -31,7 +31,7 @@ private Q_SLOTS:
     QTest::newRow("sub-range") << 9 << 33 << 200 << 64 << 150 << true << true;
     QTest::newRow("eight rows, long inner dimension") << 8 << 1376 << 512 << 0 << 512 << true << true;
     QTest::newRow("seven rows, sub-range") << 7 << 300 << 700 << 3 << 650 << true << false;
-    QTest::newRow("one row, 4099 wide") << 1 << 512 << 4099 << 0 << 4099 << false << false;
+    QTest::newRow("two rows, 4099 wide") << 2 << 512 << 4099 << 0 << 4099 << false << false;
     QTest::newRow("three rows, 5000 wide") << 3 << 100 << 5000 << 0 << 5000 << true << false;
     QTest::newRow("two rows, 9000 wide") << 2 << 64 << 9000 << 0 << 9000 << false << true;
   }
