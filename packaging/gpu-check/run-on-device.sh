@@ -3,6 +3,7 @@
 # unpacks .gpu-check/bundle.tar.xz (made by pack.sh), runs every `gpu`-labelled test, then
 # `ragraph bench llm --device cuda` on the synthetic 28M model and on the shipped model, then
 # compute-sanitizer's memcheck over the kernel tests while time is left. Logs go to $OUT.
+# Before sending the tree: pack.sh, then aside.sh out (and aside.sh back after); carry .gpu-check.
 #
 # usage: packaging/gpu-check/run-on-device.sh [SECONDS]   (default 330: stop starting new steps after)
 set -u
