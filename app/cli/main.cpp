@@ -86,7 +86,8 @@ const std::vector<Command>& commands() {
        {"json", "synthetic"}, cmdBenchLlm},
       {"model", "gguf", "--model DIR --out FILE.gguf [--tokenizer FILE] [--name NAME] [--json]", {"json"}, cmdModelGguf},
       {"workflow", "run",
-       "FILE|--builtin NAME \"question\" [--mode hedra] [--nprobe 128] [--model DIR] [--embedder DIR] "
+       "FILE|--builtin NAME \"question\" [--mode hedra] [--nprobe 128] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] "
+       "[--embedder DIR] "
        "[--index BASE] [--corpus PATH] [--deterministic] [--prefix-cache on|off] [--graph-attention dependency|causal] [--block-attention on|off] "
        "[--gkvr on|off] [--json]",
        {"json", "deterministic"}, cmdWorkflowRun},

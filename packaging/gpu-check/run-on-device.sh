@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# The GPU check, on a lent CUDA machine (no Debian packages there), from the repository root:
-# unpacks .gpu-check/bundle.tar.xz (made by pack.sh), runs every `gpu`-labelled test, then
-# `ragraph bench llm --device cuda` on the synthetic 28M model and on the shipped model, then
-# compute-sanitizer's memcheck over the kernel tests while time is left. Logs go to $OUT.
-# Before sending the tree: pack.sh, then aside.sh out (and aside.sh back after); carry .gpu-check.
+# The GPU checks, on a lent CUDA machine (no Debian packages there), from the repository root.
+# Logs go to $OUT. Before sending the tree: pack.sh, then aside.sh out (aside.sh back after).
 #
-# usage: packaging/gpu-check/run-on-device.sh [SECONDS]   (default 330: stop starting new steps after)
+#   run-on-device.sh check [SECONDS]  carry .gpu-check: unpack the bundle (pack.sh), run every
+#                                     `gpu`-labelled test, `bench llm --device cuda` on the
+#                                     synthetic 28M model and the shipped one, an Nsight Compute
+#                                     profile of one decode step and compute-sanitizer's memcheck
+#                                     (no new step after SECONDS, default 330)
+#   run-on-device.sh receive          carry .gpu-check on the first call, then one part of
+#                                     pack-data.sh's per call (.gpu-data/partNN; the manifest with
+#                                     the last): the bundle is unpacked once and each part kept in
+#                                     /tmp, which lasts while the machine stays warm (30 s idle)
+#   run-on-device.sh serve [SECONDS]  after every part arrived: join and unpack the data, then
+#                                     `workflow run --device cuda` and `bench serve --quick` with
+#                                     --device cuda and --device cpu on the same machine
 set -u
-budget=${1:-330}
+mode=${1:-check}
+budget=${2:-330}
 OUT=${OUT:-/tmp/gpu-check-out}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/run.log") 2>&1
@@ -15,11 +24,17 @@ t0=$(date +%s)
 elapsed() { echo $(( $(date +%s) - t0 )); }
 step() { echo "== [$(elapsed) s] $*"; }
 
-rt=/tmp/ragraph-gpu-check
-rm -rf "$rt" && mkdir -p "$rt"
-step "unpack $(du -h .gpu-check/bundle.tar.xz | cut -f1)"
-if command -v xz >/dev/null; then tar -C "$rt" -xJf .gpu-check/bundle.tar.xz
-else python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' .gpu-check/bundle.tar.xz "$rt"; fi || exit 1
+rt=/tmp/ragraph-gpu-check      # the unpacked bundle
+data=/tmp/ragraph-gpu-data     # the data parts, then the data
+# Unpacks the bundle when this call carries one that is not unpacked yet.
+if [ -f .gpu-check/bundle.tar.xz ] && ! cmp -s .gpu-check/bundle.tar.xz "$rt/bundle.tar.xz"; then
+  rm -rf "$rt" && mkdir -p "$rt"
+  step "unpack $(du -h .gpu-check/bundle.tar.xz | cut -f1)"
+  if command -v xz >/dev/null; then tar -C "$rt" -xJf .gpu-check/bundle.tar.xz
+  else python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' .gpu-check/bundle.tar.xz "$rt"; fi || exit 1
+  cp .gpu-check/bundle.tar.xz "$rt/bundle.tar.xz"
+fi
+[ -x "$rt/bin/ragraph" ] || { echo "run-on-device.sh: no bundle here: carry .gpu-check (made by pack.sh)" >&2; exit 1; }
 
 step "machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader
@@ -30,6 +45,50 @@ echo "cuBLAS: ${cublas:-not found}"
 export LD_LIBRARY_PATH="$rt/lib${cublas:+:$(dirname "$cublas")}:/usr/local/nvidia/lib64:/usr/local/nvidia/lib"
 # The tests look for datasets/ under the source directory compiled into them (/work/main).
 if [ ! -e /work/main ]; then mkdir -p /work && ln -s "$PWD" /work/main; fi
+
+bench() {  # NAME SECONDS ARGS...: ragraph ARGS, stdout to $OUT/NAME.json
+  local name=$1 limit=$2; shift 2
+  step "$name: ragraph $*"
+  timeout "$limit" "$rt/bin/ragraph" "$@" >"$OUT/$name.json" 2>"$OUT/$name.err"; local rc=$?
+  echo "rc=$rc"; tail -4 "$OUT/$name.err"
+}
+
+case "$mode" in
+  check) ;;
+  receive)
+    mkdir -p "$data"
+    for p in .gpu-data/part* .gpu-data/manifest.txt; do
+      [ -f "$p" ] && mv "$p" "$data/" && echo "received $(basename "$p"): $(du -h "$data/$(basename "$p")" | cut -f1)"
+    done
+    echo "parts here: $(ls "$data" | grep -c '^part') ($(du -sh "$data" | cut -f1))"
+    step "done"
+    exit 0 ;;
+  serve)
+    [ -f "$data/manifest.txt" ] || { echo "run-on-device.sh: no manifest in $data: send the last part with .gpu-data/manifest.txt" >&2; exit 1; }
+    while read -r part size sum; do
+      [ "$(stat -c %s "$data/$part" 2>/dev/null)" = "$size" ] && [ "$(sha256sum "$data/$part" | cut -d' ' -f1)" = "$sum" ] ||
+        { echo "run-on-device.sh: $part is missing or damaged: send it again (receive)" >&2; exit 1; }
+    done < "$data/manifest.txt"
+    if [ ! -f "$data/data/corpus.db" ]; then
+      step "join and unpack $(wc -l < "$data/manifest.txt") parts"
+      (cd "$data" && cat $(cut -d' ' -f1 manifest.txt)) | xz -d | tar -C "$data" -xf - || exit 1
+    fi
+    d=$data/data
+    export RAGRAPH_CORPUS=$d/corpus.db RAGRAPH_DATA_DIR=$data/home
+    # The bundle's ragraph is outside a build tree: name the shipped model and the embedder.
+    models=(--model "$PWD/datasets/models/rag-llama" --embedder "$d/rag-embedder")
+    bench workflow-run-cuda 120 workflow run --builtin oneshot "What is a compiler?" --device cuda "${models[@]}" --json
+    for dev in cuda cpu; do
+      [ "$(elapsed)" -lt "$budget" ] || break
+      step "bench serve --quick --device $dev"
+      timeout 300 "$rt/bin/ragraph" bench serve --quick --device "$dev" "${models[@]}" \
+        --json "$OUT/serve-$dev.json" >"$OUT/serve-$dev.out" 2>"$OUT/serve-$dev.err"
+      echo "rc=$?"; tail -15 "$OUT/serve-$dev.out"; tail -3 "$OUT/serve-$dev.err"
+    done
+    step "done"
+    exit 0 ;;
+  *) echo "usage: run-on-device.sh check|receive|serve [SECONDS]" >&2; exit 2 ;;
+esac
 
 step "gpu tests"
 : > "$OUT/tests.log"
@@ -45,12 +104,6 @@ for t in $(cat "$rt/tests.txt"); do
 done
 echo "gpu tests failed: $failed"
 
-bench() {  # NAME SECONDS ARGS...
-  local name=$1 limit=$2; shift 2
-  step "bench $name: ragraph $*"
-  timeout "$limit" "$rt/bin/ragraph" "$@" >"$OUT/$name.json" 2>"$OUT/$name.err"; local rc=$?
-  echo "rc=$rc"; tail -4 "$OUT/$name.err"
-}
 bench bench-llm-synthetic 150 bench llm --synthetic --device cuda --json
 bench bench-llm-model 120 bench llm --model datasets/models/rag-llama --device cuda --json
 
