@@ -243,7 +243,7 @@ void ClusterHeatmap::rebuild() {
   m_stripRect->setVisible(!m_series.currentResidency().empty());
   m_stripRect->axis(QCPAxis::atBottom)->setLabel(m_series.currentResidency().empty() ? QString() : tr("GPU"));
   m_status->setText(cacheStatus());
-  m_plot->replot(QCustomPlot::rpQueuedReplot);
+  replotWhenShown(m_plot);
 }
 
 void ClusterHeatmap::fillHeat(const std::vector<int>& order) {
@@ -332,7 +332,7 @@ void ClusterHeatmap::applyPalette() {
 bool ClusterHeatmap::event(QEvent* e) {
   if (e->type() == QEvent::PaletteChange) {
     applyPalette();
-    m_plot->replot(QCustomPlot::rpQueuedReplot);
+    replotWhenShown(m_plot);
   }
   return QWidget::event(e);
 }

@@ -212,7 +212,7 @@ void KvHeatmap::rebuild() {
   blocks->setTickLabels(m_series.blockCount() > 0);
   m_status->setText(poolStatus());
   m_legend->setText(legendText());
-  m_plot->replot(QCustomPlot::rpQueuedReplot);
+  replotWhenShown(m_plot);
 }
 
 void KvHeatmap::fillMap() {
@@ -273,7 +273,7 @@ void KvHeatmap::applyPalette() {
 bool KvHeatmap::event(QEvent* e) {
   if (e->type() == QEvent::PaletteChange) {
     applyPalette();
-    m_plot->replot(QCustomPlot::rpQueuedReplot);
+    replotWhenShown(m_plot);
   }
   return QWidget::event(e);
 }

@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "bridge/engine_bridge.h"
+#include "plot/plot_export.h"
 #include "plot/qcustomplot_include.h"
 
 namespace ragwb {
@@ -209,7 +210,7 @@ void DepCachePanel::runStarted() {
   }
   g->data()->clear();  // each policy's line is its latest run
   m_status->setText(statusText());
-  m_plot->replot(QCustomPlot::rpQueuedReplot);
+  replotWhenShown(m_plot);
 }
 
 void DepCachePanel::runFinished() {
@@ -233,7 +234,7 @@ void DepCachePanel::update(const rag::ServingStats& stats, double seconds) {
   if (QCPGraph* g = graphOf(m_label); g && run.subgraphTokens > 0) {
     g->addData(seconds, run.subgraphHitRate() * 100);
     m_plot->xAxis->setRange(0, std::max(10.0, std::ceil(seconds)));
-    m_plot->replot(QCustomPlot::rpQueuedReplot);
+    replotWhenShown(m_plot);
   }
 }
 

@@ -1,5 +1,6 @@
 #include "plot/plot_export.h"
 
+#include <QEvent>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QSvgGenerator>
@@ -60,6 +61,33 @@ void stylePlot(QCustomPlot* plot, const QPalette& pal) {
         legend->setTextColor(pal.color(QPalette::WindowText));
       }
   }
+}
+
+namespace {
+
+// Replots a plot marked stale when it is shown (one filter for every plot).
+class ReplotOnShow final : public QObject {
+public:
+  bool eventFilter(QObject* watched, QEvent* event) override {
+    if (event->type() == QEvent::Show && watched->property(kStale).toBool()) {
+      watched->setProperty(kStale, false);
+      static_cast<QCustomPlot*>(watched)->replot(QCustomPlot::rpQueuedReplot);
+    }
+    return false;
+  }
+  static constexpr const char* kStale = "ragwbReplotWhenShown";
+};
+
+}  // namespace
+
+void replotWhenShown(QCustomPlot* plot) {
+  if (plot->isVisible()) {
+    plot->replot(QCustomPlot::rpQueuedReplot);
+    return;
+  }
+  static ReplotOnShow* filter = new ReplotOnShow;  // lives as long as the application
+  if (!plot->property(ReplotOnShow::kStale).isValid()) plot->installEventFilter(filter);
+  plot->setProperty(ReplotOnShow::kStale, true);
 }
 
 }  // namespace ragwb

@@ -131,7 +131,7 @@ RunPanel::RunPanel(EngineBridge* bridge, QWidget* parent) : QWidget(parent), m_b
   m_replotTimer = new QTimer(this);
   m_replotTimer->setSingleShot(true);
   m_replotTimer->setInterval(kReplotMs);
-  connect(m_replotTimer, &QTimer::timeout, m_plot, [this] { m_plot->replot(QCustomPlot::rpQueuedReplot); });
+  connect(m_replotTimer, &QTimer::timeout, m_plot, [this] { replotWhenShown(m_plot); });
   m_plot->setMinimumHeight(160);
   m_plot->addGraph();  // 0: latency per request
   m_plot->graph(0)->setName(tr("latency"));
