@@ -335,9 +335,9 @@ Result<std::vector<float>> CudaLlamaStep::forward(std::span<const StepItem> item
       const DevicePagedKv kv{f32(m.kPool[l]), f32(m.vPool[l]), bs, nkv, d};
       RAG_RETURN_IF_ERROR(rmsNorm(x, f32(w.inputNorm), n, hid, eps, h, stream));
       RAG_RETURN_IF_ERROR(linear(m.blas, h, n, hid, f32(w.qkvT), qkvW, f32(w.qkvBias), 0, qkvW, qkv, qkvW, false, stream));
-      RAG_RETURN_IF_ERROR(rope(qkv, n, qkvW, nh + nkv, d, cosT, sinT, stream));  // q and k heads
-      RAG_RETURN_IF_ERROR(kvWrite(qkv + nh * d, qkv + (nh + nkv) * d, qkvW, n, nkv * d, dInts + n,
-                                  m.kPool[l].as<float>(), m.vPool[l].as<float>(), stream));
+      // RoPE on the q and k heads, and the row's K/V into the pool at its slot.
+      RAG_RETURN_IF_ERROR(ropeKvWrite(qkv, n, qkvW, nh, nkv, d, cosT, sinT, dInts + n, m.kPool[l].as<float>(),
+                                      m.vPool[l].as<float>(), stream));
       if (nd > 0)  // rows 0 .. nd-1
         RAG_RETURN_IF_ERROR(pagedDecodeAttention(qkv, qkvW, decodeItems, nh, kv, dInts + plan.decodeTables,
                                                  plan.tableStride, dInts + plan.decodeLens, scale, att, nh * d, stream));

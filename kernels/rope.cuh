@@ -1,5 +1,7 @@
-// Rotate-half RoPE (HF convention) on the GPU. CPU reference: rag::model::cpu::rope
-// (engine/model/decode_kernels.h); tests/kernels/test_rope.cpp compares the two.
+// Rotate-half RoPE (HF convention) on the GPU, alone or followed by the K/V pool write of
+// kv_write.cuh in the same launch. CPU reference: rag::model::cpu::rope
+// (engine/model/decode_kernels.h) and the runner's pool copies; tests/kernels/test_rope.cpp
+// compares them.
 #pragma once
 
 #include <cstdint>
@@ -16,5 +18,12 @@ namespace rag::cuda {
 // cpu::rope takes them per row. All pointers in device memory; enqueued on `stream`.
 Status rope(float* x, int64_t rows, int64_t rowStride, int64_t heads, int64_t d, const float* cos,
             const float* sin, cudaStream_t stream);
+
+// rope() on the qHeads + kvHeads heads of each fused q|k|v row, then kvWrite() of its k heads
+// (rotated) and v heads to slots[r] of kPool and vPool (F32 [slots, kvHeads * d]), in one launch:
+// the Llama step's order. Slots must be distinct within a call.
+Status ropeKvWrite(float* qkv, int64_t rows, int64_t rowStride, int64_t qHeads, int64_t kvHeads, int64_t d,
+                   const float* cos, const float* sin, const int32_t* slots, float* kPool, float* vPool,
+                   cudaStream_t stream);
 
 }  // namespace rag::cuda
