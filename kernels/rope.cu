@@ -11,30 +11,9 @@ namespace {
 
 constexpr int kThreads = 128;
 
-// Rotates the pair (v[i], v[i + d/2]) of one head by the row's tables c, s.
-__device__ __forceinline__ float2 rotatePair(const float* v, int64_t i, int64_t half, const float* c, const float* s) {
-  const float a = v[i], b = v[i + half];
-  return make_float2(a * c[i] - b * s[i], b * c[i + half] + a * s[i + half]);
-}
-
-// One block per row; a thread per (head, i < d/2) pair rotates v[i] and v[i + d/2].
-__global__ void ropeKernel(float* x, int64_t rowStride, int64_t heads, int64_t d, const float* cos,
-                           const float* sin) {
-  const int64_t r = blockIdx.x, half = d / 2;
-  float* row = x + r * rowStride;
-  const float* c = cos + r * d;
-  const float* s = sin + r * d;
-  for (int64_t t = threadIdx.x; t < heads * half; t += blockDim.x) {
-    const int64_t h = t / half, i = t % half;
-    float* v = row + h * d;
-    const float2 o = rotatePair(v, i, half, c, s);
-    v[i] = o.x;
-    v[i + half] = o.y;
-  }
-}
-
-// ropeKernel over the q and k heads, then the k heads (rotated) and the v heads of the row
-// copied to its pool slot: one launch where a step had two.
+// One block per row. A thread per (head, i < d/2) pair of the q and k heads rotates v[i] and
+// v[i + d/2] in place (and, for a k head, writes the pair to the row's pool slot); then the
+// row's v heads are copied to the slot.
 __global__ void ropeKvWriteKernel(float* qkv, int64_t rowStride, int64_t qHeads, int64_t kvHeads, int64_t d,
                                   const float* cos, const float* sin, const int32_t* slots, float* kPool,
                                   float* vPool) {
@@ -46,12 +25,13 @@ __global__ void ropeKvWriteKernel(float* qkv, int64_t rowStride, int64_t qHeads,
   for (int64_t t = threadIdx.x; t < (qHeads + kvHeads) * half; t += blockDim.x) {
     const int64_t h = t / half, i = t % half;
     float* v = row + h * d;
-    const float2 o = rotatePair(v, i, half, c, s);
-    v[i] = o.x;
-    v[i + half] = o.y;
+    const float a = v[i], b = v[i + half];
+    const float x = a * c[i] - b * s[i], y = b * c[i + half] + a * s[i + half];
+    v[i] = x;
+    v[i + half] = y;
     if (h >= qHeads) {
-      kDst[(h - qHeads) * d + i] = o.x;
-      kDst[(h - qHeads) * d + i + half] = o.y;
+      kDst[(h - qHeads) * d + i] = x;
+      kDst[(h - qHeads) * d + i + half] = y;
     }
   }
   const float* vSrc = row + (qHeads + kvHeads) * d;
@@ -60,15 +40,6 @@ __global__ void ropeKvWriteKernel(float* qkv, int64_t rowStride, int64_t qHeads,
 }
 
 }  // namespace
-
-Status rope(float* x, int64_t rows, int64_t rowStride, int64_t heads, int64_t d, const float* cos,
-            const float* sin, cudaStream_t stream) {
-  if (d % 2 != 0) return Status::invalidArgument("GPU rope: head width " + std::to_string(d) + " is odd");
-  if (rows <= 0 || heads <= 0 || d <= 0) return Status::ok();
-  if (rows > 0x7fffffff) return Status::invalidArgument("GPU rope: too many rows for one launch");
-  ropeKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, rowStride, heads, d, cos, sin);
-  return fromCuda(cudaGetLastError(), "launching ropeKernel");
-}
 
 Status ropeKvWrite(float* qkv, int64_t rows, int64_t rowStride, int64_t qHeads, int64_t kvHeads, int64_t d,
                    const float* cos, const float* sin, const int32_t* slots, float* kPool, float* vPool,

@@ -16,10 +16,10 @@ files=("$corpus" "$corpus.index.ivf" "$corpus.index.vectors" "$corpus.index.npro
 for f in "${files[@]}"; do
   [ -f "$f" ] || { echo "pack-data.sh: $f is missing; build it with ragraph corpus build / index build / index calibrate" >&2; exit 1; }
 done
+# The embedder is in the tree, or where aside.sh out put it.
 embedder=datasets/models/rag-embedder
-[ -f "$embedder/model.safetensors" ] || [ -f "/tmp/ragwb-aside/$embedder/model.safetensors" ] ||
-  { echo "pack-data.sh: no embedder at $embedder (run aside.sh back first?)" >&2; exit 1; }
-[ -d "$embedder" ] || embedder=/tmp/ragwb-aside/$embedder
+[ -d "$embedder" ] || embedder=${RAGWB_ASIDE_DIR:-/tmp/ragwb-aside}/$embedder
+[ -f "$embedder/model.safetensors" ] || { echo "pack-data.sh: no embedder at datasets/models/rag-embedder" >&2; exit 1; }
 rm -rf "$out" && mkdir -p "$out"
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
