@@ -37,7 +37,7 @@ public:
       }
       if (e.done) cudaEventDestroy(e.done);
     }
-    for (void* p : {m_dQueries, m_dSegments, m_dOffsets, m_dSims, m_dIds}) cudaFree(p);
+    for (void* p : {m_dQueries, m_dSegments, m_dOffsets, m_dSims, m_dIds, m_dPartSims, m_dPartIds}) cudaFree(p);
     for (Pinned& p : m_pinned) cudaFreeHost(p.ptr);
     for (Pinned* p : {&m_in, &m_out}) cudaFreeHost(p->ptr);
     if (m_scanDone) cudaEventDestroy(m_scanDone);
@@ -165,6 +165,7 @@ public:
     const size_t qBytes = queries.size_bytes(), sBytes = segments.size() * sizeof(ScanSegment),
                  oBytes = offsets.size() * sizeof(int32_t);
     const size_t simBytes = slots * sizeof(float), idBytes = slots * sizeof(int64_t);
+    const size_t partSlots = segments.size() * static_cast<size_t>(k);
     RAG_RETURN_IF_ERROR(ensurePinned(m_in, qBytes + sBytes + oBytes));
     RAG_RETURN_IF_ERROR(ensurePinned(m_out, simBytes + idBytes));
     auto* in = static_cast<char*>(m_in.ptr);
@@ -176,6 +177,8 @@ public:
     RAG_RETURN_IF_ERROR(ensureDevice(m_dOffsets, m_capOffsets, oBytes));
     RAG_RETURN_IF_ERROR(ensureDevice(m_dSims, m_capSims, simBytes));
     RAG_RETURN_IF_ERROR(ensureDevice(m_dIds, m_capIds, idBytes));
+    RAG_RETURN_IF_ERROR(ensureDevice(m_dPartSims, m_capPartSims, std::max<size_t>(partSlots * sizeof(float), 1)));
+    RAG_RETURN_IF_ERROR(ensureDevice(m_dPartIds, m_capPartIds, std::max<size_t>(partSlots * sizeof(int64_t), 1)));
     const char* what = "GPU cluster scan";
     RAG_RETURN_IF_ERROR(fromCuda(cudaMemcpyAsync(m_dQueries, in, qBytes, cudaMemcpyHostToDevice, m_scan), what));
     if (sBytes)
@@ -183,7 +186,8 @@ public:
     RAG_RETURN_IF_ERROR(fromCuda(cudaMemcpyAsync(m_dOffsets, in + qBytes + sBytes, oBytes, cudaMemcpyHostToDevice, m_scan), what));
     RAG_RETURN_IF_ERROR(scanClusters(static_cast<const float*>(m_dQueries), static_cast<int64_t>(nq), dim, k,
                                      static_cast<const ScanSegment*>(m_dSegments),
-                                     static_cast<const int32_t*>(m_dOffsets),
+                                     static_cast<const int32_t*>(m_dOffsets), static_cast<int64_t>(segments.size()),
+                                     static_cast<float*>(m_dPartSims), static_cast<int64_t*>(m_dPartIds),
                                      static_cast<float*>(m_dSims), static_cast<int64_t*>(m_dIds), m_scan));
     auto* out = static_cast<char*>(m_out.ptr);
     RAG_RETURN_IF_ERROR(fromCuda(cudaMemcpyAsync(out, m_dSims, simBytes, cudaMemcpyDeviceToHost, m_scan), what));
@@ -264,8 +268,9 @@ private:
   std::vector<Pinned> m_pinned;  // upload staging
   Pinned m_in, m_out;            // scan staging: inputs, results
   void *m_dQueries = nullptr, *m_dSegments = nullptr, *m_dOffsets = nullptr, *m_dSims = nullptr,
-       *m_dIds = nullptr;
-  size_t m_capQueries = 0, m_capSegments = 0, m_capOffsets = 0, m_capSims = 0, m_capIds = 0;
+       *m_dIds = nullptr, *m_dPartSims = nullptr, *m_dPartIds = nullptr;
+  size_t m_capQueries = 0, m_capSegments = 0, m_capOffsets = 0, m_capSims = 0, m_capIds = 0, m_capPartSims = 0,
+         m_capPartIds = 0;
   bool m_pending = false;
   int64_t m_nq = 0;
   int32_t m_k = 0;

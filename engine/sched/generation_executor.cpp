@@ -1,7 +1,6 @@
 #include "sched/generation_executor.h"
 
 #include <algorithm>
-#include <thread>
 
 #include "memory/block_store.h"
 #include "model/model_config.h"
@@ -34,7 +33,7 @@ Result<std::shared_ptr<memory::BlockStore>> openBlockStore(const std::filesystem
 }  // namespace
 
 GenerationExecutor::GenerationExecutor(const ServingAssets& assets, const ServingParams& params)
-    : m_assets(assets), m_params(params), m_load(usableCores(params.generationThreads)) {}
+    : m_assets(assets), m_params(params), m_load(kWorkerLoopThreads) {}
 
 GenerationExecutor::~GenerationExecutor() { m_worker.reset(); }
 

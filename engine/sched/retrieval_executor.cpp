@@ -1,7 +1,6 @@
 #include "sched/retrieval_executor.h"
 
 #include <algorithm>
-#include <thread>
 
 #include "model/prompt.h"
 #include "retrieval/passage_index.h"
@@ -16,7 +15,7 @@ RetrievalExecutor::RetrievalExecutor(const ServingAssets& assets, const ServingP
                                      corpus::QaPromptReader reader)
     : m_assets(assets),
       m_params(params),
-      m_load(usableCores(params.retrievalThreads)),
+      m_load(kWorkerLoopThreads),
       m_reader(std::move(reader)) {}
 
 RetrievalExecutor::~RetrievalExecutor() { m_worker.reset(); }

@@ -14,7 +14,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "model/dep_prompt.h"
@@ -109,8 +108,7 @@ public:
   virtual void sampleLoad(uint64_t /*nowNs*/) {}
 };
 
-// What executors share: a node's text without the white space around it (a query, an answer),
-// and the cores a worker of `threads` threads can use (what its LoadGauge measures against).
+// What executors share: a node's text without the white space around it (a query, an answer).
 inline std::string trimmedText(std::string_view s) {
   const auto b = s.find_first_not_of(" \t\r\n");
   if (b == std::string_view::npos) return {};
@@ -120,8 +118,11 @@ inline std::string trimmedText(std::string_view s) {
 // Speculative work goes to a worker only while it idles enough: its busy share below `threshold`
 // (above 1: whatever the load).
 inline bool loadAllowsSpeculation(double busyShare, double threshold) { return threshold > 1.0 || busyShare < threshold; }
-inline double usableCores(int32_t threads) {
-  return std::min<double>(threads, std::max(1u, std::thread::hardware_concurrency()));
-}
+// A worker's LoadGauge counts the wall time of its one loop thread, whose steps use all of the
+// worker's compute threads (OpenMP, torch) at once: the busy share is over that one loop, not
+// over the threads. (Measured over the threads, as it was, a worker of 8 threads never read
+// above 1/8, so on the 16-core GPU machine hedra kept speculating on saturated workers:
+// multistep at 94.5 rps against 128 without the GPU cluster cache, `bench serve`, 2026-11-26.)
+inline constexpr double kWorkerLoopThreads = 1.0;
 
 }  // namespace rag::sched

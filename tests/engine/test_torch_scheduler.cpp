@@ -462,6 +462,46 @@ private Q_SLOTS:
     QVERIFY(e->servingStats().retrievalBusySeconds > 0.0);
   }
 
+  // The gauge the speculation trigger reads is the share of time a worker's loop works, whatever
+  // threads the worker computes with: a generation worker of 2 threads kept stepping reads well
+  // above 1/2 (measured over its threads, it never could, and hedra went on speculating on a
+  // saturated worker of 8 threads on the GPU machine).
+  void aSaturatedWorkerReadsBusyWhateverItsThreads() {
+    WorkflowGraph g("long");
+    g.addGeneration("answer", "Question: {question}\nAnswer:", "answer", {.maxTokens = 1500});
+    g.addEdge(std::string(kStart), "answer");
+    g.addEdge("answer", std::string(kEnd));
+    QVERIFY(g.validate().isOk());
+    EngineParams p = params("flashrag");
+    p.serving.generationThreads = 2;
+    auto e = engine(p);
+    QVERIFY(e);
+    std::vector<RequestHandle> hs;
+    for (int copy = 0; copy < 4; ++copy)
+      for (const std::string& q : m_questions) {
+        auto h = e->submit(q, g);
+        QVERIFY(h.isOk());
+        hs.push_back(*h);
+      }
+    double highest = 0.0;
+    int64_t generated = 0;
+    for (;;) {
+      highest = std::max(highest, e->servingStats().generationLoad);
+      if (e->servingStats().liveRequests == 0) break;
+      QTest::qWait(10);
+    }
+    for (const RequestHandle& h : hs) {
+      auto r = h.wait();
+      QVERIFY(r.isOk());
+      for (const StageTiming& s : r->stages) generated += s.work;
+    }
+    // Enough decoding for several of the gauge's 100 ms windows (on a fast machine the test says
+    // so rather than passing vacuously).
+    if (e->servingStats().generationBusySeconds < 0.3)
+      QSKIP(qPrintable(QString("%1 tokens in %2 s of generation work: too few to fill the gauge's windows").arg(generated).arg(e->servingStats().generationBusySeconds)));
+    QVERIFY2(highest > 0.6, qPrintable(QString("highest generation load %1 over %2 tokens").arg(highest).arg(generated)));
+  }
+
   // A client streaming a request sees each node's whole text, also when the node's run was a
   // speculation adopted once its input was final (its text so far is published at adoption).
   void streamedTextIsEveryGenerationsOutput() {
