@@ -76,6 +76,12 @@ ClusterResidency ClusterCache::residency(int64_t cluster) const {
   return m_state[static_cast<size_t>(cluster)];
 }
 
+std::vector<uint8_t> ClusterCache::residentMask() const {
+  std::vector<uint8_t> mask(m_state.size());
+  for (size_t c = 0; c < m_state.size(); ++c) mask[c] = m_state[c] == ClusterResidency::Resident;
+  return mask;
+}
+
 bool ClusterCache::onDevice(int64_t cluster) const {
   return residency(cluster) == ClusterResidency::Resident;
 }

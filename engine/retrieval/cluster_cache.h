@@ -120,6 +120,9 @@ public:
   std::span<const double> heat() const { return m_heat; }
   // Per-cluster residency, for the heatmap.
   std::vector<ClusterResidency> snapshot() const { return m_state; }
+  // 1 for each cluster a step would scan on the device now (resident), else 0: the planner's
+  // PlannerParams::onDevice.
+  std::vector<uint8_t> residentMask() const;
 
 private:
   ClusterCache(const IvfIndex& index, ClusterStore& store, ClusterCacheParams params);

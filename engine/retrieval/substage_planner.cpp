@@ -16,9 +16,15 @@ public:
       : m_index(index), m_params(p), m_perTask(tasks.size(), 0.0) {
     if (p.scan == ScanMode::Shared) m_visits.assign(static_cast<size_t>(index.nlist()), 0);
   }
-  // Single-thread seconds of task i visiting cluster c next.
+  // A visit of cluster c runs on the device (Alone plans with an onDevice mask).
+  bool onDevice(int64_t c) const {
+    return m_params.scan == ScanMode::Alone && static_cast<size_t>(c) < m_params.onDevice.size() &&
+           m_params.onDevice[static_cast<size_t>(c)] != 0;
+  }
+  // Single-thread CPU seconds of task i visiting cluster c next (none on the device).
   double of(int64_t c) const {
     const int64_t n = m_index.listSize(c);
+    if (onDevice(c)) return 0.0;
     if (m_params.scan == ScanMode::Alone) return m_index.costModel().seconds(n);
     const SharedScanCostModel& m = m_index.sharedCostModel();
     return m_visits[static_cast<size_t>(c)] == 0 ? m.firstSeconds(n) : m.extraSeconds(n);
@@ -73,7 +79,7 @@ Result<SubStagePlan> planSubStage(const IvfIndex& index, std::span<SearchTask* c
   auto tryTake = [&](size_t i, bool force) {
     const int64_t c = nextCluster(*tasks[i], plan.take[i]);
     const double s = cost.of(c);
-    if (!force && !unlimited && cost.estimateWith(i, s) > budgetSeconds) return false;
+    if (!force && !unlimited && !cost.onDevice(c) && cost.estimateWith(i, s) > budgetSeconds) return false;
     cost.add(i, c, s);
     ++plan.take[i];
     return true;

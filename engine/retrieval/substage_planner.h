@@ -42,6 +42,13 @@ struct PlannerParams {
   PlanOrder order = PlanOrder::RoundRobin;
   ScanMode scan = ScanMode::Alone;
   int threads = 1;  // search threads the step runs on (>= 1)
+  // Clusters resident on a device (the GPU cluster cache: ClusterCache::residentMask()):
+  // onDevice[c] != 0 is scanned there, beside the CPU part, so it costs the CPU budget nothing
+  // and always fits; only CPU clusters are priced against the budget. Empty: all on the CPU.
+  // (Priced at the CPU's cost, a sub-stage took as few resident clusters as the CPU could scan
+  // in the budget: on an H100 hedra's searches took 3 sub-stages each for a device scan of tens
+  // of microseconds.) Alone scans only: Shared plans ignore it.
+  std::span<const uint8_t> onDevice = {};
 };
 
 struct SubStagePlan {

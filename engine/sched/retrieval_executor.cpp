@@ -54,6 +54,7 @@ Result<std::unique_ptr<RetrievalExecutor>> RetrievalExecutor::create(const Servi
                                                   ? std::optional<double>(params.specMinSearchedShare)
                                                   : std::nullopt,
                             .corpus = assets.corpus,
+                            .bm25Path = {},  // <corpus>.fts
                             .turns = turns,
                             .ring = ring,
                             .load = &ex->m_load,

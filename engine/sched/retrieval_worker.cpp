@@ -298,13 +298,16 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
   for (bool speculative : {false, true})
     for (Live& l : m_live)
       if (l.job.speculative == speculative && !l.task.done()) tasks.push_back(&l.task);
+  // With the cache, clusters resident on the device are planned free: the budget is the CPU's.
   const bool oldestFirst = subStages && m_params.planning == SubStagePlanning::OldestFirst;
   const bool shared = oldestFirst && m_params.sharedScans && !m_cache;
+  const std::vector<uint8_t> onDevice = m_cache ? m_cache->residentMask() : std::vector<uint8_t>();
   Result<retrieval::SubStagePlan> plan = retrieval::planSubStage(
       m_index.ivf(), tasks, budget,
       {.order = oldestFirst ? retrieval::PlanOrder::OldestFirst : retrieval::PlanOrder::RoundRobin,
        .scan = shared ? retrieval::ScanMode::Shared : retrieval::ScanMode::Alone,
-       .threads = retrieval::IvfIndex::searchThreads()});
+       .threads = retrieval::IvfIndex::searchThreads(),
+       .onDevice = onDevice});
   const uint64_t t0 = nowNs();
   Result<retrieval::StepStats> stats = Status::internal("no step");
   {

@@ -4,7 +4,9 @@
 // IvfIndex::step leaves it, through cache changes, evictions and a failing device.
 #include <QtTest>
 
+#include <algorithm>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <random>
 
@@ -224,6 +226,45 @@ private Q_SLOTS:
     const uint64_t evictions = cache->stats().evictions;
     for (int round = 0; round < 4; ++round) QVERIFY(runSideBySide(*cache, q, 0.0));
     QCOMPARE(cache->stats().evictions, evictions);  // the same stream: nothing leaves
+  }
+
+  // Planned with the cache's resident mask, device clusters cost the CPU budget nothing: with
+  // every cluster resident a zero-budget sub-stage finishes every search (without the mask it
+  // takes one cluster each), and the searches end where whole CPU searches end. With nothing
+  // resident the mask changes no plan.
+  void residentClustersCostTheSubStageBudgetNothing() {
+    CpuClusterStore store;
+    auto cache = ClusterCache::create(*m_index, store, {.capacityClusters = static_cast<int32_t>(kNlist), .updateInterval = 1000});
+    QVERIFY(cache.isOk());
+    const std::vector<uint8_t> none = cache->residentMask();
+    QCOMPARE(std::count(none.begin(), none.end(), uint8_t{1}), 0);
+    for (int64_t c = 0; c < kNlist; ++c) cache->recordAccess(c);
+    QVERIFY(cache->update().isOk());
+    for (int i = 0; i < 100 && cache->stats().residentClusters < kNlist; ++i) QVERIFY(cache->onSubStage().isOk());
+    QCOMPARE(cache->stats().residentClusters, kNlist);
+    const std::vector<uint8_t> all = cache->residentMask();
+    QCOMPARE(std::count(all.begin(), all.end(), uint8_t{1}), static_cast<long>(kNlist));
+
+    const auto q = queries(10, 6, 11);
+    for (PlanOrder order : {PlanOrder::RoundRobin, PlanOrder::OldestFirst}) {
+      auto hybrid = m_index->makeTasks(q, 10, 16), whole = m_index->makeTasks(q, 10, 16);
+      QVERIFY(hybrid.isOk() && whole.isOk());
+      auto h = pointers(*hybrid), w = pointers(*whole);
+      auto plain = planSubStage(*m_index, h, 0.0, {.order = order});
+      auto bare = planSubStage(*m_index, h, 0.0, {.order = order, .onDevice = none});
+      auto free = planSubStage(*m_index, h, 0.0, {.order = order, .onDevice = all});
+      QVERIFY(plain.isOk() && bare.isOk() && free.isOk());
+      QCOMPARE(bare->take, plain->take);
+      QVERIFY(std::accumulate(plain->take.begin(), plain->take.end(), 0) < 16 * 6);
+      for (int32_t t : free->take) QCOMPARE(t, 16);
+      QVERIFY(cache->step(h, *free).isOk());
+      QVERIFY(m_index->step(w, std::numeric_limits<double>::infinity()).isOk());
+      for (size_t i = 0; i < h.size(); ++i) {
+        QVERIFY(h[i]->done());
+        QVERIFY(sameState(*h[i], *w[i]));
+      }
+    }
+    QVERIFY(cache->stats().deviceVisits >= 2 * 16 * 6);
   }
 
   void aFailingDeviceFallsBackToTheCpu() {
