@@ -338,8 +338,15 @@ int cmdBenchServe(Args& args) {
       if (best.count("hedra") && best.count(base) && best[base] > 0) w.value(best["hedra"] / best[base]);
       else w.null();
     }
+    // The GPU cluster cache's gain: hedra over hedra searching every cluster on the CPU (null
+    // unless both ran, e.g. `--modes flashrag,hedra,hedra-nogpucache`).
+    w.key("gpu_cache_speedup");
+    if (best.count("hedra") && best.count("hedra-nogpucache") && best["hedra-nogpucache"] > 0)
+      w.value(best["hedra"] / best["hedra-nogpucache"]);
+    else
+      w.null();
     // Mean latency of each baseline over hedra's, at every rate both ran.
-    for (const char* base : {"flashrag", "sequential"}) {
+    for (const char* base : {"flashrag", "sequential", "hedra-nogpucache"}) {
       w.key(std::string("latency_") + base + "_over_hedra").beginObject();
       for (double rps : rates)
         if (meanAt.count(base) && meanAt.count("hedra") && meanAt["hedra"][rps] > 0) {

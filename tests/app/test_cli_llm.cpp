@@ -219,7 +219,7 @@ private Q_SLOTS:
     QCOMPARE(one->find("stages")->size(), size_t{6});  // retrieve, generate, (retrieve_again, generate) x 2
     QVERIFY(one->find("variables")->find("docs") != nullptr);
     QCOMPARE(one->find("passages")->size(), size_t{5});
-    r = runRagraph(QStringList{"bench", "serve", "--workflows", "oneshot,multistep", "--modes", "sequential,flashrag,hedra",
+    r = runRagraph(QStringList{"bench", "serve", "--workflows", "oneshot,multistep", "--modes", "sequential,flashrag,hedra,hedra-nogpucache",
                                "--rps", "40", "--requests", "4", "--json", path("serve.json"), "--trace", path("serve.trace.json"),
                                "--find-max", "--search-steps", "1", "--min-seconds", "0.2"} + common);
     QVERIFY2(r.code == 0, qPrintable(r.err));
@@ -227,12 +227,12 @@ private Q_SLOTS:
     QVERIFY(f.open(QIODevice::ReadOnly));
     auto doc = parseJson(f.readAll().toStdString());
     QVERIFY(doc.isOk());
-    QCOMPARE(doc->find("runs")->size(), size_t{6});
+    QCOMPARE(doc->find("runs")->size(), size_t{8});
     QVERIFY(doc->find("settings")->find("blas_kernels") != nullptr);  // which matrix kernels ran
     // 0.2 s of arrivals at 40 rps are 8 requests: more than --requests 4.
     QCOMPARE(doc->find("runs")->asArray().at(0).find("requests")->asInt64().value_or(0), int64_t{8});
     QCOMPARE(doc->find("runs")->asArray().at(0).find("rps")->asDouble(), 40.0);  // each run says its rate
-    QVERIFY(doc->find("search_runs")->size() >= 6);  // at least one probe per workflow and mode
+    QVERIFY(doc->find("search_runs")->size() >= 8);  // at least one probe per workflow and mode
     // Every run generated and retrieved: both workers' work per request, and the ceiling it sets
     // (at most one request per generation busy time).
     for (const auto& run : doc->find("runs")->asArray()) {
@@ -255,6 +255,14 @@ private Q_SLOTS:
       QVERIFY(overBound != nullptr && s->find("over_bound")->find("flashrag") != nullptr);
       if (sustained->isNull()) QVERIFY(overBound->isNull());
       else QCOMPARE(overBound->asDouble(), sustained->asDouble() / s->find("ceiling_rps")->find("hedra")->asDouble());
+      // The GPU cluster cache's gain, hedra over hedra-nogpucache (on this machine both search on
+      // the CPU: the ratio is whatever the runs gave, computed from the two rates).
+      const JsonValue* withoutCache = s->find("max_sustained_rps")->find("hedra-nogpucache");
+      const JsonValue* speedup = s->find("gpu_cache_speedup");
+      QVERIFY(speedup != nullptr && withoutCache != nullptr);
+      if (sustained->isNull() || withoutCache->isNull()) QVERIFY(speedup->isNull());
+      else QCOMPARE(speedup->asDouble(), sustained->asDouble() / withoutCache->asDouble());
+      QVERIFY(s->find("latency_hedra-nogpucache_over_hedra")->find("40") != nullptr);
     }
     QVERIFY(QFile::exists(path("serve.trace.json")));
     // Bad options: exit 2, naming the fix.
