@@ -100,10 +100,17 @@ Result<SubStagePlan> planSubStage(const IvfIndex& index, std::span<SearchTask* c
       open.resize(kept);
     }
   } else {
+    // Once the CPU budget is spent, searches still take their next clusters while those are on
+    // the device (free: device visits never wait for the CPU). Without a mask: the first
+    // cluster that does not fit ends the plan, as before.
     bool first = true, full = false;
-    for (size_t i = 0; i < tasks.size() && !full; ++i) {
-      while (!full && left(i) > 0) {
-        full = !tryTake(i, first);
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      while (left(i) > 0) {
+        if (full && !cost.onDevice(nextCluster(*tasks[i], plan.take[i]))) break;
+        if (!tryTake(i, first)) {
+          full = true;
+          break;
+        }
         first = false;
       }
     }

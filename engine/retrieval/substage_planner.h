@@ -14,7 +14,9 @@
 //   OldestFirst  searches in the order given (the caller's priority: oldest first, speculative
 //                ones last), each by its next clusters, while the estimate stays within the
 //                budget; the first unfinished search gets at least one, and the first cluster
-//                that does not fit ends the plan (first come, first served).
+//                that does not fit ends the plan (first come, first served) but for clusters on
+//                the device (PlannerParams::onDevice), which every search still takes while
+//                they lead its list.
 // Scan modes and their estimates of the step's wall time on `threads` search threads:
 //   Alone   each search scans its clusters on its own, the searches spread over the threads:
 //           the larger of the costliest search and the total over the threads (ClusterCostModel).

@@ -267,6 +267,33 @@ private Q_SLOTS:
     QVERIFY(cache->stats().deviceVisits >= 2 * 16 * 6);
   }
 
+  // Partly resident (even clusters), zero budget: a search takes the cluster it is owed (each
+  // under round-robin, the first under oldest-first) and then every cluster it meets on the
+  // device until its next CPU cluster; under oldest-first, once the CPU budget is spent, the
+  // later searches still take their leading device clusters.
+  void deviceVisitsNeverWaitForTheCpuBudget() {
+    std::vector<uint8_t> even(static_cast<size_t>(kNlist));
+    for (size_t c = 0; c < even.size(); c += 2) even[c] = 1;
+    auto tasks = m_index->makeTasks(queries(33, 8, 7), 10, 16);
+    QVERIFY(tasks.isOk());
+    auto t = pointers(*tasks);
+    // Device clusters at the head of task i's list from position `from`.
+    auto leading = [&](size_t i, size_t from) {
+      int32_t n = 0;
+      while (from + static_cast<size_t>(n) < t[i]->clusters().size() && even[static_cast<size_t>(t[i]->clusters()[from + static_cast<size_t>(n)])]) ++n;
+      return n;
+    };
+    auto owed = [&](size_t i) { return leading(i, 0) > 0 ? leading(i, 0) : 1 + leading(i, 1); };
+    for (PlanOrder order : {PlanOrder::RoundRobin, PlanOrder::OldestFirst}) {
+      auto plan = planSubStage(*m_index, t, 0.0, {.order = order, .onDevice = even});
+      QVERIFY(plan.isOk());
+      for (size_t i = 0; i < t.size(); ++i) {
+        const int32_t want = order == PlanOrder::RoundRobin || i == 0 ? owed(i) : leading(i, 0);
+        QVERIFY2(plan->take[i] == want, qPrintable(QString("task %1: %2 clusters, expected %3").arg(i).arg(plan->take[i]).arg(want)));
+      }
+    }
+  }
+
   void aFailingDeviceFallsBackToTheCpu() {
     FailingScanStore store;
     auto cache = ClusterCache::create(*m_index, store, {.capacityClusters = 16, .updateInterval = 1});
