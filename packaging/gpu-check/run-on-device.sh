@@ -13,7 +13,8 @@
 #                                     /tmp, which lasts while the machine stays warm (30 s idle)
 #   run-on-device.sh serve [SECONDS [ARGS...]]
 #                                     after every part arrived: join and unpack the data, then
-#                                     `workflow run --device cuda` and HedraRAG Fig. 13's
+#                                     `workflow run --device cuda`, one traced Multistep rate per
+#                                     policy (TRACE=0 skips it) and HedraRAG Fig. 13's
 #                                     `bench serve --find-max` (or `bench serve --quick ARGS`) with
 #                                     --device cuda, then --device cpu on the same machine while
 #                                     SECONDS (default 330) last
@@ -81,8 +82,18 @@ case "$mode" in
     export RAGRAPH_CORPUS=$d/corpus.db RAGRAPH_DATA_DIR=$data/home
     # The bundle's ragraph is outside a build tree: name the shipped model and the embedder.
     models=(--model "$PWD/datasets/models/rag-llama" --embedder "$d/rag-embedder")
-    bench workflow-run-cuda 120 workflow run --builtin oneshot "What is a compiler?" --device cuda "${models[@]}" --json
-    head -c 1500 "$OUT/workflow-run-cuda.json"; echo
+    devices=(${DEVICES:-cuda cpu})  # DEVICES=cpu rehearses this mode on a machine without a GPU
+    threads=(--retrieval-threads $(( $(nproc) / 2 )) --generation-threads $(( $(nproc) / 2 )))
+    bench workflow-run 120 workflow run --builtin oneshot "What is a compiler?" --device "${devices[0]}" "${models[@]}" --json
+    head -c 1500 "$OUT/workflow-run.json"; echo
+    # One Multistep rate per policy with every sub-stage traced (Chrome-trace JSON, xz'd; opens in
+    # Perfetto): where hedra's time goes against flashrag's on this machine (TRACE=0: skipped).
+    if [ "${TRACE:-1}" = 1 ]; then
+      bench serve-trace 90 bench serve --quick --workflows multistep --modes flashrag,hedra-nogpucache,hedra --rps 64 \
+        --min-seconds 2 --device "${devices[0]}" "${threads[@]}" "${models[@]}" --trace "$rt/serve.trace.json"
+      [ -f "$rt/serve.trace.json" ] && xz -T0 -c "$rt/serve.trace.json" > "$OUT/serve.trace.json.xz" &&
+        echo "trace: $(du -h "$OUT/serve.trace.json.xz" | cut -f1) xz"
+    fi
     # HedraRAG Fig. 13's shape (the Reproduce page's command): each policy's highest sustained rate
     # per workflow; hedra-nogpucache is hedra with every cluster searched on the CPU, so hedra over
     # it is the GPU cluster cache's gain. Retrieval and generation get half the cores each (generation
@@ -91,9 +102,8 @@ case "$mode" in
     shift 2 2>/dev/null || shift $#
     [ $# -gt 0 ] || set -- --workflows oneshot,multistep,irg --modes flashrag,hedra,hedra-nogpucache --nprobe 256 \
                             --find-max --min-seconds 3
-    fig13=(bench serve --quick "$@" --retrieval-threads $(( $(nproc) / 2 ))
-           --generation-threads $(( $(nproc) / 2 )) "${models[@]}")
-    for dev in cuda cpu; do
+    fig13=(bench serve --quick "$@" "${threads[@]}" "${models[@]}")
+    for dev in "${devices[@]}"; do
       left=$(( budget - $(elapsed) ))
       [ "$left" -gt 30 ] || { echo "no time left for bench serve --device $dev"; break; }
       step "ragraph ${fig13[*]} --device $dev (at most $left s)"
