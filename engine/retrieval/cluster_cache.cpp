@@ -78,7 +78,7 @@ ClusterResidency ClusterCache::residency(int64_t cluster) const {
 
 std::vector<uint8_t> ClusterCache::residentMask() const {
   std::vector<uint8_t> mask(m_state.size());
-  for (size_t c = 0; c < m_state.size(); ++c) mask[c] = m_state[c] == ClusterResidency::Resident;
+  for (size_t c = 0; c < mask.size(); ++c) mask[c] = onDevice(static_cast<int64_t>(c));
   return mask;
 }
 

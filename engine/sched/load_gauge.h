@@ -11,9 +11,10 @@
 // sequences. There, speculative work that finds no idle thread is paid for by real work (with
 // speculation on, multistep at SLO 3 s sustained 14.7 rps against 25.8 without), so the
 // scheduler also asks this gauge: the share of the last window the worker spent working,
-// over the threads it has.
+// over the threads that report to it — for a serving worker its one loop thread, whose steps
+// keep all its compute threads busy at once (stage_executor.h, kWorkerLoopThreads).
 //
-//   LoadGauge load(1);                         // the worker's one thread
+//   LoadGauge load(1);                         // the worker's one loop thread
 //   load.addBusy(stepNs);                      // the worker, after each unit of work
 //   if (load.load(nowNs()) < 0.5) speculate(); // the scheduler thread
 //
