@@ -57,6 +57,7 @@ struct WindVeLive::Impl {
   std::vector<Device> devices;  // [0] main, [1] auxiliary when there is one
   QueryTexts texts;
   std::string plan;
+  std::function<void()> onWorkerStart;  // WindVeParams::onWorkerStart
 
   mutable std::mutex mutex;  // guards what follows
   std::thread worker;
@@ -72,8 +73,9 @@ struct WindVeLive::Impl {
     if (worker.joinable()) worker.join();  // the last job has finished (it cleared `active`)
     active = true;
     stop = false;
-    worker = std::thread([job = std::move(job)] {
-      setCurrentThreadName("windve");
+    worker = std::thread([job = std::move(job), onStart = onWorkerStart] {
+      if (onStart) onStart();
+      setCurrentThreadName("windve");  // after onStart: a thread seen by this name has been through it
       job();
     });
     return Status::ok();
@@ -111,6 +113,7 @@ Result<std::unique_ptr<WindVeLive>> WindVeLive::create(const WindVeParams& param
   dp.allowedCores = allowedCores();
   RAG_ASSIGN_OR_RETURN(DevicePlan plan, detectDevices(dp));
   impl->plan = plan.note;
+  impl->onWorkerStart = params.onWorkerStart;
   for (const DeviceSpec* spec : {&plan.main, plan.auxiliary ? &*plan.auxiliary : nullptr})
     if (spec) impl->devices.push_back({*spec, nullptr});
   // The kernels' thread team is process-wide: as many threads as one CPU instance has cores.

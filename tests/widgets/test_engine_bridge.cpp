@@ -5,9 +5,15 @@
 
 #include <QSignalSpy>
 #include <filesystem>
+#include <functional>
 #include <set>
 
+#ifdef __linux__
+#include <sys/resource.h>
+#endif
+
 #include "tiny_bridge_config.h"
+#include "bridge/background.h"
 #include "bridge/engine_bridge.h"
 #include "bridge/gui_stall_meter.h"
 #include "rag/run_store.h"
@@ -123,6 +129,17 @@ private Q_SLOTS:
     QCOMPARE(ok, metrics.completed);  // every finished request is in the history
     // Nothing live holds KV: what is left is the prefix cache's (reusable, evictable) blocks.
     QTRY_COMPARE_WITH_TIMEOUT(bridge.stats().kvBlocksUsed - bridge.stats().prefixCachedBlocks, 0, 5000);
+  }
+
+  // Background work runs below the GUI thread, whose own priority is left as it was.
+  void backgroundTasksRunBelowTheGuiThread() {
+    QCOMPARE(ragwb::runInBackground(std::plus<>(), 2, 3).result(), 5);  // arguments are passed on
+#ifdef __linux__
+    const int gui = getpriority(PRIO_PROCESS, 0);
+    const int task = ragwb::runInBackground([] { return getpriority(PRIO_PROCESS, 0); }).result();
+    QCOMPARE(task, std::max(gui, ragwb::kBackgroundNice));
+    QCOMPARE(getpriority(PRIO_PROCESS, 0), gui);
+#endif
   }
 
   void badSetUpIsReported() {

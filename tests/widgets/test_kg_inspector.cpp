@@ -352,6 +352,33 @@ private Q_SLOTS:
     QCOMPARE(inspector.graph()->rowCount(), 5);
   }
 
+  // Following a new request closes what following the previous one opened, and nothing the user
+  // opened.
+  void followingARequestClosesOnlyWhatFollowingOpened() {
+    KgInspector inspector(nullptr);
+    inspector.setExplorer(m_kg);
+    inspector.resize(1000, 700);
+    inspector.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&inspector));
+    KgRequestModel* requests = inspector.requests();
+    QTreeView* view = inspector.requestView();
+    inspector.addRequest(record(7, dogUse()));
+    const QModelIndex seven = requests->indexOfRequest(7);
+    QVERIFY(view->isExpanded(seven));
+    QVERIFY(view->isExpanded(requests->index(0, 0, seven)));  // its first subgraph
+    inspector.addRequest(record(8, dogUse()));
+    const QModelIndex eight = requests->indexOfRequest(8);
+    QVERIFY(!view->isExpanded(seven));
+    QVERIFY(!view->isExpanded(requests->index(0, 0, seven)));
+    QVERIFY(view->isExpanded(eight));
+    QCOMPARE(view->currentIndex(), requests->index(0, 0, eight));
+    view->expand(seven);  // the user opens an earlier request
+    inspector.addRequest(record(9, dogUse()));
+    QVERIFY(view->isExpanded(seven));
+    QVERIFY(!view->isExpanded(eight));
+    QVERIFY(view->isExpanded(requests->indexOfRequest(9)));
+  }
+
   // End to end: GraphRAG requests served through the bridge show up in the inspector's request
   // model with the entities they linked and their paths, kept and pruned, with scores.
   void graphRagRequestsAppearInTheView() {

@@ -16,9 +16,13 @@
 #include <QSignalSpy>
 #include <QTableView>
 #include <QTemporaryDir>
+#include <algorithm>
 #include <filesystem>
 
+#include <sys/resource.h>
+
 #include "../fixtures/serving/tiny_serving.h"
+#include "bridge/background.h"
 #include "bridge/gui_stall_meter.h"
 #include "rag/run_store.h"
 #include "reproduce/bench_process.h"
@@ -196,6 +200,10 @@ private Q_SLOTS:
     BenchOutcome o = run(QStringLiteral("/bin/sh"), {QStringLiteral("-c"), QStringLiteral("echo progress >&2; printf '{\"a\": 1}'")});
     QCOMPARE(int(o.kind), int(BenchOutcome::Kind::Finished));
     QCOMPARE(o.json, QStringLiteral("{\"a\": 1}"));
+    // The bench runs below the GUI thread (`nice` with no operand prints the niceness).
+    o = run(QStringLiteral("/bin/sh"), {QStringLiteral("-c"), QStringLiteral("printf '{\"nice\": %s}' $(nice)")});
+    QCOMPARE(QJsonDocument::fromJson(o.json.toUtf8()).object().value(QStringLiteral("nice")).toInt(-1),
+             std::max(ragwb::kBackgroundNice, getpriority(PRIO_PROCESS, 0)));
     // A non-zero exit says its status and the stderr tail.
     o = run(QStringLiteral("/bin/sh"), {QStringLiteral("-c"), QStringLiteral("echo 'bad --flag' >&2; exit 3")});
     QCOMPARE(int(o.kind), int(BenchOutcome::Kind::Failed));

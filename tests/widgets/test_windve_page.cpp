@@ -12,10 +12,38 @@
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
 
+#include <sys/resource.h>
+
+#include "bridge/background.h"
 #include "inspectors/windve_page.h"
 #include "plot/qcustomplot_include.h"
+
+// The nice values of this process's threads named `name` (Linux; empty elsewhere).
+std::vector<int> niceOfThreadsNamed(const std::string& name) {
+  std::vector<int> out;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream comm(task.path() / "comm");
+    std::string n;
+    std::getline(comm, n);
+    if (n != name) continue;
+    std::ifstream statFile(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(statFile)), std::istreambuf_iterator<char>());
+    // Fields after the name in parentheses: state is field 3, nice field 19.
+    std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+    std::string field;
+    for (int i = 3; i <= 19 && rest >> field; ++i)
+      if (i == 19) out.push_back(std::stoi(field));
+  }
+  return out;
+}
 
 class TestWindVePage : public QObject {
   Q_OBJECT
@@ -84,6 +112,10 @@ private Q_SLOTS:
     QVERIFY(page.busy());
     QCOMPARE(page.runButton()->text(), QStringLiteral("Stop"));
     QVERIFY(page.runButton()->isEnabled());
+    // The load's threads run below the GUI thread (bridge/background.h).
+    std::vector<int> loadNice;
+    QTRY_VERIFY_WITH_TIMEOUT(!(loadNice = niceOfThreadsNamed("windve")).empty(), 10000);
+    for (int n : loadNice) QCOMPARE(n, std::max(ragwb::kBackgroundNice, getpriority(PRIO_PROCESS, 0)));
     QVERIFY(finished.wait(120000));
     QVERIFY2(finished[0][0].toBool(), qPrintable(finished[0][1].toString()));
     QVERIFY(!page.busy());

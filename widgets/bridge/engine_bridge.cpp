@@ -3,19 +3,13 @@
 #include <QMetaObject>
 #include <QMetaMethod>
 #include <QPointer>
-#include <QtConcurrent/QtConcurrentRun>
 
+#include "bridge/background.h"
 #include "rag/arrivals.h"
 #include "rag/corpus.h"
 
 #include <algorithm>
 #include <chrono>
-
-#ifdef __linux__
-#include <sys/resource.h>
-
-#include <cerrno>
-#endif
 
 namespace ragwb {
 
@@ -27,22 +21,13 @@ void onGuiThread(QObject* target, F&& fn) {
   QMetaObject::invokeMethod(target, std::forward<F>(fn), Qt::QueuedConnection);
 }
 
-// The engine's threads run at a lower priority than the GUI thread. On Linux the nice value is a
-// thread's own and a new thread inherits its creator's, so lowering the loader thread (which runs
-// Engine::create, where the scheduler, the workers and their pools start) and the driver thread
-// lowers every thread of the engine. On a machine whose cores are all busy (the engine's own
-// workers, an X server that has to composite what the GUI drew) the GUI thread then gets a core
-// when it wakes instead of waiting out a worker's time slice: measured under Xvfb on two shared
-// cores, that wait, not the GUI's own work, was most of the longest stalls. Engine throughput only
-// changes while the GUI thread itself wants the CPU.
-void runBelowTheGuiThread() {
-#ifdef __linux__
-  constexpr int kEngineNice = 10;
-  errno = 0;
-  const int current = getpriority(PRIO_PROCESS, 0);  // this thread's (Linux: per thread)
-  if (errno == 0 && current < kEngineNice) (void)setpriority(PRIO_PROCESS, 0, kEngineNice);
-#endif
-}
+// The engine's threads run below the GUI thread (bridge/background.h): lowering the loader thread
+// (which runs Engine::create, where the scheduler, the workers and their pools start) and the
+// driver thread lowers every thread of the engine. On a machine whose cores are all busy (the
+// engine's own workers, an X server that has to composite what the GUI drew) the GUI thread then
+// gets a core when it wakes instead of waiting out a worker's time slice: measured under Xvfb on
+// two shared cores, that wait, not the GUI's own work, was most of the longest stalls. Engine
+// throughput only changes while the GUI thread itself wants the CPU.
 
 void registerMetaTypes() {
   static const bool once = [] {
@@ -192,8 +177,7 @@ void EngineBridge::requestKvTree() {
   m_kvTreeInFlight = true;
   QPointer<EngineBridge> self(this);
   // On Qt's pool, which the application waits for when it quits (the task may hold the engine).
-  (void)QtConcurrent::run([self, engine = m_engine] {
-    runBelowTheGuiThread();
+  (void)runInBackground([self, engine = m_engine] {
     auto nodes = std::make_shared<std::vector<rag::KvTreeNode>>(engine->kvTreeSnapshot());
     if (!self) return;
     onGuiThread(self.data(), [self, nodes] {

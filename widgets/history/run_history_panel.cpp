@@ -15,9 +15,10 @@
 #include <QToolBar>
 #include <QToolButton>
 #include <QVBoxLayout>
-#include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 #include <set>
+
+#include "bridge/background.h"
 
 namespace ragwb {
 
@@ -149,7 +150,7 @@ void RunHistoryPanel::fail(const QString& text) {
 
 void RunHistoryPanel::setStorePath(const std::filesystem::path& path) {
   m_status->setText(tr("Reading %1…").arg(QString::fromStdString(path.string())));
-  m_listWatcher.setFuture(QtConcurrent::run([path] {
+  m_listWatcher.setFuture(runInBackground([path] {
     return Listed{path, withStore<std::vector<rag::RunSummary>>(path, [](rag::RunStore& s) { return s.listRuns(); })};
   }));
 }
@@ -184,7 +185,7 @@ void RunHistoryPanel::openRun(qint64 id) {
     return;
   }
   m_status->setText(tr("Loading run %1…").arg(id));
-  m_openWatcher.setFuture(QtConcurrent::run([path = m_path, summary = *listedRun] {
+  m_openWatcher.setFuture(runInBackground([path = m_path, summary = *listedRun] {
     rag::Result<rag::RunStore> store = rag::RunStore::open(path);
     if (!store) return Opened{summary, store.status(), store.status()};
     return Opened{summary, store->requests(summary.id), store->trace(summary.id)};
@@ -213,7 +214,7 @@ void RunHistoryPanel::onOpened() {
 }
 
 void RunHistoryPanel::deleteRun(qint64 id) {
-  m_deleteWatcher.setFuture(QtConcurrent::run([path = m_path, id] {
+  m_deleteWatcher.setFuture(runInBackground([path = m_path, id] {
     rag::Result<rag::RunStore> store = rag::RunStore::open(path);
     return Done{id, {}, store ? store->deleteRun(id) : store.status()};
   }));
@@ -308,7 +309,7 @@ QByteArray RunHistoryPanel::chromeTraceJson(const rag::StoredTrace& trace) {
 
 void RunHistoryPanel::exportTrace(qint64 id, const QString& path) {
   m_status->setText(tr("Exporting the trace of run %1…").arg(id));
-  m_exportWatcher.setFuture(QtConcurrent::run([store = m_path, id, path] {
+  m_exportWatcher.setFuture(runInBackground([store = m_path, id, path] {
     rag::Result<rag::StoredTrace> trace =
         withStore<rag::StoredTrace>(store, [id](rag::RunStore& s) { return s.trace(id); });
     if (!trace) return Done{id, path, trace.status()};

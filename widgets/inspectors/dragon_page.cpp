@@ -13,10 +13,10 @@
 #include <QSpinBox>
 #include <QTableView>
 #include <QVBoxLayout>
-#include <QtConcurrent>
 #include <mutex>
 #include <vector>
 
+#include "bridge/background.h"
 #include "inspectors/dragon_event_model.h"
 #include "inspectors/dragon_timeline_view.h"
 
@@ -123,7 +123,7 @@ DragonPage::DragonPage(QWidget* parent) : QWidget(parent) {
     }
     m_loading = false;
     if (r->modelDir != m_modelDir || r->corpus != m_corpus) {  // the sources changed meanwhile
-      if (r->live) (void)QtConcurrent::run([stale = std::move(r->live)]() mutable { stale.reset(); });
+      if (r->live) (void)runInBackground([stale = std::move(r->live)]() mutable { stale.reset(); });
       start();
       return;
     }
@@ -240,7 +240,7 @@ void DragonPage::drain() {
   m_drainTimer.stop();
   m_inbox.reset();
   setBusy(false, false);
-  if (m_retired) (void)QtConcurrent::run([retired = std::move(m_retired)]() mutable { retired.reset(); });
+  if (m_retired) (void)runInBackground([retired = std::move(m_retired)]() mutable { retired.reset(); });
   if (!*done) {
     finish(false, tr("The run failed: %1").arg(QString::fromStdString(done->status().message())));
     return;

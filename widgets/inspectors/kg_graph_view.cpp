@@ -10,9 +10,10 @@
 #include <QPainter>
 #include <QPen>
 #include <QWheelEvent>
-#include <QtConcurrent/QtConcurrentRun>
 #include <cmath>
 #include <unordered_set>
+
+#include "bridge/background.h"
 
 namespace ragwb {
 
@@ -111,7 +112,7 @@ void KgGraphView::relayout() {
     return;
   }
   m_running = true;
-  m_watcher.setFuture(QtConcurrent::run(&layOutKnowledgeGraph, layoutInput()));
+  m_watcher.setFuture(runInBackground(&layOutKnowledgeGraph, layoutInput()));
 }
 
 void KgGraphView::apply(const KgLayout& layout) {

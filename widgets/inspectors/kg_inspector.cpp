@@ -18,9 +18,9 @@
 #include <QTextBrowser>
 #include <QTreeView>
 #include <QVBoxLayout>
-#include <QtConcurrent/QtConcurrentRun>
 #include <utility>
 
+#include "bridge/background.h"
 #include "bridge/engine_bridge.h"
 
 namespace ragwb {
@@ -38,7 +38,7 @@ void inBackground(QObject* ctx, Fn fn, Done done) {
     done(w->result());
     w->deleteLater();
   });
-  w->setFuture(QtConcurrent::run(std::move(fn)));
+  w->setFuture(runInBackground(std::move(fn)));
 }
 
 }  // namespace
@@ -354,9 +354,16 @@ void KgInspector::addRequest(const rag::RequestRecord& record) {
       pick = m_requests->index(i, 0, req);
       break;
     }
-  m_requestView->collapseAll();
+  // Close only what following the previous request opened: collapseAll() laid out every row of
+  // the tree again on each finished request, and closed what the user had opened.
+  for (const QPersistentModelIndex& opened : std::exchange(m_followOpened, {}))
+    if (opened.isValid()) m_requestView->collapse(opened);
   m_requestView->expand(req);
-  if (pick != req) m_requestView->expand(pick);
+  m_followOpened.push_back(req);
+  if (pick != req) {
+    m_requestView->expand(pick);
+    m_followOpened.push_back(pick);
+  }
   m_requestView->setCurrentIndex(pick);
   m_requestView->scrollTo(pick);
 }

@@ -14,6 +14,7 @@
 //   tools.add("kgDock", tr("Knowledge graph"), kg, ToolPlacement::tabbedWith("kvTreeDock"));
 #pragma once
 
+#include <QPersistentModelIndex>
 #include <QWidget>
 #include <filesystem>
 #include <memory>
@@ -114,6 +115,7 @@ private:
   QTreeView* m_requestView;
   QTextBrowser* m_passages;
   QLabel* m_status;
+  std::vector<QPersistentModelIndex> m_followOpened;  // rows the last followed request expanded
   int m_fetchSerial = 0;
   double m_longestRequestMs = 0;  // the newest neighbourhood fetch; older answers are dropped
 };

@@ -3,7 +3,6 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QFutureWatcher>
-#include <QtConcurrent/QtConcurrentRun>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -15,6 +14,7 @@
 #include <QVBoxLayout>
 #include <utility>
 
+#include "bridge/background.h"
 #include "bridge/engine_bridge.h"
 
 namespace ragwb {
@@ -203,7 +203,7 @@ void KvTreeInspector::layOutInBackground(std::vector<rag::KvTreeNode> nodes) {
     }
   });
   // The highlighted prompt's path may have grown in this snapshot: its parents are unfolded too.
-  watcher->setFuture(QtConcurrent::run(
+  watcher->setFuture(runInBackground(
       [nodes = std::move(nodes), fold = m_model->foldParams(), unfolded = m_model->unfoldedKeys(),
        prompt = m_model->pathPrompt(), ns = m_model->pathNamespace()]() mutable {
         QSet<qint64> open = KvTreeModel::withPathParents(nodes, std::move(unfolded), prompt, ns);

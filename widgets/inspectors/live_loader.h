@@ -6,10 +6,11 @@
 //   ... on m_loader's finished(): std::shared_ptr<LiveLoad<rag::WindVeLive>> r = m_loader.result();
 #pragma once
 
-#include <QtConcurrent>
+#include <QFuture>
 #include <filesystem>
 #include <memory>
 
+#include "bridge/background.h"
 #include "rag/status.h"
 
 namespace ragwb {
@@ -25,7 +26,7 @@ struct LiveLoad {
 template <class Live, class Params>
 QFuture<std::shared_ptr<LiveLoad<Live>>> loadLive(Params params, std::filesystem::path modelDir,
                                                   std::filesystem::path corpus) {
-  return QtConcurrent::run([params = std::move(params), modelDir = std::move(modelDir), corpus = std::move(corpus)] {
+  return runInBackground([params = std::move(params), modelDir = std::move(modelDir), corpus = std::move(corpus)] {
     auto out = std::make_shared<LiveLoad<Live>>();
     out->modelDir = modelDir;
     out->corpus = corpus;

@@ -10,13 +10,13 @@
 #include <QSpinBox>
 #include <QSplitter>
 #include <QVBoxLayout>
-#include <QtConcurrent>
 #include <algorithm>
 #include <cmath>
 #include <mutex>
 #include <utility>
 #include <vector>
 
+#include "bridge/background.h"
 #include "plot/plot_export.h"
 #include "plot/qcustomplot_include.h"
 
@@ -36,7 +36,7 @@ QString percent(double share) { return QString::number(100.0 * share, 'f', 0) + 
 void retire(std::shared_ptr<rag::WindVeLive> live) {
   if (!live) return;
   live->stop();
-  (void)QtConcurrent::run([old = std::move(live)]() mutable { old.reset(); });
+  (void)runInBackground([old = std::move(live)]() mutable { old.reset(); });
 }
 
 }  // namespace
@@ -292,7 +292,9 @@ void WindVePage::load(Next next) {
   m_runAfterCalibration = next == Next::Run;
   setBusy(true, false);
   m_status->setText(tr("Loading the embedder on both devices…"));
-  m_loader.setFuture(loadLive<rag::WindVeLive>(rag::WindVeParams{.embedderDir = m_embedderDir, .corpusPath = m_corpus},
+  m_loader.setFuture(loadLive<rag::WindVeLive>(rag::WindVeParams{.embedderDir = m_embedderDir,
+                                                                 .corpusPath = m_corpus,
+                                                                 .onWorkerStart = &runBelowTheGuiThread},
                                                m_embedderDir, m_corpus));
 }
 

@@ -3,7 +3,8 @@
 #include <QHeaderView>
 #include <QLocale>
 #include <QVBoxLayout>
-#include <QtConcurrent/QtConcurrentRun>
+
+#include "bridge/background.h"
 
 namespace ragwb {
 
@@ -36,7 +37,7 @@ void OverviewPage::loadCorpus(const std::filesystem::path& path) {
   m_path->setText(tr("Corpus: %1").arg(QString::fromStdString(path.string())));
   m_message->setText(tr("Reading corpus statistics…"));
   m_model.clear();
-  m_watcher.setFuture(QtConcurrent::run([path] { return rag::readCorpusStats(path); }));
+  m_watcher.setFuture(runInBackground([path] { return rag::readCorpusStats(path); }));
 }
 
 void OverviewPage::onFinished() {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,8 @@
 #include <cerrno>
 #include <cstring>
 #include <vector>
+
+#include "bridge/background.h"
 
 extern char** environ;
 
@@ -78,8 +81,18 @@ bool BenchProcess::start(const QString& program, const QStringList& args, double
     pid_t pid = -1;
     const int rc = ::posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
-    if (rc == 0) m_pid = pid;
-    else startError = QString::fromLocal8Bit(std::strerror(rc));
+    if (rc == 0) {
+      m_pid = pid;
+      // The bench runs below the GUI thread, as the engine does (bridge/background.h). A new
+      // process inherits the nice value of the thread that spawned it, the GUI thread's, so it
+      // is lowered here: posix_spawn returns once the child has exec'd, before the bench's own
+      // threads exist, and those inherit its main thread's value.
+      errno = 0;
+      const int inherited = ::getpriority(PRIO_PROCESS, static_cast<id_t>(pid));
+      if (errno == 0 && inherited < kBackgroundNice) (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(pid), kBackgroundNice);
+    } else {
+      startError = QString::fromLocal8Bit(std::strerror(rc));
+    }
   }
   for (int fd : {out[1], err[1]})
     if (fd >= 0) ::close(fd);

@@ -2,7 +2,6 @@
 
 #include <QDateTime>
 #include <QFutureWatcher>
-#include <QtConcurrent/QtConcurrentRun>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QJsonDocument>
@@ -18,6 +17,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "bridge/background.h"
 #include "plot/qcustomplot_include.h"
 #include "rag/run_store.h"
 #include "reproduce/bench_process.h"
@@ -200,7 +200,7 @@ void ReproducePage::withStore(rag::BenchResult add, std::function<void(StoreWork
     StoreWork w = watcher->result();
     then(w);
   });
-  watcher->setFuture(QtConcurrent::run([path = m_storePath.toStdString(), add = std::move(add)] {
+  watcher->setFuture(runInBackground([path = m_storePath.toStdString(), add = std::move(add)] {
     StoreWork w;
     auto store = rag::RunStore::open(path);
     if (!store) {

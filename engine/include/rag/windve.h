@@ -46,6 +46,10 @@ struct WindVeParams {
   std::filesystem::path corpusPath;   // its test-split questions are the queries (may be missing)
   int64_t queryTexts = 512;           // how many distinct query texts the clients cycle through
   bool heterogeneous = true;          // false: no auxiliary instance is loaded at all
+  // Called first on the thread each calibration and load runs on. Every other thread of a
+  // calibration or load (the service's workers, the clients) starts from that one, so a nice
+  // value set here holds for all of them: the workbench runs them below its GUI thread.
+  std::function<void()> onWorkerStart;
 };
 
 struct WindVeCalibrationSettings {
