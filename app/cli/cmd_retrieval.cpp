@@ -5,7 +5,7 @@
 //
 //   ragraph index build [--embedder DIR] [--nlist N] [--batch 64] [--dtype bf16]
 //   ragraph index calibrate [--queries 2000] [--target 0.95] [--confidence 0.95] [--force]
-//   ragraph eval retrieval --split test --limit 2000 --json
+//   ragraph eval retrieval --split test --limit 2000 --json [--reworded] [--fusion-sweep]
 #include <cstdio>
 #include <numeric>
 #include <optional>
@@ -217,6 +217,7 @@ int cmdEvalRetrieval(Args& args) {
   Result<int64_t> limit = args.getInt("limit", 0);
   const bool json = args.flag("json");
   const bool reworded = args.flag("reworded");
+  const bool sweep = args.flag("fusion-sweep");
   Result<int64_t> threads = args.getInt("threads", static_cast<int64_t>(std::thread::hardware_concurrency()));
   if (!limit || !threads) return fail(!limit ? limit.status() : threads.status());
   if (*limit < 0 || *threads < 1) return fail(Status::invalidArgument("--limit must be >= 0 and --threads >= 1"));
@@ -288,12 +289,25 @@ int cmdEvalRetrieval(Args& args) {
     bm25Hits.push_back(std::move(*hits));
   }
   const Recall lexical = recall(bm25Hits, bm25Watch.elapsedSeconds());
-  std::vector<std::vector<int64_t>> fused;
-  for (size_t i = 0; i < bm25Hits.size(); ++i) {
-    const std::vector<int64_t> both[] = {(*defHits)[i], bm25Hits[i]};
-    fused.push_back(retrieval::reciprocalRankFusion(both, kTop));
-  }
-  const Recall hybrid = recall(fused, def.seconds + lexical.seconds);
+  auto fuse = [&](const retrieval::HybridFusion& f) {
+    std::vector<std::vector<int64_t>> fused;
+    for (size_t i = 0; i < bm25Hits.size(); ++i) fused.push_back(retrieval::hybridFusion((*defHits)[i], bm25Hits[i], kTop, f));
+    return recall(fused, def.seconds + lexical.seconds);
+  };
+  const Recall hybrid = fuse({});
+  // --fusion-sweep: hybrid's recall over a grid of RRF constants and dense weights (BM25's weight
+  // 1), from the same two rankings: how HybridFusion's defaults were chosen (on the dev split).
+  struct SweepPoint {
+    retrieval::HybridFusion fusion;
+    Recall recall;
+  };
+  std::vector<SweepPoint> sweepPoints;
+  if (sweep)
+    for (double c : {1.0, 5.0, 20.0, 60.0})
+      for (double w : {0.0, 0.1, 0.25, 0.5, 0.75, 1.0}) {
+        const retrieval::HybridFusion f{.c = c, .denseWeight = w, .lexicalWeight = 1.0};
+        sweepPoints.push_back({f, fuse(f)});
+      }
 
   auto write = [](JsonWriter& w, const Recall& x) {
     w.beginObject();
@@ -335,6 +349,25 @@ int cmdEvalRetrieval(Args& args) {
     write(w, lexical);
     w.key("hybrid");
     write(w, hybrid);
+    const retrieval::HybridFusion used;
+    w.key("hybrid_fusion").beginObject()
+        .key("c").value(used.c)
+        .key("dense_weight").value(used.denseWeight)
+        .key("lexical_weight").value(used.lexicalWeight)
+        .endObject();
+    if (sweep) {
+      w.key("fusion_sweep").beginArray();
+      for (const SweepPoint& p : sweepPoints) {
+        w.beginObject();
+        w.key("c").value(p.fusion.c);
+        w.key("dense_weight").value(p.fusion.denseWeight);
+        w.key("recall@1").value(p.recall.at1);
+        w.key("recall@5").value(p.recall.at5);
+        w.key("recall@20").value(p.recall.at20);
+        w.endObject();
+      }
+      w.endArray();
+    }
     w.endObject();
     std::cout << std::endl;
   } else {
@@ -349,8 +382,13 @@ int cmdEvalRetrieval(Args& args) {
                   static_cast<long long>(nprobe), x.at1, x.at5, x.at20, x.seconds);
     std::printf("  bm25       recall@1 %.3f  @5 %.3f  @20 %.3f  (%.3f s)\n", lexical.at1, lexical.at5, lexical.at20,
                 lexical.seconds);
-    std::printf("  hybrid     recall@1 %.3f  @5 %.3f  @20 %.3f  (IVF at nprobe %lld + BM25, reciprocal-rank fusion)\n",
-                hybrid.at1, hybrid.at5, hybrid.at20, static_cast<long long>(r->nprobe));
+    const retrieval::HybridFusion used;
+    std::printf("  hybrid     recall@1 %.3f  @5 %.3f  @20 %.3f  (IVF at nprobe %lld + BM25, reciprocal-rank fusion, "
+                "c %g, dense weight %g)\n",
+                hybrid.at1, hybrid.at5, hybrid.at20, static_cast<long long>(r->nprobe), used.c, used.denseWeight);
+    for (const SweepPoint& p : sweepPoints)
+      std::printf("  fusion c %-3g dense weight %-4g recall@1 %.3f  @5 %.3f  @20 %.3f\n", p.fusion.c,
+                  p.fusion.denseWeight, p.recall.at1, p.recall.at5, p.recall.at20);
   }
   return 0;
 }

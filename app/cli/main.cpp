@@ -75,8 +75,8 @@ const std::vector<Command>& commands() {
        {"force", "quiet", "json"}, cmdIndexCalibrate},
       {"eval", "retrieval",
        "[--split test] [--limit N] [--corpus PATH] [--embedder DIR] [--index BASE] [--nprobe N] "
-       "[--threads N] [--reworded] [--json]",
-       {"json", "reworded"}, cmdEvalRetrieval},
+       "[--threads N] [--reworded] [--fusion-sweep] [--json]",
+       {"json", "reworded", "fusion-sweep"}, cmdEvalRetrieval},
       {"bench", "retrieval",
        "[--split test] [--limit 500] [--k 5] [--patience 8] [--nprobe N] [--corpus PATH] "
        "[--embedder DIR] [--index BASE] [--json]",

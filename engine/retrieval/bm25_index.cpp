@@ -208,20 +208,24 @@ Result<std::vector<Bm25Index::Scored>> Bm25Index::searchScored(std::string_view 
 int64_t Bm25Index::size() const { return m_impl->size; }
 bool Bm25Index::rebuilt() const { return m_impl->rebuilt; }
 
-std::vector<int64_t> reciprocalRankFusion(std::span<const std::vector<int64_t>> rankings, int32_t k, double c) {
+std::vector<int64_t> reciprocalRankFusion(std::span<const std::vector<int64_t>> rankings, int32_t k, double c,
+                                          std::span<const double> weights) {
   struct Score {
     double score = 0;
     size_t firstSeen = 0;  // order of first appearance, rankings in turn
   };
   std::unordered_map<int64_t, Score> scores;
   size_t seen = 0;
-  for (const std::vector<int64_t>& r : rankings)
+  for (size_t i = 0; i < rankings.size(); ++i) {
+    const std::vector<int64_t>& r = rankings[i];
+    const double w = i < weights.size() ? weights[i] : 1.0;
     for (size_t rank = 0; rank < r.size(); ++rank) {
       if (r[rank] < 0) continue;
       auto [it, fresh] = scores.try_emplace(r[rank], Score{0, seen});
       if (fresh) ++seen;
-      it->second.score += 1.0 / (c + static_cast<double>(rank + 1));
+      it->second.score += w / (c + static_cast<double>(rank + 1));
     }
+  }
   std::vector<std::pair<int64_t, Score>> all(scores.begin(), scores.end());
   std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
     if (a.second.score != b.second.score) return a.second.score > b.second.score;
@@ -231,6 +235,13 @@ std::vector<int64_t> reciprocalRankFusion(std::span<const std::vector<int64_t>> 
   std::vector<int64_t> out;
   for (size_t i = 0; i < all.size() && static_cast<int32_t>(out.size()) < k; ++i) out.push_back(all[i].first);
   return out;
+}
+
+std::vector<int64_t> hybridFusion(const std::vector<int64_t>& dense, const std::vector<int64_t>& lexical, int32_t k,
+                                  const HybridFusion& fusion) {
+  const std::vector<int64_t> rankings[] = {dense, lexical};
+  const double weights[] = {fusion.denseWeight, fusion.lexicalWeight};
+  return reciprocalRankFusion(rankings, k, fusion.c, weights);
 }
 
 }  // namespace rag::retrieval

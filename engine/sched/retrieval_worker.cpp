@@ -246,18 +246,18 @@ RetrievalUpdate RetrievalWorker::finalUpdate(Live& l) {
   std::vector<retrieval::SearchHit> all = l.task.topK();
   u.cache = retrieval::LocalCache::remember(l.task, m_clusterOfIds, m_params.localCacheKeep);
   if (l.job.method == RetrievalMethod::Hybrid) {
-    // The dense top-20 (see admit) fused with BM25's top-20 by reciprocal rank.
+    // The dense top-20 (see admit) fused with BM25's top-20 (retrieval::hybridFusion).
     const int32_t depth = std::max<int32_t>(l.job.k, static_cast<int32_t>(m_params.localCacheKeep));
     Result<std::vector<retrieval::SearchHit>> lexical = lexicalHits(l.job.query, depth);
     if (!lexical) {
       u.error = lexical.status();
       return u;
     }
-    std::vector<int64_t> rankings[2];
-    for (const retrieval::SearchHit& h : all) rankings[0].push_back(h.id);
-    for (const retrieval::SearchHit& h : *lexical) rankings[1].push_back(h.id);
+    std::vector<int64_t> dense, bm25;
+    for (const retrieval::SearchHit& h : all) dense.push_back(h.id);
+    for (const retrieval::SearchHit& h : *lexical) bm25.push_back(h.id);
     std::vector<retrieval::SearchHit> fused;
-    for (int64_t row : retrieval::reciprocalRankFusion(rankings, l.job.k)) {
+    for (int64_t row : retrieval::hybridFusion(dense, bm25, l.job.k)) {
       auto dense = std::find_if(all.begin(), all.end(), [&](const retrieval::SearchHit& h) { return h.id == row; });
       fused.push_back({row, dense != all.end() ? dense->similarity : 0.0f});
     }

@@ -126,7 +126,7 @@ private Q_SLOTS:
     QVERIFY2(measured.isOk(), qPrintable(r.out));
     QCOMPARE(*measured->find("default_nprobe")->asInt64(), nprobe);
     QCOMPARE(measured->find("default_nprobe_from")->asString(), std::string("calibration"));
-    r = runRagraph({"eval", "retrieval", "--corpus", corpus(), "--embedder", path("emb"), "--nprobe", "4", "--json"});
+    r = runRagraph({"eval", "retrieval", "--corpus", corpus(), "--embedder", path("emb"), "--nprobe", "4", "--fusion-sweep", "--json"});
     QVERIFY2(r.code == 0, qPrintable(r.err));
     auto rec = parseJson(r.out.toStdString());
     QVERIFY2(rec.isOk(), qPrintable(r.out));
@@ -136,6 +136,23 @@ private Q_SLOTS:
       // Searching all 4 clusters is the exact search.
       QCOMPARE(rec->find("ivf_default")->find(key)->asDouble(), flat);
     }
+    // The sweep fuses the same two rankings: dense at weight 0 is BM25's order, and the point of
+    // the shipped fusion is `hybrid`.
+    const JsonValue* sweep = rec->find("fusion_sweep");
+    QVERIFY(sweep && sweep->isArray());
+    QCOMPARE(sweep->asArray().size(), size_t{24});
+    const double usedC = rec->find("hybrid_fusion")->find("c")->asDouble();
+    const double usedWeight = rec->find("hybrid_fusion")->find("dense_weight")->asDouble();
+    int matched = 0;
+    for (const JsonValue& p : sweep->asArray()) {
+      const double c = p.find("c")->asDouble(), w = p.find("dense_weight")->asDouble();
+      for (const char* key : {"recall@1", "recall@5"}) {
+        if (w == 0) QCOMPARE(p.find(key)->asDouble(), rec->find("bm25")->find(key)->asDouble());
+        if (c == usedC && w == usedWeight) QCOMPARE(p.find(key)->asDouble(), rec->find("hybrid")->find(key)->asDouble());
+      }
+      matched += c == usedC && w == usedWeight;
+    }
+    QCOMPARE(matched, 1);
     QVERIFY(rec->find("ivf")->find("8") == nullptr);  // nprobe above nlist is not listed
     r = runRagraph({"eval", "qa", "--corpus", corpus(), "--model", model(), "--context", "retrieved", "--embedder",
                     path("emb"), "--nprobe", "4", "--limit", "3", "--max-tokens", "2", "--json"});

@@ -88,6 +88,21 @@ private Q_SLOTS:
     QCOMPARE(reciprocalRankFusion(r, 2), (std::vector<int64_t>{1, 3}));
     QVERIFY(reciprocalRankFusion({}, 3).empty());
   }
+
+  void weightedFusionLetsTheHeavierRankingLead() {
+    const std::vector<int64_t> dense = {5, 6, 7}, lexical = {7, 8, 5};
+    // Equal weights, c = 60: 5 = 1/61 + 1/63, 7 = 1/63 + 1/61 (tie: dense first), 6 = 1/62, 8 = 1/62.
+    QCOMPARE(hybridFusion(dense, lexical, 4, {.c = 60, .denseWeight = 1}), (std::vector<int64_t>{5, 7, 6, 8}));
+    // Dense at weight 0: BM25's order alone, dense-only ids after it at score 0 in dense order.
+    QCOMPARE(hybridFusion(dense, lexical, 4, {.c = 60, .denseWeight = 0}), (std::vector<int64_t>{7, 8, 5, 6}));
+    // A small c makes ranks matter more: with c = 1 and dense at 0.5, 7 = 0.5/4 + 1/2 leads,
+    // 5 = 0.5/2 + 1/4 = 0.5 beats 8 = 1/3, and 6 = 0.5/3 comes last.
+    QCOMPARE(hybridFusion(dense, lexical, 4, {.c = 1, .denseWeight = 0.5}), (std::vector<int64_t>{7, 5, 8, 6}));
+    // Weights beyond the rankings given default to 1.
+    const std::vector<std::vector<int64_t>> r = {dense, lexical};
+    const double oneWeight[] = {1.0};
+    QCOMPARE(reciprocalRankFusion(r, 4, 60, oneWeight), reciprocalRankFusion(r, 4));
+  }
 };
 
 QTEST_GUILESS_MAIN(TestBm25Index)
