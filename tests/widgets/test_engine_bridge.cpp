@@ -5,8 +5,15 @@
 
 #include <QSignalSpy>
 #include <filesystem>
+#include <QSemaphore>
+#include <QThreadPool>
+#include <QtConcurrent/QtConcurrentRun>
+#include <atomic>
 #include <functional>
 #include <set>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #ifdef __linux__
 #include <sys/resource.h>
@@ -136,8 +143,29 @@ private Q_SLOTS:
     QCOMPARE(ragwb::runInBackground(std::plus<>(), 2, 3).result(), 5);  // arguments are passed on
 #ifdef __linux__
     const int gui = getpriority(PRIO_PROCESS, 0);
-    const int task = ragwb::runInBackground([] { return getpriority(PRIO_PROCESS, 0); }).result();
-    QCOMPARE(task, std::max(gui, ragwb::kBackgroundNice));
+    auto niceOfTask = [] { return std::pair(getpriority(PRIO_PROCESS, 0), std::this_thread::get_id()); };
+    // On a pool thread: lowered. (isFinished() waits without taking the task over.)
+    QFuture<std::pair<int, std::thread::id>> onPool = ragwb::runInBackground(niceOfTask);
+    QTRY_VERIFY_WITH_TIMEOUT(onPool.isFinished(), 10000);
+    QVERIFY(onPool.result().second != std::this_thread::get_id());
+    QCOMPARE(onPool.result().first, std::max(gui, ragwb::kBackgroundNice));
+    QCOMPARE(getpriority(PRIO_PROCESS, 0), gui);
+    // Every pool thread busy: result() runs the task on this thread, which keeps its priority.
+    QThreadPool* pool = QThreadPool::globalInstance();
+    QSemaphore release;
+    std::atomic<int> blocked = 0;
+    std::vector<QFuture<void>> blockers;
+    for (int i = 0; i < pool->maxThreadCount(); ++i)
+      blockers.push_back(QtConcurrent::run([&] {
+        ++blocked;
+        release.acquire();
+      }));
+    QTRY_COMPARE_WITH_TIMEOUT(blocked.load(), pool->maxThreadCount(), 10000);
+    const auto stolen = ragwb::runInBackground(niceOfTask).result();
+    release.release(pool->maxThreadCount());
+    for (QFuture<void>& b : blockers) b.waitForFinished();
+    QCOMPARE(stolen.second, std::this_thread::get_id());
+    QCOMPARE(stolen.first, gui);
     QCOMPARE(getpriority(PRIO_PROCESS, 0), gui);
 #endif
   }

@@ -15,6 +15,7 @@
 
 #include <QtConcurrent/QtConcurrentRun>
 #include <functional>
+#include <thread>
 #include <utility>
 
 namespace ragwb {
@@ -26,12 +27,14 @@ inline constexpr int kBackgroundNice = 10;
 void runBelowTheGuiThread();
 
 // QtConcurrent::run on Qt's global pool, at background priority. Arguments are copied (decayed)
-// into the task, as QtConcurrent::run does.
+// into the task, as QtConcurrent::run does. A future waited on (QFuture::result,
+// waitForFinished) before a pool thread has taken its task runs the task on the waiting thread;
+// that thread, the one that asked for the work, keeps its priority.
 template <class F, class... Args>
 auto runInBackground(F&& f, Args&&... args) {
   return QtConcurrent::run(
-      [f = std::forward<F>(f), ... args = std::forward<Args>(args)]() mutable {
-        runBelowTheGuiThread();
+      [caller = std::this_thread::get_id(), f = std::forward<F>(f), ... args = std::forward<Args>(args)]() mutable {
+        if (std::this_thread::get_id() != caller) runBelowTheGuiThread();
         return std::invoke(std::move(f), std::move(args)...);
       });
 }
