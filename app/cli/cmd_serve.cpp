@@ -63,6 +63,7 @@ void writeRun(JsonWriter& w, const RunFigures& f) {
   w.beginObject();
   w.key("workflow").value(f.workflow).key("mode").value(f.mode).key("rps").value(f.rps);
   w.key("requests").value(m.requests).key("completed").value(m.completed).key("failed").value(m.failed);
+  if (!f.firstError.empty()) w.key("first_error").value(f.firstError);
   w.key("busy").value(f.busy);
   w.key("mean_latency_s").value(m.meanLatency).key("p50_latency_s").value(m.p50Latency).key("p99_latency_s").value(m.p99Latency);
   w.key("throughput_rps").value(m.throughput).key("slo_attainment").value(m.sloAttainment);
@@ -112,8 +113,19 @@ int cmdBenchServe(Args& args) {
   auto searchSteps = args.getInt("search-steps", 4);
   auto serving = readServingParams(args, "hedra");
   if (!serving) return fail(serving.status());
-  for (auto* r : {&requests, &nprobe, &seed, &searchSteps})
+  // HedraRAG Eq. (2)'s two sides, for measuring it: the generation worker's KV pool and the GPU
+  // cluster cache (which only exists with --device cuda and a policy that uses it).
+  auto kvMb = args.getInt("kv-mb", serving->kvBudgetBytes >> 20);
+  auto gpuCacheMb = args.getInt("gpu-cache-mb", serving->gpuCacheBytes >> 20);
+  for (auto* r : {&requests, &nprobe, &seed, &searchSteps, &kvMb, &gpuCacheMb})
     if (!*r) return fail(r->status());
+  constexpr int64_t kMaxMb = int64_t{1} << 20;  // 1 TiB
+  if (*kvMb < 1 || *kvMb > kMaxMb) return fail(Status::invalidArgument("--kv-mb must be between 1 and 1048576 (MiB of KV pool)"));
+  if (*gpuCacheMb < 1 || *gpuCacheMb > kMaxMb)
+    return fail(Status::invalidArgument(
+        "--gpu-cache-mb must be between 1 and 1048576 (MiB); for no GPU cluster cache use --modes hedra-nogpucache"));
+  serving->kvBudgetBytes = *kvMb << 20;
+  serving->gpuCacheBytes = *gpuCacheMb << 20;
   if (!slo) return fail(slo.status());
   if (!minSeconds) return fail(minSeconds.status());
   if (!(*minSeconds >= 0) || *minSeconds > 3600)
@@ -218,6 +230,8 @@ int cmdBenchServe(Args& args) {
                  runs.size() + probes.size() + 1, total, probes.empty() && runs.size() < total ? "" : "+",
                  wname.c_str(), f->mode.c_str(), rps, count, f->m.meanLatency, f->m.p99Latency, f->m.sloAttainment,
                  f->m.accuracy, static_cast<long long>(f->m.specAccepted), static_cast<long long>(f->m.speculations));
+    if (!f->firstError.empty())
+      std::fprintf(stderr, "  %lld failed; the first: %s\n", static_cast<long long>(f->m.failed), f->firstError.c_str());
     return f;
   };
   for (const auto& [wname, graph] : workflows)
@@ -272,6 +286,8 @@ int cmdBenchServe(Args& args) {
   w.key("retrieval_threads").value(static_cast<int64_t>(serving->retrievalThreads));
   w.key("blas_kernels").value(blasKernelSet());  // core/blas_info.h
   w.key("model").value(serving->modelDir.string()).key("dtype").value(serving->dtype);
+  w.key("device").value(serving->device);
+  w.key("kv_mb").value(*kvMb).key("gpu_cache_mb").value(*gpuCacheMb);
   w.key("sustained_means").value("at least 90% of requests within the SLO, over at least min_seconds of arrivals");
   w.endObject();
   w.key("runs").beginArray();

@@ -129,6 +129,7 @@ Result<RunFigures> serveRun(const std::shared_ptr<const ServingAssets>& assets, 
     Result<RequestResult> r = s.handle->wait();
     if (onResult) onResult(s.index, r);
     rec.ok = r.isOk();
+    if (!r && f.firstError.empty()) f.firstError = r.status().message();
     if (r) {
       rec.latencySeconds = r->latencySeconds;
       rec.correct = corpus::answerMatches(r->answer, trace[s.index].answers);

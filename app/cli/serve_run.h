@@ -41,6 +41,7 @@ struct RunFigures {
   std::vector<double> ttftMostlyCached, ttftMostlyComputed;
   ServingStats stats;  // at the end of the run
   RunMetrics m;
+  std::string firstError;  // why the first failed request failed ("" when none did)
 };
 
 // The highest request rate at which `genSec` and `retSec` seconds of work per request fit (each

@@ -238,7 +238,7 @@ private Q_SLOTS:
     QCOMPARE(one->find("passages")->size(), size_t{5});
     r = runRagraph(QStringList{"bench", "serve", "--workflows", "oneshot,multistep", "--modes", "sequential,flashrag,hedra,hedra-nogpucache",
                                "--rps", "40", "--requests", "4", "--json", path("serve.json"), "--trace", path("serve.trace.json"),
-                               "--find-max", "--search-steps", "1", "--min-seconds", "0.2"} + common);
+                               "--find-max", "--search-steps", "1", "--min-seconds", "0.2", "--kv-mb", "96", "--gpu-cache-mb", "64"} + common);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QFile f(path("serve.json"));
     QVERIFY(f.open(QIODevice::ReadOnly));
@@ -246,6 +246,10 @@ private Q_SLOTS:
     QVERIFY(doc.isOk());
     QCOMPARE(doc->find("runs")->size(), size_t{8});
     QVERIFY(doc->find("settings")->find("blas_kernels") != nullptr);  // which matrix kernels ran
+    // Eq. (2)'s two sizes as given, and where generation ran.
+    QCOMPARE(*doc->find("settings")->find("kv_mb")->asInt64(), int64_t{96});
+    QCOMPARE(*doc->find("settings")->find("gpu_cache_mb")->asInt64(), int64_t{64});
+    QCOMPARE(doc->find("settings")->find("device")->asString(), std::string("cpu"));
     // 0.2 s of arrivals at 40 rps are 8 requests: more than --requests 4.
     QCOMPARE(doc->find("runs")->asArray().at(0).find("requests")->asInt64().value_or(0), int64_t{8});
     QCOMPARE(doc->find("runs")->asArray().at(0).find("rps")->asDouble(), 40.0);  // each run says its rate
@@ -286,7 +290,9 @@ private Q_SLOTS:
     for (const auto& [option, value, named] : {std::tuple{"--modes", "fastest", "hedra-nospec"},
                                                std::tuple{"--rps", "0", "--rps"},
                                                std::tuple{"--min-seconds", "-1", "--min-seconds"},
-                                               std::tuple{"--spec-load", "-1", "--spec-load"}}) {
+                                               std::tuple{"--spec-load", "-1", "--spec-load"},
+                                               std::tuple{"--kv-mb", "0", "--kv-mb"},
+                                               std::tuple{"--gpu-cache-mb", "0", "hedra-nogpucache"}}) {
       r = runRagraph(QStringList{"bench", "serve", option, value} + common);
       QCOMPARE(r.code, 2);
       QVERIFY2(r.err.contains(named), qPrintable(r.err));
