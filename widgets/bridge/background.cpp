@@ -8,12 +8,15 @@
 
 namespace ragwb {
 
-void runBelowTheGuiThread() {
+void lowerToBackground([[maybe_unused]] int who) {
 #ifdef __linux__
+  const auto id = static_cast<id_t>(who);
   errno = 0;
-  const int current = getpriority(PRIO_PROCESS, 0);  // this thread's (Linux: per thread)
-  if (errno == 0 && current < kBackgroundNice) (void)setpriority(PRIO_PROCESS, 0, kBackgroundNice);
+  const int current = getpriority(PRIO_PROCESS, id);  // Linux: the nice value is per thread
+  if (errno == 0 && current < kBackgroundNice) (void)setpriority(PRIO_PROCESS, id, kBackgroundNice);
 #endif
 }
+
+void runBelowTheGuiThread() { lowerToBackground(0); }
 
 }  // namespace ragwb

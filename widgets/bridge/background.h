@@ -23,7 +23,11 @@ namespace ragwb {
 // The nice value of the engine's and the background's threads (the GUI thread keeps its own).
 inline constexpr int kBackgroundNice = 10;
 
-// Lowers the calling thread to kBackgroundNice (never raises it); a no-op off Linux.
+// Lowers `who` to kBackgroundNice, never raising it: 0 is the calling thread, else a thread or
+// process id (on Linux a process id names its main thread, whose value the threads it starts
+// later inherit). A no-op off Linux.
+void lowerToBackground(int who);
+// The calling thread (a function, for hooks such as WindVeParams::onWorkerStart).
 void runBelowTheGuiThread();
 
 // QtConcurrent::run on Qt's global pool, at background priority. Arguments are copied (decayed)

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -87,9 +86,7 @@ bool BenchProcess::start(const QString& program, const QStringList& args, double
       // process inherits the nice value of the thread that spawned it, the GUI thread's, so it
       // is lowered here: posix_spawn returns once the child has exec'd, before the bench's own
       // threads exist, and those inherit its main thread's value.
-      errno = 0;
-      const int inherited = ::getpriority(PRIO_PROCESS, static_cast<id_t>(pid));
-      if (errno == 0 && inherited < kBackgroundNice) (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(pid), kBackgroundNice);
+      lowerToBackground(pid);
     } else {
       startError = QString::fromLocal8Bit(std::strerror(rc));
     }
