@@ -189,6 +189,22 @@ private Q_SLOTS:
     QVERIFY(!QFile::exists(path("h.db")));
     QVERIFY(ragraph({"bench", "retrieval", "-h"}).out.contains("[--patience 8]"));
   }
+
+  // `bench ivf` on a small synthetic index: step-wise search, unbounded and in budgeted
+  // sub-stages, ends at FAISS's results, and the sub-stages' cost is reported against the
+  // unbounded step (a ratio; no timing asserted).
+  void benchIvfComparesSubStagesWithOneStep() {
+    CliRun r = ragraph({"bench", "ivf", "--vectors", "4096", "--dim", "16", "--nlist", "32", "--nprobe", "8",
+                        "--queries", "32", "--repeats", "2", "--budget-ms", "0.1", "--json"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const QJsonObject doc = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    QCOMPARE(doc.value("queries_differing_from_faiss").toInt(-1), 0);
+    const QJsonObject budgeted = doc.value("budgeted").toObject();
+    QCOMPARE(budgeted.value("queries_differing_from_faiss").toInt(-1), 0);
+    QVERIFY(budgeted.value("steps").toInt() >= 1);
+    QVERIFY(budgeted.value("over_unbounded_step").toDouble() > 0);
+    QVERIFY(budgeted.value("openmp_threads").toInt() >= 1);
+  }
 };
 
 QTEST_GUILESS_MAIN(TestCliCorpus)
