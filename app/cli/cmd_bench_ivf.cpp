@@ -11,8 +11,6 @@
 //
 // The vectors are synthetic (unit vectors around random centres): the corpus embedder does not
 // exist yet. Memory: the vectors once in the index plus once while it is built.
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -352,7 +350,7 @@ int cmdBenchIvf(Args& args) {
   w.key("measured_seconds_total_median").value(median(budgetedTotals));
   // Sub-stages against one unbounded step over the same queries (medians over the repeats).
   w.key("over_unbounded_step").value(median(budgetedTotals) / median(stepOnly));
-  w.key("openmp_threads").value(static_cast<int64_t>(omp_get_max_threads()));
+  w.key("openmp_threads").value(static_cast<int64_t>(retrieval::IvfIndex::searchThreads()));
   w.key("cluster_visits").value(visits);
   w.key("hottest_cluster_visits").value(hottest);
   w.key("queries_differing_from_faiss").value(budgetDiffering);

@@ -294,7 +294,8 @@ int cmdEvalRetrieval(Args& args) {
     for (size_t i = 0; i < bm25Hits.size(); ++i) fused.push_back(retrieval::hybridFusion((*defHits)[i], bm25Hits[i], kTop, f));
     return recall(fused, def.seconds + lexical.seconds);
   };
-  const Recall hybrid = fuse({});
+  const retrieval::HybridFusion used;  // what hybrid retrieval serves with
+  const Recall hybrid = fuse(used);
   // --fusion-sweep: hybrid's recall over a grid of RRF constants and dense weights (BM25's weight
   // 1), from the same two rankings: how HybridFusion's defaults were chosen (on the dev split).
   struct SweepPoint {
@@ -349,7 +350,6 @@ int cmdEvalRetrieval(Args& args) {
     write(w, lexical);
     w.key("hybrid");
     write(w, hybrid);
-    const retrieval::HybridFusion used;
     w.key("hybrid_fusion").beginObject()
         .key("c").value(used.c)
         .key("dense_weight").value(used.denseWeight)
@@ -382,7 +382,6 @@ int cmdEvalRetrieval(Args& args) {
                   static_cast<long long>(nprobe), x.at1, x.at5, x.at20, x.seconds);
     std::printf("  bm25       recall@1 %.3f  @5 %.3f  @20 %.3f  (%.3f s)\n", lexical.at1, lexical.at5, lexical.at20,
                 lexical.seconds);
-    const retrieval::HybridFusion used;
     std::printf("  hybrid     recall@1 %.3f  @5 %.3f  @20 %.3f  (IVF at nprobe %lld + BM25, reciprocal-rank fusion, "
                 "c %g, dense weight %g)\n",
                 hybrid.at1, hybrid.at5, hybrid.at20, static_cast<long long>(r->nprobe), used.c, used.denseWeight);

@@ -77,12 +77,12 @@ private:
 std::vector<int64_t> reciprocalRankFusion(std::span<const std::vector<int64_t>> rankings, int32_t k, double c = 60.0,
                                           std::span<const double> weights = {});
 
-// How hybrid retrieval fuses the dense ranking with BM25's: weighted reciprocal-rank fusion.
-// The defaults were chosen on the dev split with `ragraph eval retrieval --split dev
-// --fusion-sweep` (README, "Retrieval methods"); the retrieval worker and `eval retrieval` both
-// fuse through hybridFusion(), so what is evaluated is what is served.
-// On 2,000 dev questions recall@5 was 0.971 for BM25 alone, 0.961 for plain RRF (c 60, equal
-// weights: the dense side's confident misses pushed BM25's hits out of the top 5) and 0.980 here.
+// How hybrid retrieval fuses the dense ranking with BM25's: weighted reciprocal-rank fusion. The
+// retrieval worker and `eval retrieval` both fuse through hybridFusion(), so what is evaluated is
+// what is served. The defaults were chosen on the dev split with `ragraph eval retrieval --split
+// dev --fusion-sweep` (README: a retrieval node's methods, under "Serving RAGraph workflows"): on
+// 2,000 dev questions recall@5 was 0.971 for BM25 alone, 0.961 for plain RRF (c 60, equal
+// weights: the dense side's confident misses pushed BM25's hits out of the top 5), 0.980 here.
 struct HybridFusion {
   double c = 5.0;
   double denseWeight = 0.5;

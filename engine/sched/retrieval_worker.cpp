@@ -258,8 +258,8 @@ RetrievalUpdate RetrievalWorker::finalUpdate(Live& l) {
     for (const retrieval::SearchHit& h : *lexical) bm25.push_back(h.id);
     std::vector<retrieval::SearchHit> fused;
     for (int64_t row : retrieval::hybridFusion(dense, bm25, l.job.k)) {
-      auto dense = std::find_if(all.begin(), all.end(), [&](const retrieval::SearchHit& h) { return h.id == row; });
-      fused.push_back({row, dense != all.end() ? dense->similarity : 0.0f});
+      auto hit = std::find_if(all.begin(), all.end(), [&](const retrieval::SearchHit& h) { return h.id == row; });
+      fused.push_back({row, hit != all.end() ? hit->similarity : 0.0f});
     }
     all = std::move(fused);
   }

@@ -21,14 +21,6 @@ void onGuiThread(QObject* target, F&& fn) {
   QMetaObject::invokeMethod(target, std::forward<F>(fn), Qt::QueuedConnection);
 }
 
-// The engine's threads run below the GUI thread (bridge/background.h): lowering the loader thread
-// (which runs Engine::create, where the scheduler, the workers and their pools start) and the
-// driver thread lowers every thread of the engine. On a machine whose cores are all busy (the
-// engine's own workers, an X server that has to composite what the GUI drew) the GUI thread then
-// gets a core when it wakes instead of waiting out a worker's time slice: measured under Xvfb on
-// two shared cores, that wait, not the GUI's own work, was most of the longest stalls. Engine
-// throughput only changes while the GUI thread itself wants the CPU.
-
 void registerMetaTypes() {
   static const bool once = [] {
     qRegisterMetaType<rag::RequestRecord>();
@@ -125,6 +117,11 @@ void EngineBridge::startEngine(const EngineConfig& config) {
     });
   };
   m_loader = std::thread([self, p, generation] {
+    // Every thread of the engine starts here (Engine::create starts the scheduler, the workers
+    // and their pools) or on the driver thread, so lowering both puts the whole engine below the
+    // GUI thread (bridge/background.h): on busy cores the GUI thread then gets one when it wakes
+    // instead of waiting out a worker's time slice, which under Xvfb on two shared cores was most
+    // of the longest stalls. Engine throughput only changes while the GUI thread wants the CPU.
     runBelowTheGuiThread();
     auto engine = rag::Engine::create(p);
     if (!self) return;
