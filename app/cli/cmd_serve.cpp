@@ -88,6 +88,11 @@ void writeRun(JsonWriter& w, const RunFigures& f) {
   w.key("evicted_blocks").value(st.prefixEvictedBlocks);
   w.key("blocks_to_host").value(st.kvBlocksToHost).key("blocks_to_compute").value(st.kvBlocksToCompute);
   w.endObject();
+  // The GPU cluster cache (hedra with --device cuda): whether it ran, and the share of cluster
+  // visits it served.
+  w.key("gpu_cache").beginObject();
+  w.key("active").value(st.gpuCacheActive).key("hit_rate").value(st.gpuCacheHitRate);
+  w.endObject();
   w.endObject();
 }
 

@@ -47,6 +47,7 @@ ClusterCache::ClusterCache(const IvfIndex& index, ClusterStore& store, ClusterCa
     m_bytes[c] = clusterBytes(index.listSize(static_cast<int64_t>(c)), index.dim());
   m_heat.assign(n, 0.0);
   m_state.assign(n, ClusterResidency::Absent);
+  m_lastUpdateNs = nowNs();
 }
 
 Result<ClusterCache> ClusterCache::create(const IvfIndex& index, ClusterStore& store,
@@ -63,7 +64,20 @@ Result<ClusterCache> ClusterCache::create(const IvfIndex& index, ClusterStore& s
     return Status::invalidArgument("cluster cache: decay must be in (0, 1]; 1 keeps plain counts");
   if (params.minDeviceVisits < 0)
     return Status::invalidArgument("cluster cache: minDeviceVisits must be >= 0");
-  return ClusterCache(index, store, params);
+  if (!(params.maxUpdateSeconds >= 0.0))
+    return Status::invalidArgument("cluster cache: maxUpdateSeconds must be >= 0 (0: by sub-stage count only)");
+  ClusterCache cache(index, store, params);
+  if (params.warmStart) {
+    int64_t largest = 1;
+    for (int64_t c = 0; c < index.nlist(); ++c) largest = std::max(largest, index.listSize(c));
+    for (int64_t c = 0; c < index.nlist(); ++c)
+      if (index.listSize(c) > 0)
+        cache.m_heat[static_cast<size_t>(c)] =
+            kPriorHeat * static_cast<double>(index.listSize(c)) / static_cast<double>(largest);
+    RAG_RETURN_IF_ERROR(cache.update().withContext("filling the cluster cache"));
+    RAG_RETURN_IF_ERROR(cache.pump().withContext("filling the cluster cache"));
+  }
+  return cache;
 }
 
 void ClusterCache::recordAccess(int64_t cluster) {
@@ -113,6 +127,7 @@ Status ClusterCache::update() {
     if (m_state[static_cast<size_t>(c)] == ClusterResidency::Absent) m_uploadQueue.push_back(c);
   for (double& h : m_heat) h *= m_params.decay;
   ++m_stats.updates;
+  m_lastUpdateNs = nowNs();
   return first;
 }
 
@@ -171,7 +186,10 @@ Status ClusterCache::pump() {
 Status ClusterCache::onSubStage() {
   ++m_stats.subStages;
   Status s = Status::ok();
-  if (m_stats.subStages % static_cast<uint64_t>(m_params.updateInterval) == 0) s = update();
+  const bool due = m_stats.subStages % static_cast<uint64_t>(m_params.updateInterval) == 0 ||
+                   (m_params.maxUpdateSeconds > 0 &&
+                    static_cast<double>(nowNs() - m_lastUpdateNs) * 1e-9 >= m_params.maxUpdateSeconds);
+  if (due) s = update();
   Status p = pump();
   return s ? p : s;
 }

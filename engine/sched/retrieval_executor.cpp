@@ -37,8 +37,12 @@ Result<std::unique_ptr<RetrievalExecutor>> RetrievalExecutor::create(const Servi
     if (auto s = cuda::makeCudaClusterStore()) store = std::move(*s);
   }
 #endif
+  // Filled at start (largest clusters first) and kept current at least every 100 ms, so that a
+  // short run under load is served by a warm cache (see ClusterCacheParams).
   retrieval::ClusterCacheParams cacheParams;
   cacheParams.capacityBytes = params.gpuCacheBytes;
+  cacheParams.warmStart = true;
+  cacheParams.maxUpdateSeconds = 0.1;
   RetrievalExecutor* self = ex.get();
   ex->m_worker = std::make_unique<RetrievalWorker>(
       *assets.embedder, *assets.index,

@@ -14,7 +14,8 @@
 #   run-on-device.sh serve [SECONDS [ARGS...]]
 #                                     after every part arrived: join and unpack the data, then
 #                                     `workflow run --device cuda`, one traced Multistep rate per
-#                                     policy (TRACE=0 skips it) and HedraRAG Fig. 13's
+#                                     policy (TRACE=0 skips it), `bench ivf` with half the
+#                                     cores (IVF=0 skips it) and HedraRAG Fig. 13's
 #                                     `bench serve --find-max` (or `bench serve --quick ARGS`) with
 #                                     --device cuda, then --device cpu on the same machine while
 #                                     SECONDS (default 330) last
@@ -86,6 +87,12 @@ case "$mode" in
     threads=(--retrieval-threads $(( $(nproc) / 2 )) --generation-threads $(( $(nproc) / 2 )))
     bench workflow-run 120 workflow run --builtin oneshot "What is a compiler?" --device "${devices[0]}" "${models[@]}" --json
     head -c 1500 "$OUT/workflow-run.json"; echo
+    # What a retrieval sub-stage costs over one unbounded step with the retrieval worker's
+    # threads (budgeted.over_unbounded_step; synthetic vectors, no data needed; IVF=0 skips it).
+    if [ "${IVF:-1}" = 1 ]; then
+      OMP_NUM_THREADS=$(( $(nproc) / 2 )) bench ivf 90 bench ivf --budget-ms 1 --json
+      grep -oE '"(stepwise_over_faiss|step_seconds_median|steps|over_unbounded_step|openmp_threads)": [0-9.e-]+' "$OUT/ivf.json" | tr '\n' ' '; echo
+    fi
     # One Multistep rate per policy with every sub-stage traced (Chrome-trace JSON, xz'd; opens in
     # Perfetto): where hedra's time goes against flashrag's on this machine (TRACE=0: skipped).
     if [ "${TRACE:-1}" = 1 ]; then

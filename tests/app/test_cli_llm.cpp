@@ -262,6 +262,9 @@ private Q_SLOTS:
       const double ceiling = run.find("ceiling_rps")->asDouble();
       QVERIFY2(gen > 0 && ret > 0, qPrintable(QString("generation %1 ms, retrieval %2 ms").arg(gen).arg(ret)));
       QVERIFY(ceiling > 0 && ceiling <= 1000.0 / gen + 1e-9 && ceiling <= 1000.0 / ret + 1e-9);
+      // Generation on the CPU: no run had a GPU cluster cache, so none served a visit.
+      QVERIFY(run.find("gpu_cache")->find("active")->isBool() && !run.find("gpu_cache")->find("active")->asBool());
+      QCOMPARE(run.find("gpu_cache")->find("hit_rate")->asDouble(), 0.0);
     }
     for (const char* w : {"oneshot", "multistep"}) {
       const auto* s = doc->find("summary")->find(w);

@@ -294,6 +294,60 @@ private Q_SLOTS:
     }
   }
 
+  // warmStart: the cache fills when made, before any visit. As large as the index, every cluster
+  // is resident once the uploads land and the first searches are served wholly by the device
+  // (without warmStart, nothing for updateInterval sub-stages); four clusters' room goes to the
+  // four largest lists, then counted visits take it over, and the unvisited clusters leave only
+  // for those.
+  void warmStartFillsTheCacheBeforeAnyVisit() {
+    CpuClusterStore store;
+    auto cold = ClusterCache::create(*m_index, store, {.capacityClusters = static_cast<int32_t>(kNlist), .updateInterval = 1000});
+    QVERIFY(cold.isOk());
+    QCOMPARE(cold->stats().uploads, uint64_t{0});
+    CpuClusterStore warmStore;
+    auto warm = ClusterCache::create(*m_index, warmStore,
+                                     {.capacityClusters = static_cast<int32_t>(kNlist), .updateInterval = 1000, .warmStart = true});
+    QVERIFY2(warm.isOk(), warm.status().toString().c_str());
+    QCOMPARE(warm->stats().uploads, static_cast<uint64_t>(kNlist));
+    QVERIFY(warm->onSubStage().isOk());  // the uploads land
+    QCOMPARE(warm->stats().residentClusters, kNlist);
+    QVERIFY(runSideBySide(*warm, queries(70, 12, 9), 0.0));  // results as plain steps give
+    QCOMPARE(warm->stats().cpuVisits, uint64_t{0});
+    QCOMPARE(warm->stats().hitRate(), 1.0);
+
+    CpuClusterStore smallStore;
+    auto small = ClusterCache::create(*m_index, smallStore, {.capacityClusters = 4, .updateInterval = 1000, .warmStart = true});
+    QVERIFY(small.isOk());
+    std::vector<int64_t> bySize(static_cast<size_t>(kNlist));
+    std::iota(bySize.begin(), bySize.end(), int64_t{0});
+    std::stable_sort(bySize.begin(), bySize.end(),
+                     [&](int64_t a, int64_t b) { return m_index->listSize(a) > m_index->listSize(b); });
+    QVERIFY(small->onSubStage().isOk());
+    for (int i = 0; i < 4; ++i) QVERIFY2(small->onDevice(bySize[static_cast<size_t>(i)]), qPrintable(QString("cluster %1").arg(bySize[static_cast<size_t>(i)])));
+    const int64_t visited = bySize.back();  // the smallest list: the prior alone never picks it
+    small->recordAccess(visited);
+    QVERIFY(small->update().isOk());
+    for (int i = 0; i < 4; ++i) QVERIFY(small->onSubStage().isOk());
+    QVERIFY(small->onDevice(visited));
+    QCOMPARE(small->stats().evictions, uint64_t{1});  // only the coolest of the four made room
+    for (int i = 0; i < 3; ++i) QVERIFY(small->onDevice(bySize[static_cast<size_t>(i)]));
+  }
+
+  // maxUpdateSeconds: with an update due only every 1000 sub-stages, the cached set is still
+  // recomputed at the first sub-stage after that many seconds; without it, not.
+  void updatesAfterMaxUpdateSecondsWhateverTheSubStages() {
+    for (double maxSeconds : {0.0, 0.01}) {
+      CpuClusterStore store;
+      auto cache = ClusterCache::create(*m_index, store, {.capacityClusters = 4, .updateInterval = 1000, .maxUpdateSeconds = maxSeconds});
+      QVERIFY(cache.isOk());
+      cache->recordAccess(9);
+      QTest::qSleep(30);
+      QVERIFY(cache->onSubStage().isOk());
+      QCOMPARE(cache->stats().updates, maxSeconds > 0 ? uint64_t{1} : uint64_t{0});
+      QCOMPARE(cache->residency(9), maxSeconds > 0 ? ClusterResidency::SwappingIn : ClusterResidency::Absent);
+    }
+  }
+
   void aFailingDeviceFallsBackToTheCpu() {
     FailingScanStore store;
     auto cache = ClusterCache::create(*m_index, store, {.capacityClusters = 16, .updateInterval = 1});
@@ -310,6 +364,9 @@ private Q_SLOTS:
     QVERIFY(!ClusterCache::create(*m_index, store, {.capacityClusters = 2, .updateInterval = 0}).isOk());
     QVERIFY(!ClusterCache::create(*m_index, store, {.capacityClusters = 2, .decay = 0.0}).isOk());
     QVERIFY(!ClusterCache::create(*m_index, store, {.capacityClusters = 2, .decay = 1.5}).isOk());
+    auto late = ClusterCache::create(*m_index, store, {.capacityClusters = 2, .maxUpdateSeconds = -1});
+    QVERIFY(!late.isOk());
+    QVERIFY(mentions(late.status(), {"maxUpdateSeconds"}));
   }
 };
 
