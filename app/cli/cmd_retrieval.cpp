@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "core/clock.h"
+#include "core/fork_join.h"
 #include "core/fs.h"
 #include "core/json_writer.h"
 #include "corpus/qa_prompt.h"
@@ -88,7 +89,7 @@ Result<retrieval::NprobeCalibration> calibrateIndex(const model::TextEmbedder& e
   RAG_ASSIGN_OR_RETURN(LabelledQuestions dev, labelledQuestions(corpus, split, queries));
   if (dev.questions.empty())
     return Status::notFound("the corpus has no " + split + " questions to calibrate nprobe on; pick another with --split");
-  RAG_ASSIGN_OR_RETURN(std::vector<float> q, embedder.embed(dev.questions));
+  RAG_ASSIGN_OR_RETURN(std::vector<float> q, embedder.embed(dev.questions, 32, model::sharedComputeTeam().get()));
   ProgressPrinter printer(quiet);
   retrieval::NprobeCalibrationParams p = params;
   p.progress = [&printer](std::string_view phase, uint64_t done, uint64_t total) { printer(phase, done, total); };
@@ -165,8 +166,9 @@ int cmdIndexBuild(Args& args) {
   p.nlist = *nlist;
   ProgressPrinter printer(quiet);
   p.progress = [&printer](std::string_view phase, uint64_t done, uint64_t total) { printer(phase, done, total); };
+  const std::shared_ptr<ForkJoin> team = model::sharedComputeTeam();  // --threads
   auto built = retrieval::buildPassageIndex(p, [&](std::span<const std::string> texts) {
-    return (*embedder)->embed(texts, *batch);
+    return (*embedder)->embed(texts, *batch, team.get());
   });
   printer.finish();
   if (!built) return fail(built.status().withContext("building the passage index (run the same command again to resume)"));
@@ -236,7 +238,7 @@ int cmdEvalRetrieval(Args& args) {
   }
   const std::vector<int64_t>& gold = labelled->gold;
   Stopwatch watch;
-  auto q = r->embedder->embed(labelled->questions);
+  auto q = r->embedder->embed(labelled->questions, 32, model::sharedComputeTeam().get());  // --threads
   if (!q) return fail(q.status());
   const double embedSeconds = watch.elapsedSeconds();
 

@@ -319,6 +319,8 @@ Status saveModel(const LlamaModel& model, const std::filesystem::path& dir) { re
 // libtorch's OpenMP pool and OpenBLAS's pthread pool both at full width, each pool's spinning
 // idle workers starve the other's (measured here: batch-1 decode 3-4x slower, most of the time
 // in sched_yield and libgomp spin loops).
+std::shared_ptr<ForkJoin> sharedComputeTeam() { return detail::computeTeam(); }
+
 void setComputeThreads(int threads) {
   {
     std::lock_guard lock(detail::g_teamMutex);

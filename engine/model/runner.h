@@ -60,6 +60,7 @@
 #include "rag/status.h"
 
 namespace rag {
+class ForkJoin;
 class TraceRing;
 }
 
@@ -180,6 +181,9 @@ Status saveModel(const LlamaModel& model, const std::filesystem::path& dir);
 // Threads for matrix products (the BLAS pool); element-wise work stays on the calling thread
 // so that two thread pools never spin against each other. Call once at start-up.
 void setComputeThreads(int threads);
+// The setComputeThreads team, for other F32 CPU kernels to split over (TextEmbedder::embed's
+// team in `index build` and `eval retrieval`).
+std::shared_ptr<ForkJoin> sharedComputeTeam();
 
 struct ModelFacts {
   LlamaConfig config;

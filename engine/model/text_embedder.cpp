@@ -1,9 +1,12 @@
 #include "model/text_embedder.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <functional>
 #include <numeric>
 
+#include "core/fork_join.h"
 #include "core/fs.h"
 #include "model/bert.h"
 #include "model/decode_kernels.h"
@@ -34,67 +37,94 @@ struct TextEmbedder::Impl {
   // faster than libtorch's ops on the few tokens of a query; empty: libtorch.
   std::vector<KernelLayer> kernels;
 
-  // Unit vectors of the texts `ids` (tokens, each non-empty) into out [ids.size(), H].
-  void embedWithKernels(std::span<const std::vector<int32_t>* const> ids, float* out) const;
+  // Unit vectors of the texts `ids` (tokens, each non-empty) into out [ids.size(), H]; the
+  // loops split over `team` when one is given.
+  void embedWithKernels(std::span<const std::vector<int32_t>* const> ids, float* out, ForkJoin* team) const;
 };
 
-void TextEmbedder::Impl::embedWithKernels(std::span<const std::vector<int32_t>* const> ids, float* out) const {
+void TextEmbedder::Impl::embedWithKernels(std::span<const std::vector<int32_t>* const> ids, float* out,
+                                           ForkJoin* team) const {
   const BertConfig& c = model.config();
   const BertWeights& w = model.weights();
   const int64_t hid = c.hiddenSize, nh = c.numAttentionHeads, d = hid / nh, inter = c.intermediateSize;
   const float eps = static_cast<float>(c.layerNormEps);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  int64_t rows = 0, longest = 0;
-  for (const std::vector<int32_t>* t : ids) {
-    rows += std::ssize(*t);
-    longest = std::max<int64_t>(longest, std::ssize(*t));
+  const int64_t texts = std::ssize(ids);
+  std::vector<int64_t> firstRow(static_cast<size_t>(texts) + 1, 0);  // text t: rows [firstRow[t], firstRow[t + 1])
+  int64_t longest = 0;
+  for (int64_t t = 0; t < texts; ++t) {
+    firstRow[static_cast<size_t>(t) + 1] = firstRow[static_cast<size_t>(t)] + std::ssize(*ids[static_cast<size_t>(t)]);
+    longest = std::max<int64_t>(longest, std::ssize(*ids[static_cast<size_t>(t)]));
   }
+  const int64_t rows = firstRow.back();
+  // [0, n) in parts over the team (every element computed by the same code whoever runs it, so
+  // the vectors do not depend on the team), or on this thread.
+  auto split = [&](int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+    if (team && team->size() > 1 && n > 1) team->run(n, grain, fn);
+    else fn(0, n);
+  };
   std::vector<float> x(static_cast<size_t>(rows * hid)), qkv(static_cast<size_t>(rows * 3 * hid)),
-      att(static_cast<size_t>(rows * hid)), mid(static_cast<size_t>(rows * inter)),
-      k(static_cast<size_t>(longest * hid)), v(static_cast<size_t>(longest * hid)),
-      scratch(static_cast<size_t>(cpu::attendPrefillScratch(longest, longest, d)));
-  const std::vector<int32_t> oneBlock = {0};  // a text's K/V as one block of its length
+      att(static_cast<size_t>(rows * hid)), mid(static_cast<size_t>(rows * inter));
   const float *word = f32(w.word), *position = f32(w.position), *tokenType = f32(w.tokenType);
-  int64_t r = 0;
-  for (const std::vector<int32_t>* t : ids)
-    for (size_t j = 0; j < t->size(); ++j, ++r)
-      for (int64_t i = 0; i < hid; ++i)
-        x[static_cast<size_t>(r * hid + i)] =
-            word[(*t)[j] * hid + i] + position[static_cast<int64_t>(j) * hid + i] + tokenType[i];
-  cpu::layerNorm(x.data(), f32(w.embedNorm), f32(w.embedNormBias), rows, hid, eps, x.data());
+  split(texts, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const std::vector<int32_t>& tok = *ids[static_cast<size_t>(t)];
+      for (size_t j = 0; j < tok.size(); ++j) {
+        const int64_t r = firstRow[static_cast<size_t>(t)] + static_cast<int64_t>(j);
+        for (int64_t i = 0; i < hid; ++i)
+          x[static_cast<size_t>(r * hid + i)] = word[tok[j] * hid + i] + position[static_cast<int64_t>(j) * hid + i] + tokenType[i];
+      }
+    }
+  });
+  auto layerNorm = [&](const torch::Tensor& g, const torch::Tensor& b) {
+    split(rows, 8, [&](int64_t r0, int64_t r1) {
+      cpu::layerNorm(x.data() + r0 * hid, f32(g), f32(b), r1 - r0, hid, eps, x.data() + r0 * hid);
+    });
+  };
+  layerNorm(w.embedNorm, w.embedNormBias);
+  // y[:, 0 .. outW) over every row, whole 64-output tiles split over the team.
   auto linear = [&](const float* in, int64_t inW, const torch::Tensor& wt, const torch::Tensor& bias, int64_t outW,
                     float* y, bool accumulate) {
-    cpu::linear(in, rows, inW, f32(wt), outW, f32(bias), 0, outW, y, outW, accumulate);
+    constexpr int64_t tile = 64;
+    split((outW + tile - 1) / tile, 1, [&](int64_t t0, int64_t t1) {
+      cpu::linear(in, rows, inW, f32(wt), outW, f32(bias), t0 * tile, std::min(outW, t1 * tile), y, outW, accumulate);
+    });
   };
+  const std::vector<int32_t> oneBlock = {0};  // a text's K/V as one block of its length
   for (size_t l = 0; l < kernels.size(); ++l) {
     const BertLayerWeights& lw = w.layers[l];
     const KernelLayer& kl = kernels[l];
     linear(x.data(), hid, kl.qkvT, kl.qkvBias, 3 * hid, qkv.data(), false);
-    int64_t first = 0;
-    for (const std::vector<int32_t>* t : ids) {
-      const int64_t n = std::ssize(*t);
-      for (int64_t j = 0; j < n; ++j) {
-        const float* row = qkv.data() + (first + j) * 3 * hid;
-        std::copy(row + hid, row + 2 * hid, k.begin() + j * hid);
-        std::copy(row + 2 * hid, row + 3 * hid, v.begin() + j * hid);
+    split(texts, 1, [&](int64_t t0, int64_t t1) {
+      thread_local std::vector<float> k, v, scratch;  // one set per thread of the team
+      k.resize(static_cast<size_t>(longest * hid));
+      v.resize(static_cast<size_t>(longest * hid));
+      scratch.resize(static_cast<size_t>(cpu::attendPrefillScratch(longest, longest, d)));
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t first = firstRow[static_cast<size_t>(t)], n = firstRow[static_cast<size_t>(t) + 1] - first;
+        for (int64_t j = 0; j < n; ++j) {
+          const float* row = qkv.data() + (first + j) * 3 * hid;
+          std::copy(row + hid, row + 2 * hid, k.begin() + j * hid);
+          std::copy(row + 2 * hid, row + 3 * hid, v.begin() + j * hid);
+        }
+        const cpu::PagedKv kv{k.data(), v.data(), oneBlock.data(), n, nh, d};
+        cpu::attendBidirectional(qkv.data() + first * 3 * hid, 3 * hid, n, nh, kv, scale, scratch.data(),
+                                 att.data() + first * hid, hid);
       }
-      const cpu::PagedKv kv{k.data(), v.data(), oneBlock.data(), n, nh, d};
-      cpu::attendBidirectional(qkv.data() + first * 3 * hid, 3 * hid, n, nh, kv, scale, scratch.data(),
-                               att.data() + first * hid, hid);
-      first += n;
-    }
+    });
     linear(att.data(), hid, kl.attnOutT, lw.attnOutBias, hid, x.data(), true);
-    cpu::layerNorm(x.data(), f32(lw.attnNorm), f32(lw.attnNormBias), rows, hid, eps, x.data());
+    layerNorm(lw.attnNorm, lw.attnNormBias);
     linear(x.data(), hid, kl.interT, lw.interBias, inter, mid.data(), false);
-    cpu::gelu(mid.data(), rows * inter, mid.data());
+    split(rows, 8, [&](int64_t r0, int64_t r1) {
+      cpu::gelu(mid.data() + r0 * inter, (r1 - r0) * inter, mid.data() + r0 * inter);
+    });
     linear(mid.data(), inter, kl.outT, lw.outBias, hid, x.data(), true);
-    cpu::layerNorm(x.data(), f32(lw.outNorm), f32(lw.outNormBias), rows, hid, eps, x.data());
+    layerNorm(lw.outNorm, lw.outNormBias);
   }
   // Mean over each text's tokens, then L2-normalised (as BertModel::embed).
-  int64_t first = 0;
-  for (size_t t = 0; t < ids.size(); ++t) {
-    const int64_t n = std::ssize(*ids[t]);
-    float* o = out + static_cast<int64_t>(t) * hid;
+  for (int64_t t = 0; t < texts; ++t) {
+    const int64_t first = firstRow[static_cast<size_t>(t)], n = firstRow[static_cast<size_t>(t) + 1] - first;
+    float* o = out + t * hid;
     std::fill(o, o + hid, 0.0f);
     for (int64_t j = 0; j < n; ++j)
       for (int64_t i = 0; i < hid; ++i) o[i] += x[static_cast<size_t>((first + j) * hid + i)];
@@ -102,7 +132,6 @@ void TextEmbedder::Impl::embedWithKernels(std::span<const std::vector<int32_t>* 
     for (int64_t i = 0; i < hid; ++i) norm += static_cast<double>(o[i] / n) * (o[i] / n);
     const float inv = 1.0f / static_cast<float>(n * std::max(std::sqrt(norm), 1e-12));
     for (int64_t i = 0; i < hid; ++i) o[i] *= inv;
-    first += n;
   }
 }
 
@@ -173,7 +202,8 @@ int64_t TextEmbedder::dim() const { return m_impl->model.config().hiddenSize; }
 int64_t TextEmbedder::maxTokens() const { return m_impl->maxTokens; }
 const std::string& TextEmbedder::fingerprint() const { return m_impl->fingerprint; }
 
-Result<std::vector<float>> TextEmbedder::embed(std::span<const std::string> texts, int64_t batch) const {
+Result<std::vector<float>> TextEmbedder::embed(std::span<const std::string> texts, int64_t batch,
+                                               ForkJoin* team) const {
   if (batch < 1) return Status::invalidArgument("the embedding batch must be at least 1");
   const EncodeOptions plain{.parseSpecial = false};
   std::vector<std::vector<int32_t>> ids(texts.size());
@@ -203,7 +233,7 @@ Result<std::vector<float>> TextEmbedder::embed(std::span<const std::string> text
         std::vector<const std::vector<int32_t>*> batchIds;
         for (size_t r = 0; r < n; ++r) batchIds.push_back(&ids[order[first + r]]);
         std::vector<float> vecs(n * static_cast<size_t>(d));
-        m_impl->embedWithKernels(batchIds, vecs.data());
+        m_impl->embedWithKernels(batchIds, vecs.data(), team);
         scatter(vecs.data());
         continue;
       }

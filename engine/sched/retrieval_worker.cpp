@@ -143,7 +143,7 @@ RetrievalUpdate RetrievalWorker::knowledgeUpdate(const RetrievalJob& job) {
     }
     m_reader.emplace(std::move(*reader));
     m_kg = std::make_unique<knowledge::KgRetriever>(
-        std::move(*kg), [this](std::span<const std::string> texts) { return m_embedder.embed(texts); },
+        std::move(*kg), [this](std::span<const std::string> texts) { return m_embedder.embed(texts, 32, m_embedTeam.get()); },
         [this](std::string_view q, int32_t k) -> Result<std::vector<int64_t>> {
           RAG_ASSIGN_OR_RETURN(std::vector<retrieval::SearchHit> hits, lexicalHits(std::string(q), k));
           std::vector<int64_t> ids;
@@ -195,13 +195,13 @@ void RetrievalWorker::admit(std::vector<RetrievalJob>& jobs, std::vector<Retriev
     if (m_params.deterministic && jobs.size() > 1) {
       std::vector<float> all;
       for (const std::string& t : texts) {
-        Result<std::vector<float>> one = m_embedder.embed(std::span<const std::string>(&t, 1));
+        Result<std::vector<float>> one = m_embedder.embed(std::span<const std::string>(&t, 1), 32, m_embedTeam.get());
         if (!one) { all.clear(); vectors = one.status(); break; }
         all.insert(all.end(), one->begin(), one->end());
       }
       if (!all.empty()) vectors = std::move(all);
     } else {
-      vectors = m_embedder.embed(texts);
+      vectors = m_embedder.embed(texts, 32, m_embedTeam.get());
     }
   }
   const int64_t dim = m_embedder.dim();
@@ -377,6 +377,7 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
 
 void RetrievalWorker::loop() {
   omp_set_num_threads(std::max(1, m_params.threads));
+  if (m_params.threads > 1) m_embedTeam = std::make_unique<ForkJoin>(m_params.threads);
   std::vector<Command> commands;
   std::vector<RetrievalUpdate> out;
   auto flush = [&] {

@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/fork_join.h"
 #include "corpus/qa_prompt.h"
 #include "knowledge/kg_retriever.h"
 #include "rag/engine.h"
@@ -85,7 +86,7 @@ struct RetrievalUpdate {
 
 struct RetrievalWorkerParams {
   RetrievalPacing pacing = RetrievalPacing::SubStages;
-  int32_t threads = 1;          // OpenMP threads for FAISS
+  int32_t threads = 1;          // OpenMP threads for FAISS, and the embedder's team (the same cores: the two take turns)
   bool deterministic = false;   // embed queries one at a time
   double fixedBudgetSeconds = 0;  // > 0: use it instead of Eq. (1)
   // SubStages: which searches a sub-stage advances.
@@ -179,6 +180,9 @@ private:
   std::atomic<double> m_budget{0};
   uint16_t m_lane = 0, m_embedLane = 0, m_gpuLane = 0, m_swapLane = 0;
   std::pair<uint64_t, uint64_t> m_swapsSeen{0, 0};  // cache uploads and evictions already traced
+  // The query encoder's team (threads > 1), made on the loop thread so its threads share that
+  // thread's priority; idle while FAISS's OpenMP threads search.
+  std::unique_ptr<ForkJoin> m_embedTeam;
   std::thread m_thread;
 };
 

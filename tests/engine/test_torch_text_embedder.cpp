@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "core/fork_join.h"
 #include "core/fs.h"
 #include "model/bpe_trainer.h"
 #include "model/text_embedder.h"
@@ -57,6 +58,31 @@ private Q_SLOTS:
       QVERIFY2(torch::allclose(alone, ref, 1e-5, 1e-6), m_texts[i].c_str());
       QVERIFY(std::abs(got.norm().item<double>() - 1.0) < 1e-5);
     }
+  }
+
+  // With a team, the F32 kernels split each product's output tiles, each text's attention and
+  // the row-wise ops: the shipped embedder (256 wide: 12 tiles for q/k/v) gives the same vectors,
+  // bit for bit, with a team of 3 as alone, in one batch and text by text.
+  void aTeamGivesTheSameVectorsBitForBit() {
+    auto e = TextEmbedder::load(RAGWB_SOURCE_DIR "/datasets/models/rag-embedder");
+    QVERIFY2(e.isOk(), e.status().message().c_str());
+    const std::vector<std::string> texts = {"What is a compiler?", "dog", "Which river flows through the capital of the country "
+                                            "whose flag shows a maple leaf, and how long is it?", "a kind of tree", "x"};
+    ForkJoin team(3);
+    for (int64_t batch : {int64_t{32}, int64_t{1}}) {  // (a lone row takes the kernels' 1-row path)
+      auto alone = (*e)->embed(texts, batch);
+      auto split = (*e)->embed(texts, batch, &team);
+      QVERIFY(alone.isOk());
+      QVERIFY(split.isOk());
+      QCOMPARE(split->size(), alone->size());
+      QVERIFY2(std::equal(split->begin(), split->end(), alone->begin()), qPrintable(QString("batch %1").arg(batch)));
+    }
+    // And the tiny encoder against itself (one tile: the attention and row splits alone).
+    auto tiny = TextEmbedder::load(m_model);
+    QVERIFY(tiny.isOk());
+    auto a = (*tiny)->embed(m_texts), b = (*tiny)->embed(m_texts, 32, &team);
+    QVERIFY(a.isOk() && b.isOk());
+    QVERIFY(*a == *b);
   }
 
   void longTextsAreCutAndBadInputIsRefused() {
