@@ -8,15 +8,12 @@
 
 namespace ragwb {
 
-void lowerToBackground([[maybe_unused]] int who) {
+void runBelowTheGuiThread() {
 #ifdef __linux__
-  const auto id = static_cast<id_t>(who);
   errno = 0;
-  const int current = getpriority(PRIO_PROCESS, id);  // Linux: the nice value is per thread
-  if (errno == 0 && current < kBackgroundNice) (void)setpriority(PRIO_PROCESS, id, kBackgroundNice);
+  const int current = getpriority(PRIO_PROCESS, 0);  // Linux: the calling thread's own value
+  if (errno == 0 && current < kBackgroundNice) (void)setpriority(PRIO_PROCESS, 0, kBackgroundNice);
 #endif
 }
-
-void runBelowTheGuiThread() { lowerToBackground(0); }
 
 }  // namespace ragwb

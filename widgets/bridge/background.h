@@ -23,11 +23,9 @@ namespace ragwb {
 // The nice value of the engine's and the background's threads (the GUI thread keeps its own).
 inline constexpr int kBackgroundNice = 10;
 
-// Lowers `who` to kBackgroundNice, never raising it: 0 is the calling thread, else a thread or
-// process id (on Linux a process id names its main thread, whose value the threads it starts
-// later inherit). A no-op off Linux.
-void lowerToBackground(int who);
-// The calling thread (a function, for hooks such as WindVeParams::onWorkerStart).
+// Lowers the calling thread to kBackgroundNice, never raising it; the threads and processes it
+// starts afterwards inherit the value (the Reproduce page spawns its bench from a thread lowered
+// this way). A function, for hooks such as WindVeParams::onWorkerStart. A no-op off Linux.
 void runBelowTheGuiThread();
 
 // QtConcurrent::run on Qt's global pool, at background priority. Arguments are copied (decayed)

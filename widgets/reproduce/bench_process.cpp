@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "bridge/background.h"
@@ -78,15 +79,18 @@ bool BenchProcess::start(const QString& program, const QStringList& args, double
     posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
     posix_spawn_file_actions_adddup2(&fa, err[1], STDERR_FILENO);
     pid_t pid = -1;
-    const int rc = ::posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+    // The bench runs below the GUI thread, as the engine does (bridge/background.h). A new
+    // process inherits the nice value of the thread that spawns it, so a short-lived thread
+    // lowers itself and spawns: the child is lowered from its first instruction. (Lowering the
+    // child after posix_spawn raced with it: a quick child ran a command at the GUI's priority.)
+    int rc = 0;
+    std::thread([&] {
+      runBelowTheGuiThread();
+      rc = ::posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+    }).join();
     posix_spawn_file_actions_destroy(&fa);
     if (rc == 0) {
       m_pid = pid;
-      // The bench runs below the GUI thread, as the engine does (bridge/background.h). A new
-      // process inherits the nice value of the thread that spawned it, the GUI thread's, so it
-      // is lowered here: posix_spawn returns once the child has exec'd, before the bench's own
-      // threads exist, and those inherit its main thread's value.
-      lowerToBackground(pid);
     } else {
       startError = QString::fromLocal8Bit(std::strerror(rc));
     }
