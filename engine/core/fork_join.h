@@ -14,6 +14,7 @@
 // each other). A part that throws is reported by rethrowing on the caller.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -54,5 +55,13 @@ private:
   std::exception_ptr m_error;
   std::mutex m_errorMutex;
 };
+
+// Splits [0, n) over `team` when the range holds at least `minWork` units of work in total
+// (`work` per index); smaller ranges run on the calling thread, where a fork costs more than it
+// saves. The kernels' loops (the runner's products and attention, the text encoder's) fork so.
+inline void parallelRange(ForkJoin& team, int64_t n, int64_t work, int64_t minWork,
+                          const std::function<void(int64_t, int64_t)>& fn) {
+  team.run(n, std::max<int64_t>(1, minWork / std::max<int64_t>(1, work)), fn);
+}
 
 }  // namespace rag

@@ -88,13 +88,6 @@ inline const float* f32(const torch::Tensor& t) { return t.defined() ? t.data_pt
 // The team the kernels' loops fork onto, sized by setComputeThreads (1 until it is called).
 std::shared_ptr<ForkJoin> computeTeam();
 
-// Splits [0, n) over `team` when it holds at least `minWork` units of work in total (`work`
-// per index); small ranges run on the calling thread.
-inline void parallelRange(ForkJoin& team, int64_t n, int64_t work, int64_t minWork,
-                          const std::function<void(int64_t, int64_t)>& fn) {
-  team.run(n, std::max<int64_t>(1, minWork / std::max<int64_t>(1, work)), fn);
-}
-
 }  // namespace detail
 
 using detail::ceilDiv;
@@ -102,7 +95,6 @@ using detail::computeTeam;
 using detail::f32;
 using detail::Item;
 using detail::matmulT;
-using detail::parallelRange;
 using detail::Seq;
 using detail::SeqState;
 

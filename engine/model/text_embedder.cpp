@@ -57,16 +57,17 @@ void TextEmbedder::Impl::embedWithKernels(std::span<const std::vector<int32_t>* 
     longest = std::max<int64_t>(longest, std::ssize(*ids[static_cast<size_t>(t)]));
   }
   const int64_t rows = firstRow.back();
-  // [0, n) in parts over the team (every element computed by the same code whoever runs it, so
-  // the vectors do not depend on the team), or on this thread.
-  auto split = [&](int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
-    if (team && team->size() > 1 && n > 1) team->run(n, grain, fn);
+  // [0, n) of `work` units each, in parts over the team when there is enough work (every element
+  // computed by the same code whoever runs it, so the vectors do not depend on the team), else on
+  // this thread. The threshold is the runner's for its products.
+  auto split = [&](int64_t n, int64_t work, const std::function<void(int64_t, int64_t)>& fn) {
+    if (team) parallelRange(*team, n, work, 1 << 16, fn);
     else fn(0, n);
   };
   std::vector<float> x(static_cast<size_t>(rows * hid)), qkv(static_cast<size_t>(rows * 3 * hid)),
       att(static_cast<size_t>(rows * hid)), mid(static_cast<size_t>(rows * inter));
   const float *word = f32(w.word), *position = f32(w.position), *tokenType = f32(w.tokenType);
-  split(texts, 1, [&](int64_t t0, int64_t t1) {
+  split(texts, longest * hid, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const std::vector<int32_t>& tok = *ids[static_cast<size_t>(t)];
       for (size_t j = 0; j < tok.size(); ++j) {
@@ -77,7 +78,7 @@ void TextEmbedder::Impl::embedWithKernels(std::span<const std::vector<int32_t>* 
     }
   });
   auto layerNorm = [&](const torch::Tensor& g, const torch::Tensor& b) {
-    split(rows, 8, [&](int64_t r0, int64_t r1) {
+    split(rows, 4 * hid, [&](int64_t r0, int64_t r1) {
       cpu::layerNorm(x.data() + r0 * hid, f32(g), f32(b), r1 - r0, hid, eps, x.data() + r0 * hid);
     });
   };
@@ -86,7 +87,7 @@ void TextEmbedder::Impl::embedWithKernels(std::span<const std::vector<int32_t>* 
   auto linear = [&](const float* in, int64_t inW, const torch::Tensor& wt, const torch::Tensor& bias, int64_t outW,
                     float* y, bool accumulate) {
     constexpr int64_t tile = 64;
-    split((outW + tile - 1) / tile, 1, [&](int64_t t0, int64_t t1) {
+    split((outW + tile - 1) / tile, rows * inW * tile, [&](int64_t t0, int64_t t1) {
       cpu::linear(in, rows, inW, f32(wt), outW, f32(bias), t0 * tile, std::min(outW, t1 * tile), y, outW, accumulate);
     });
   };
@@ -95,7 +96,7 @@ void TextEmbedder::Impl::embedWithKernels(std::span<const std::vector<int32_t>* 
     const BertLayerWeights& lw = w.layers[l];
     const KernelLayer& kl = kernels[l];
     linear(x.data(), hid, kl.qkvT, kl.qkvBias, 3 * hid, qkv.data(), false);
-    split(texts, 1, [&](int64_t t0, int64_t t1) {
+    split(texts, longest * longest * hid, [&](int64_t t0, int64_t t1) {
       thread_local std::vector<float> k, v, scratch;  // one set per thread of the team
       k.resize(static_cast<size_t>(longest * hid));
       v.resize(static_cast<size_t>(longest * hid));
@@ -115,7 +116,7 @@ void TextEmbedder::Impl::embedWithKernels(std::span<const std::vector<int32_t>* 
     linear(att.data(), hid, kl.attnOutT, lw.attnOutBias, hid, x.data(), true);
     layerNorm(lw.attnNorm, lw.attnNormBias);
     linear(x.data(), hid, kl.interT, lw.interBias, inter, mid.data(), false);
-    split(rows, 8, [&](int64_t r0, int64_t r1) {
+    split(rows, 8 * inter, [&](int64_t r0, int64_t r1) {
       cpu::gelu(mid.data() + r0 * inter, (r1 - r0) * inter, mid.data() + r0 * inter);
     });
     linear(mid.data(), inter, kl.outT, lw.outBias, hid, x.data(), true);

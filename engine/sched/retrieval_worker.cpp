@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/clock.h"
+#include "core/fork_join.h"
 #include "knowledge/knowledge_use.h"
 #include "model/text_embedder.h"
 #include "retrieval/passage_index.h"

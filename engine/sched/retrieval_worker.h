@@ -26,7 +26,6 @@
 #include <thread>
 #include <vector>
 
-#include "core/fork_join.h"
 #include "corpus/qa_prompt.h"
 #include "knowledge/kg_retriever.h"
 #include "rag/engine.h"
@@ -39,6 +38,7 @@
 #include "sched/stage_budget.h"
 
 namespace rag {
+class ForkJoin;
 class TraceRing;
 namespace model {
 class TextEmbedder;
