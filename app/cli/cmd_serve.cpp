@@ -214,6 +214,9 @@ int cmdBenchServe(Args& args) {
                     double rps) -> Result<RunFigures> {
     ServingParams p = *serving;
     p.policy = mode;
+    // Little's law: with more than rps x SLO requests live the mean latency is above the SLO, so
+    // an admission limit below twice that would refuse requests the SLO could still accept.
+    p.maxLiveRequests = static_cast<int32_t>(std::clamp(std::ceil(2.0 * rps * *slo), double(p.maxLiveRequests), 1e6));
     const size_t count = !replay.empty() ? replay.size()
                                          : std::max(questions.size(), static_cast<size_t>(std::ceil(rps * *minSeconds)));
     const std::vector<workload::TraceRequest> arrivals =
@@ -293,6 +296,9 @@ int cmdBenchServe(Args& args) {
   w.key("model").value(serving->modelDir.string()).key("dtype").value(serving->dtype);
   w.key("device").value(serving->device);
   w.key("kv_mb").value(*kvMb).key("gpu_cache_mb").value(*gpuCacheMb);
+  w.key("max_running").value(static_cast<int64_t>(serving->runningSequences()));
+  w.key("max_batch_tokens").value(static_cast<int64_t>(serving->batchTokens()));
+  w.key("max_live_requests").value("max(256, 2 x rps x slo_s)");
   w.key("sustained_means").value("at least 90% of requests within the SLO, over at least min_seconds of arrivals");
   w.endObject();
   w.key("runs").beginArray();

@@ -96,6 +96,7 @@ const std::vector<Command>& commands() {
        "[--requests 40] [--min-seconds 10xSLO] [--nprobe 128] [--slo 1] [--json FILE] [--trace FILE] [--quick] "
        "[--split test] [--find-max [--search-steps 4]] [--generation-threads 1] [--retrieval-threads 1] "
        "[--substage-ms MS] [--spec-load 0.5] [--deterministic] [--trace-in FILE] [--prefix-cache on|off] "
+       "[--max-running 64|256 (cpu|cuda)] [--max-batch-tokens 512|2048] "
        "[--eviction lru|lfu|pgdsf|lacr] [--host-kv-mb 0] [--kv-mb 256] [--gpu-cache-mb 512] [--graph-attention dependency|causal] [--block-attention on|off] [--gkvr on|off] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--embedder DIR] "
        "[--index BASE] [--corpus PATH]",
        {"quick", "deterministic", "find-max"}, cmdBenchServe},

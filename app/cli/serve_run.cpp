@@ -36,6 +36,13 @@ Result<ServingParams> readServingParams(Args& args, const std::string& defaultMo
   if (gen < 1 || ret < 1) return Status::invalidArgument("--generation-threads and --retrieval-threads must be at least 1");
   p.generationThreads = static_cast<int32_t>(gen);
   p.retrievalThreads = static_cast<int32_t>(ret);
+  RAG_ASSIGN_OR_RETURN(int64_t running, args.getInt("max-running", 0));
+  RAG_ASSIGN_OR_RETURN(int64_t rows, args.getInt("max-batch-tokens", 0));
+  if (running < 0 || running > 4096 || rows < 0 || rows > 65536)
+    return Status::invalidArgument("--max-running takes 1 to 4096 sequences and --max-batch-tokens 1 to 65536 rows a step "
+                                   "(0 or leaving them out: the device's default, 64 and 512 on the CPU, 256 and 2048 on a GPU)");
+  p.maxRunningSequences = static_cast<int32_t>(running);
+  p.maxBatchTokens = static_cast<int32_t>(rows);
   RAG_ASSIGN_OR_RETURN(p.subStageSeconds, args.getDouble("substage-ms", 0.0));
   p.subStageSeconds /= 1000.0;
   p.deterministic = args.flag("deterministic");

@@ -45,7 +45,8 @@ Result<std::unique_ptr<GenerationExecutor>> GenerationExecutor::create(const Ser
   ex->m_wake = std::move(wake);
   model::RunnerParams rp;
   rp.deterministic = params.deterministic;
-  rp.maxRunning = params.maxRunningSequences;
+  rp.maxRunning = params.runningSequences();
+  rp.maxBatchTokens = params.batchTokens();
   rp.kvBudgetBytes = params.kvBudgetBytes;
   rp.prefixCache = params.prefixCache;
   rp.evictionPolicy = params.evictionPolicy;

@@ -14,7 +14,8 @@
 #   run-on-device.sh serve [SECONDS [ARGS...]]
 #                                     after every part arrived: join and unpack the data, then
 #                                     `workflow run --device cuda`, one traced Multistep rate per
-#                                     policy (TRACE=0 skips it), `bench ivf` with half the
+#                                     policy (TRACE=0 skips it; TRACE_RPS, default 64, sets the
+#                                     rate), `bench ivf` with half the
 #                                     cores (IVF=0 skips it) and HedraRAG Fig. 13's
 #                                     `bench serve --find-max` (or `bench serve --quick ARGS`) with
 #                                     --device cuda, then --device cpu on the same machine while
@@ -48,6 +49,13 @@ cublas=$(ls /usr/local/cuda/lib64/libcublas.so.13 /usr/local/cuda/targets/x86_64
 [ -n "$cublas" ] || cublas=$(find /usr /opt -name 'libcublas.so.13' 2>/dev/null | head -1)
 echo "cuBLAS: ${cublas:-not found}"
 export LD_LIBRARY_PATH="$rt/lib${cublas:+:$(dirname "$cublas")}:/usr/local/nvidia/lib64:/usr/local/nvidia/lib"
+# The bundle's OpenBLAS (0.3.21) does not know the lent machines' CPUs and falls back to its
+# SSE3 "Prescott" kernels (bench serve's settings.blas_kernels): name the widest set the CPU has.
+if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+  if grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
+  elif grep -qw avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
+fi
+echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
 # The tests look for datasets/ under the source directory compiled into them (/work/main).
 if [ ! -e /work/main ]; then mkdir -p /work && ln -s "$PWD" /work/main; fi
 
@@ -96,7 +104,7 @@ case "$mode" in
     # One Multistep rate per policy with every sub-stage traced (Chrome-trace JSON, xz'd; opens in
     # Perfetto): where hedra's time goes against flashrag's on this machine (TRACE=0: skipped).
     if [ "${TRACE:-1}" = 1 ]; then
-      bench serve-trace 90 bench serve --quick --workflows multistep --modes flashrag,hedra-nogpucache,hedra --rps 64 \
+      bench serve-trace 90 bench serve --quick --workflows multistep --modes flashrag,hedra-nogpucache,hedra --rps "${TRACE_RPS:-64}" \
         --min-seconds 2 --device "${devices[0]}" "${threads[@]}" "${models[@]}" --trace "$rt/serve.trace.json"
       [ -f "$rt/serve.trace.json" ] && xz -T0 -c "$rt/serve.trace.json" > "$OUT/serve.trace.json.xz" &&
         echo "trace: $(du -h "$OUT/serve.trace.json.xz" | cut -f1) xz"

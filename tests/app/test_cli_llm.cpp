@@ -238,7 +238,8 @@ private Q_SLOTS:
     QCOMPARE(one->find("passages")->size(), size_t{5});
     r = runRagraph(QStringList{"bench", "serve", "--workflows", "oneshot,multistep", "--modes", "sequential,flashrag,hedra,hedra-nogpucache",
                                "--rps", "40", "--requests", "4", "--json", path("serve.json"), "--trace", path("serve.trace.json"),
-                               "--find-max", "--search-steps", "1", "--min-seconds", "0.2", "--kv-mb", "96", "--gpu-cache-mb", "64"} + common);
+                               "--find-max", "--search-steps", "1", "--min-seconds", "0.2", "--kv-mb", "96", "--gpu-cache-mb", "64",
+                               "--max-running", "32"} + common);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QFile f(path("serve.json"));
     QVERIFY(f.open(QIODevice::ReadOnly));
@@ -250,6 +251,9 @@ private Q_SLOTS:
     QCOMPARE(*doc->find("settings")->find("kv_mb")->asInt64(), int64_t{96});
     QCOMPARE(*doc->find("settings")->find("gpu_cache_mb")->asInt64(), int64_t{64});
     QCOMPARE(doc->find("settings")->find("device")->asString(), std::string("cpu"));
+    // The generation batch: as given, else the device's default (the CPU's 512 rows a step).
+    QCOMPARE(*doc->find("settings")->find("max_running")->asInt64(), int64_t{32});
+    QCOMPARE(*doc->find("settings")->find("max_batch_tokens")->asInt64(), int64_t{512});
     // 0.2 s of arrivals at 40 rps are 8 requests: more than --requests 4.
     QCOMPARE(doc->find("runs")->asArray().at(0).find("requests")->asInt64().value_or(0), int64_t{8});
     QCOMPARE(doc->find("runs")->asArray().at(0).find("rps")->asDouble(), 40.0);  // each run says its rate
@@ -295,6 +299,8 @@ private Q_SLOTS:
                                                std::tuple{"--min-seconds", "-1", "--min-seconds"},
                                                std::tuple{"--spec-load", "-1", "--spec-load"},
                                                std::tuple{"--kv-mb", "0", "--kv-mb"},
+                                               std::tuple{"--max-running", "-1", "--max-running"},
+                                               std::tuple{"--max-batch-tokens", "100000", "--max-batch-tokens"},
                                                std::tuple{"--gpu-cache-mb", "0", "hedra-nogpucache"}}) {
       r = runRagraph(QStringList{"bench", "serve", option, value} + common);
       QCOMPARE(r.code, 2);

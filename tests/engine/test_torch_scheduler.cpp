@@ -401,6 +401,46 @@ private Q_SLOTS:
     QVERIFY(e->submit(m_questions[2], g).isOk());  // room again
   }
 
+  // The generation batch limits reach the runner: with room for one sequence and 8 rows a step,
+  // requests submitted together generate one at a time and prefill their prompts (longer than 8
+  // tokens) in chunks. Unset, the limits are the device's defaults.
+  void generationBatchFollowsItsLimits() {
+    ServingParams d;
+    QCOMPARE(d.runningSequences(), 64);
+    QCOMPARE(d.batchTokens(), 512);
+    d.device = "cuda:1";
+    QCOMPARE(d.runningSequences(), 256);
+    QCOMPARE(d.batchTokens(), 2048);
+    d.maxRunningSequences = 8;
+    d.maxBatchTokens = 100;
+    QCOMPARE(d.runningSequences(), 8);
+    QCOMPARE(d.batchTokens(), 100);
+
+    EngineParams p = params("hedra");
+    p.serving.maxRunningSequences = 1;
+    p.serving.maxBatchTokens = 8;
+    auto e = engine(p);
+    QVERIFY(e);
+    std::vector<RequestHandle> hs;
+    for (const std::string& q : m_questions) hs.push_back(*e->submit(q, *builtinWorkflow(Workflow::OneShot)));
+    for (const RequestHandle& h : hs) QVERIFY(h.wait().isOk());
+    std::vector<TraceEvent> ev;
+    e->drainTrace(ev);
+    const std::vector<TraceLane> lanes = e->traceLanes();
+    uint32_t steps = 0, mostSequences = 0, mostRows = 0, chunked = 0;
+    for (const TraceEvent& t : ev)
+      if (t.stage == TraceStage::Decode && lanes.at(t.lane).kind == LaneKind::Generation) {
+        ++steps;
+        mostRows = std::max(mostRows, t.arg0);  // rows computed
+        mostSequences = std::max(mostSequences, t.arg1);  // sequences in the batch
+        chunked += t.arg0 == 8;
+      }
+    QVERIFY(steps > 0);
+    QCOMPARE(mostSequences, 1u);
+    QCOMPARE(mostRows, 8u);
+    QVERIFY(chunked >= m_questions.size());  // every prompt took at least one full chunk
+  }
+
   void badInputIsRefusedClearly() {
     auto e = engine(params("hedra"));
     QVERIFY(e);

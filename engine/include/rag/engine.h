@@ -99,7 +99,16 @@ struct ServingParams {
   int32_t retrievalThreads = 1;       // OpenMP threads of the retrieval worker
   bool deterministic = false;         // batch-invariant numerics: results independent of policy
   int32_t maxLiveRequests = 256;      // submit() answers Busy beyond this many
-  int32_t maxRunningSequences = 64;   // generation batch limit
+  // The generation batch: at most maxRunningSequences sequences admitted and maxBatchTokens rows
+  // (decode rows + prefill chunks) per step; 0 takes the device's default (runningSequences(),
+  // batchTokens()). On the CPU a step's cost grows with its rows, so 64 and 512; on a GPU a small
+  // model's step is mostly launch and sync, so 256 and 2048 (vLLM's max_num_seqs and a few
+  // chunked prompts per step): more rows per step is more tokens per second there.
+  int32_t maxRunningSequences = 0;
+  int32_t maxBatchTokens = 0;
+  bool onGpu() const { return device != "cpu"; }
+  int32_t runningSequences() const { return maxRunningSequences > 0 ? maxRunningSequences : onGpu() ? 256 : 64; }
+  int32_t batchTokens() const { return maxBatchTokens > 0 ? maxBatchTokens : onGpu() ? 2048 : 512; }
   int64_t kvBudgetBytes = 256ll << 20;
   // Automatic prefix caching (engine/memory/): a prompt reuses the KV blocks of the longest
   // prefix an earlier prompt computed, and prefills only the rest. Answers do not change.
