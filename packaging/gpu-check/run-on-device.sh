@@ -128,6 +128,7 @@ case "$mode" in
       echo "rc=$?"; grep -E '^\[' "$OUT/serve-$dev.err"; grep -vE '^\[' "$OUT/serve-$dev.err" | tail -3
       tail -25 "$OUT/serve-$dev.out"
     done
+    find "$OUT" -type f -empty -delete  # a call brings back about 8 files: not the empty ones
     step "done"
     exit 0 ;;
   *) echo "usage: run-on-device.sh check|receive|serve [SECONDS]" >&2; exit 2 ;;
