@@ -11,6 +11,7 @@
 
 #include <cuda_runtime.h>
 
+#include "argmax_rows.cuh"
 #include "cublas_linear.cuh"
 #include "cuda_check.h"
 #include "device_buffer.h"
@@ -72,7 +73,7 @@ struct CudaLlamaStep::Impl {
   std::vector<DeviceBuffer> kPool, vPool;  // per layer F32 [numBlocks * blockSize, kvHeads, headDim]
   std::vector<double> ropeInvFreq;         // theta^(-2i/d), as the runner computes it
   // Per-step buffers: activations, the step's int32 tables, cos|sin, masks, logits.
-  DeviceBuffer x, h, qkv, att, gateUp, act, ints, trig, masks, logits;
+  DeviceBuffer x, h, qkv, att, gateUp, act, ints, trig, masks, logits, tokens;
   // readRows/writeRows: the slots and the rows on the device.
   DeviceBuffer rowSlots, rowData;
   cudaStream_t stream = nullptr;  // every call's work, non-blocking: other threads' CUDA work is not ordered with it
@@ -282,8 +283,8 @@ Result<cudaGraphExec_t> captureGraph(cudaStream_t stream, const std::function<St
 
 }  // namespace
 
-Result<std::vector<float>> CudaLlamaStep::forward(std::span<const StepItem> items, int64_t decodeItems,
-                                                  std::span<const StepLogitRow> logitRows) {
+Result<model::StepOutput> CudaLlamaStep::forward(std::span<const StepItem> items, int64_t decodeItems,
+                                                 std::span<const StepLogitRow> logitRows) {
   Impl& m = *m_impl;
   const model::LlamaConfig& c = m.cfg;
   const int64_t hid = c.hiddenSize, nh = c.numAttentionHeads, nkv = c.numKeyValueHeads, d = c.headDim;
@@ -298,7 +299,7 @@ Result<std::vector<float>> CudaLlamaStep::forward(std::span<const StepItem> item
   RAG_ASSIGN_OR_RETURN(const StepPlan plan, planStep(c, m.params, m.ropeInvFreq, items, decodeItems, logitRows, useGraph));
   const int64_t n = plan.rows, mRows = static_cast<int64_t>(logitRows.size());
   const size_t nd = static_cast<size_t>(decodeItems);
-  if (n == 0) return std::vector<float>();
+  if (n == 0) return model::StepOutput{};
   const std::vector<int32_t>& ints = plan.ints;
   const std::vector<int64_t>& rowStart = plan.rowStart;
 
@@ -311,6 +312,7 @@ Result<std::vector<float>> CudaLlamaStep::forward(std::span<const StepItem> item
   RAG_RETURN_IF_ERROR(reserve(m.gateUp, bytes(n * 2 * inter), "allocating the step's activations", &moved));
   RAG_RETURN_IF_ERROR(reserve(m.act, bytes(n * inter), "allocating the step's activations", &moved));
   RAG_RETURN_IF_ERROR(reserve(m.logits, bytes(mRows * vocab), "allocating the step's logits", &moved));
+  RAG_RETURN_IF_ERROR(reserve(m.tokens, static_cast<size_t>(mRows) * sizeof(int32_t), "allocating the step's tokens", &moved));
   RAG_RETURN_IF_ERROR(reserve(m.ints, ints.size() * sizeof(int32_t), "allocating the step's tables", &moved));
   RAG_RETURN_IF_ERROR(reserve(m.trig, bytes(2 * n * d), "allocating the step's RoPE tables", &moved));
   RAG_RETURN_IF_ERROR(reserve(m.masks, plan.masks.size(), "allocating the step's masks", &moved));
@@ -360,8 +362,10 @@ Result<std::vector<float>> CudaLlamaStep::forward(std::span<const StepItem> item
     // The final norm and the LM head for the rows that want logits only, gathered into h.
     RAG_RETURN_IF_ERROR(embedGather(x, n, hid, dInts + plan.logitIndex, mRows, h, stream));
     RAG_RETURN_IF_ERROR(rmsNorm(h, f32(m.norm), mRows, hid, eps, h, stream));
-    return linear(m.blas, h, mRows, hid, f32(m.lmHeadT), vocab, nullptr, 0, vocab, m.logits.as<float>(), vocab, false,
-                  stream);
+    RAG_RETURN_IF_ERROR(linear(m.blas, h, mRows, hid, f32(m.lmHeadT), vocab, nullptr, 0, vocab, m.logits.as<float>(),
+                               vocab, false, stream));
+    // Every logit row's greedy token, whoever asks for it: one graph per shape whatever the rows want.
+    return argmaxRows(m.logits.as<const float>(), mRows, vocab, m.tokens.as<int32_t>(), stream);
   };
 
   cudaGraphExec_t exec = nullptr;
@@ -383,13 +387,23 @@ Result<std::vector<float>> CudaLlamaStep::forward(std::span<const StepItem> item
     RAG_RETURN_IF_ERROR(enqueue());
     ++m.stats.eagerSteps;
   }
+  model::StepOutput out;
   if (mRows == 0) {
     RAG_RETURN_IF_ERROR(m.finish("running the step"));
-    return std::vector<float>();
+    return out;
   }
-  std::vector<float> logits(static_cast<size_t>(mRows * vocab));
-  RAG_RETURN_IF_ERROR(m.logits.download(logits.data(), logits.size() * sizeof(float), "copying the logits to the host", 0, stream));
-  return logits;
+  // When every row is greedy only their tokens cross to the host (4 bytes a row instead of the
+  // vocabulary's logits); otherwise every row's logits, as the runner then samples them.
+  if (std::all_of(logitRows.begin(), logitRows.end(), [](const StepLogitRow& r) { return r.greedyOnly; })) {
+    out.tokens.resize(static_cast<size_t>(mRows));
+    RAG_RETURN_IF_ERROR(m.tokens.download(out.tokens.data(), out.tokens.size() * sizeof(int32_t),
+                                          "copying the greedy tokens to the host", 0, stream));
+    ++m.stats.tokenSteps;
+    return out;
+  }
+  out.logits.resize(static_cast<size_t>(mRows * vocab));
+  RAG_RETURN_IF_ERROR(m.logits.download(out.logits.data(), out.logits.size() * sizeof(float), "copying the logits to the host", 0, stream));
+  return out;
 }
 
 std::string CudaLlamaStep::description() const {

@@ -4,15 +4,15 @@
 // written into the paged pool at each row's slot -> decode attention for the single decode rows,
 // prefill attention per chunk -> o linear accumulated into x -> rmsNorm -> fused gate|up linear
 // -> siluMul -> down linear accumulated; the final norm and LM head for the rows that want
-// logits. tests/kernels/test_llama_step.cpp compares its logits and greedy tokens with the
-// runner's CPU step on a tiny random model.
+// logits, and their greedy tokens (argmax_rows.cuh). tests/kernels/test_llama_step.cpp compares
+// its logits and greedy tokens with the runner's CPU step on a tiny random model.
 //
 //   LlamaHostWeights w = ...;  // host F32 pointers in the runner's fused, transposed layout
 //   const cuda::CudaLlamaStepParams params{.blockSize = 16, .numBlocks = 256};
 //   RAG_ASSIGN_OR_RETURN(auto step, cuda::CudaLlamaStep::create(cfg, w, params));
 //   std::vector<StepItem> items{{.tokens = prompt, .positions = pos, .start = 0, .blocks = table, .allowed = {}}};
 //   std::vector<StepLogitRow> want{{.item = 0, .row = int64_t(prompt.size()) - 1}};
-//   RAG_ASSIGN_OR_RETURN(std::vector<float> logits, step->forward(items, 0, want));  // F32 [1, vocab]
+//   RAG_ASSIGN_OR_RETURN(model::StepOutput out, step->forward(items, 0, want));  // out.logits: F32 [1, vocab]
 //
 // The step owns device copies of the weights and a device KV pool of numBlocks blocks
 // ([numBlocks * blockSize, kvHeads, headDim] per layer for K and for V); which blocks a sequence
@@ -60,6 +60,7 @@ struct CudaLlamaStepStats {
   int64_t eagerSteps = 0;     // steps whose kernels were launched one by one
   int64_t graphCaptures = 0;  // decode shapes captured into a graph
   int64_t graphReplays = 0;   // decode steps replayed from a graph
+  int64_t tokenSteps = 0;     // steps that sent the host greedy tokens instead of logits
   std::string graphError;     // why graphs were turned off after a failed capture; empty if not
 };
 
@@ -78,12 +79,13 @@ public:
 
   // One forward over `items`, the first `decodeItems` of them single rows that see their whole
   // context (start + 1 positions), the rest prefill chunks. Writes every row's K/V into the pool
-  // and returns the logits of `logitRows`, F32 [logitRows.size(), vocab] row-major (empty when
-  // none is asked for). InvalidArgument for an inconsistent batch (a token outside the
-  // vocabulary, a block table too short or naming a block outside the pool, a decode item of
-  // more than one row, a mask of the wrong size).
-  Result<std::vector<float>> forward(std::span<const StepItem> items, int64_t decodeItems,
-                                     std::span<const StepLogitRow> logitRows) override;
+  // and returns, when every one of `logitRows` is greedyOnly, their greedy tokens, else the
+  // logits of all of them, F32 [logitRows.size(), vocab] row-major (StepOutput; empty when none
+  // is asked for). InvalidArgument for an inconsistent batch (a token outside the vocabulary, a
+  // block table too short or naming a block outside the pool, a decode item of more than one
+  // row, a mask of the wrong size).
+  Result<model::StepOutput> forward(std::span<const StepItem> items, int64_t decodeItems,
+                                    std::span<const StepLogitRow> logitRows) override;
   // "cuda:0 NVIDIA H100 80GB HBM3, 79.1 GiB, sm_90", then ", CUDA graphs" or ", eager" or
   // ", eager (CUDA graphs off: <why>)" after a capture failed, and ", cuBLAS for every product"
   // without the small-row kernel.

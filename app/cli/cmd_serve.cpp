@@ -78,6 +78,19 @@ void writeRun(JsonWriter& w, const RunFigures& f) {
   w.key("generation").value(f.generationBusyPerRequest * 1e3).key("retrieval").value(f.retrievalBusyPerRequest * 1e3);
   w.endObject();
   w.key("ceiling_rps").value(f.ceilingRps);
+  // Where the generation worker's steps went, per request: the forward pass, the rest of the
+  // runner's step, the worker's own handling; and the mean rows of a step (the batch).
+  {
+    const ServingStats& st = f.stats;
+    const double n = std::max<double>(1.0, static_cast<double>(f.m.completed));
+    w.key("generation_steps").beginObject();
+    w.key("steps").value(st.generationSteps);
+    w.key("rows_per_step").value(st.generationSteps > 0 ? static_cast<double>(st.generationRows) / static_cast<double>(st.generationSteps) : 0.0);
+    w.key("forward_ms_per_request").value(st.generationForwardSeconds / n * 1e3);
+    w.key("runner_host_ms_per_request").value((st.generationRunnerSeconds - st.generationForwardSeconds) / n * 1e3);
+    w.key("worker_host_ms_per_request").value((st.generationStepSeconds - st.generationRunnerSeconds) / n * 1e3);
+    w.endObject();
+  }
   w.key("ttft_ms").beginObject();
   w.key("p50").value(percentile(f.ttft, 0.5) * 1e3).key("p99").value(percentile(f.ttft, 0.99) * 1e3);
   w.endObject();

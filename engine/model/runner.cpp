@@ -181,6 +181,8 @@ StepResult ModelRunner::Impl::step() {
   // 3. Forward. Deterministic mode: every row alone, in order, through the masked path.
   Stopwatch fwd;
   std::vector<torch::Tensor> itemLogits(items.size());
+  // A greedy sequence's next token as the backend chose it (kNoDeviceToken: sampled here).
+  std::vector<int32_t> itemToken(items.size(), kNoDeviceToken);
   if (params.deterministic) {
     for (size_t k = 0; k < items.size(); ++k) {
       auto [first, count] = wantsRows(items[k]);
@@ -203,12 +205,23 @@ StepResult ModelRunner::Impl::step() {
       auto [first, count] = wantsRows(items[k]);
       for (int64_t r = first; r < first + count; ++r) want.emplace_back(k, r);
     }
-    torch::Tensor lg = forward(items, static_cast<int64_t>(decode.size()), want);
+    // On a backend the greedy rows come back as their tokens: their vocabularies of logits never
+    // leave the device (tokens[w]: logit row w's token, or kNoDeviceToken where its logits came).
+    std::vector<int32_t> tokens;
+    const auto nd = static_cast<int64_t>(decode.size());
+    torch::Tensor lg = backend ? forwardBackend(items, nd, want, &tokens) : forward(items, nd, want);
     int64_t row = 0;
+    size_t w = 0;
     for (size_t k = 0; k < items.size() && deviceError.isOk(); ++k) {
       auto [first, count] = wantsRows(items[k]);
-      if (count > 0) itemLogits[k] = lg.narrow(0, row, count);
+      if (count == 0) continue;
+      if (!tokens.empty() && tokens[w] != kNoDeviceToken) {  // a greedy row: one per sequence
+        itemToken[k] = tokens[w++];
+        continue;
+      }
+      itemLogits[k] = lg.narrow(0, row, count);
       row += count;
+      w += static_cast<size_t>(count);
     }
   }
   result.stats.forwardSeconds = fwd.elapsedSeconds();
@@ -249,8 +262,11 @@ StepResult ModelRunner::Impl::step() {
         finish(s, FinishReason::MaxTokens, nullptr, &ev);
       } else {
         const int64_t vocab = cfg.vocabSize;
-        const float* last = lg.data_ptr<float>() + (lg.size(0) - 1) * vocab;
-        const int32_t t = s.sampler->sample(std::span<const float>(last, static_cast<size_t>(vocab)));
+        auto sampled = [&] {
+          const float* last = lg.data_ptr<float>() + (lg.size(0) - 1) * vocab;
+          return s.sampler->sample(std::span<const float>(last, static_cast<size_t>(vocab)));
+        };
+        const int32_t t = itemToken[k] != kNoDeviceToken ? itemToken[k] : sampled();
         if (t < 0) {  // every logit NaN or -inf: a numerical fault of the model, not of the runner
           finish(s, FinishReason::Error, nullptr, &ev);
           result.events.push_back(std::move(ev));

@@ -280,7 +280,9 @@ torch::Tensor ModelRunner::Impl::forwardKernels(std::span<const Item> items, int
 // sequences, the prefill chunks' masks built here), the logits it returns as a tensor. A failure
 // is kept in deviceError and answered with an undefined tensor, by every later step too.
 torch::Tensor ModelRunner::Impl::forwardBackend(std::span<const Item> items, int64_t decodeItems,
-                                                const std::vector<std::pair<size_t, int64_t>>& logitRows) {
+                                                const std::vector<std::pair<size_t, int64_t>>& logitRows,
+                                                std::vector<int32_t>* greedyTokens) {
+  if (greedyTokens) greedyTokens->clear();
   if (deviceError.isOk() && !pool->storeStatus().isOk()) deviceError = pool->storeStatus();
   if (!deviceError.isOk()) return {};
   std::vector<std::vector<uint8_t>> allowed(items.size());
@@ -298,16 +300,34 @@ torch::Tensor ModelRunner::Impl::forwardBackend(std::span<const Item> items, int
   }
   std::vector<StepLogitRow> want;
   want.reserve(logitRows.size());
-  for (auto [item, r] : logitRows) want.push_back({.item = item, .row = r});
-  Result<std::vector<float>> logits = backend->forward(rows, decodeItems, want);
-  if (!logits.isOk()) {
-    deviceError = logits.status().withContext("the " + backend->description() + " step");
+  int64_t greedyRows = 0;
+  for (auto [item, r] : logitRows) {
+    const Seq& s = *items[item].seq;
+    const bool greedyOnly = greedyTokens && !s.allLogits && s.sampler && s.sampler->greedy();
+    want.push_back({.item = item, .row = r, .greedyOnly = greedyOnly});
+    greedyRows += greedyOnly;
+  }
+  Result<StepOutput> out = backend->forward(rows, decodeItems, want);
+  if (!out.isOk()) {
+    deviceError = out.status().withContext("the " + backend->description() + " step");
     return {};
   }
-  if (want.empty()) return {};
-  auto* owned = new std::vector<float>(std::move(*logits));
-  return torch::from_blob(owned->data(), {static_cast<int64_t>(want.size()), cfg.vocabSize},
-                          [owned](void*) { delete owned; }, torch::kFloat32);
+  // The rows whose logits came back: every one, or (with tokens) all but the greedy ones.
+  const int64_t wanted = static_cast<int64_t>(want.size());
+  const int64_t logitCount = out->tokens.empty() ? wanted : wanted - greedyRows;
+  if ((!out->tokens.empty() && static_cast<int64_t>(out->tokens.size()) != wanted) ||
+      static_cast<int64_t>(out->logits.size()) != logitCount * cfg.vocabSize) {
+    deviceError = Status::internal("the " + backend->description() + " step returned " +
+                                   std::to_string(out->tokens.size()) + " tokens and " +
+                                   std::to_string(out->logits.size()) + " logits for " + std::to_string(wanted) +
+                                   " rows (" + std::to_string(greedyRows) + " greedy)");
+    return {};
+  }
+  if (!out->tokens.empty())
+    for (size_t j = 0; j < want.size(); ++j) greedyTokens->push_back(want[j].greedyOnly ? out->tokens[j] : kNoDeviceToken);
+  if (logitCount == 0) return {};
+  auto* owned = new std::vector<float>(std::move(out->logits));
+  return torch::from_blob(owned->data(), {logitCount, cfg.vocabSize}, [owned](void*) { delete owned; }, torch::kFloat32);
 }
 
 }  // namespace rag::model

@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <climits>
 #include <deque>
 #include <functional>
 #include <map>
@@ -28,6 +29,9 @@
 namespace rag::model {
 
 namespace detail {
+
+// No token from the device for this row: its logits came to the host (forwardBackend).
+inline constexpr int32_t kNoDeviceToken = INT32_MIN;
 
 enum class SeqState : uint8_t { Waiting, Running, Finished };
 
@@ -94,6 +98,7 @@ using detail::ceilDiv;
 using detail::computeTeam;
 using detail::f32;
 using detail::Item;
+using detail::kNoDeviceToken;
 using detail::matmulT;
 using detail::Seq;
 using detail::SeqState;
@@ -301,8 +306,13 @@ struct ModelRunner::Impl {
     if (backend) return forwardBackend(items, decodeItems, logitRows);
     return useKernels ? forwardKernels(items, decodeItems, logitRows) : forwardItems(items, decodeItems, logitRows);
   }
+  // greedyTokens (optional): the logit rows of greedy sequences that do not keep all logits are
+  // asked for their token only (StepLogitRow::greedyOnly); on return it holds each logit row's
+  // token, or kNoDeviceToken where the row's logits are in the tensor (all of them when the
+  // backend sent logits for every row: then it is empty).
   torch::Tensor forwardBackend(std::span<const Item> items, int64_t decodeItems,
-                               const std::vector<std::pair<size_t, int64_t>>& logitRows);
+                               const std::vector<std::pair<size_t, int64_t>>& logitRows,
+                               std::vector<int32_t>* greedyTokens = nullptr);
   torch::Tensor forwardItems(std::span<const Item> items, int64_t decodeItems,
                              const std::vector<std::pair<size_t, int64_t>>& logitRows);
   torch::Tensor forwardKernels(std::span<const Item> items, int64_t decodeItems,

@@ -60,6 +60,18 @@ struct StepItem {
 struct StepLogitRow {
   size_t item = 0;  // index into the step's items
   int64_t row = 0;  // row within the item
+  // The runner needs only this row's greedy token (argmaxLogit's choice, logit_ops.h): a backend
+  // may answer with the token instead of the vocabulary of logits (StepOutput::tokens).
+  bool greedyOnly = false;
+};
+
+// What a step returns for its logit rows. Either `logits` holds every logit row, F32 [rows,
+// vocab] row-major, and `tokens` is empty; or `tokens` has one entry per logit row — a
+// greedyOnly row's token (-1 when no logit is finite, as argmaxLogit), -1 for the others — and
+// `logits` holds only the rows that are not greedyOnly, in order.
+struct StepOutput {
+  std::vector<float> logits;
+  std::vector<int32_t> tokens;
 };
 
 class StepBackend : public memory::KvComputeStore {
@@ -67,10 +79,10 @@ public:
   // "cuda:0 NVIDIA H100 80GB HBM3, 79.1 GiB": what the runner's `device` reports.
   virtual std::string description() const = 0;
   // One forward over `items`, the first `decodeItems` single rows that see their whole context,
-  // the rest prefill chunks: writes every row's K/V at its slot and returns the logits of
-  // `logitRows`, F32 [logitRows.size(), vocab] row-major.
-  virtual Result<std::vector<float>> forward(std::span<const StepItem> items, int64_t decodeItems,
-                                             std::span<const StepLogitRow> logitRows) = 0;
+  // the rest prefill chunks: writes every row's K/V at its slot and returns what `logitRows` ask
+  // for (StepOutput).
+  virtual Result<StepOutput> forward(std::span<const StepItem> items, int64_t decodeItems,
+                                     std::span<const StepLogitRow> logitRows) = 0;
 };
 
 // How a GPU backend runs its steps; the defaults are what serving uses, and `bench llm --device

@@ -261,6 +261,14 @@ void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
   if (m_segments && !m_building.empty()) admitBuilt(out);
   const uint64_t busyNs = nowNs() - t0;
   if (m_params.load) m_params.load->addBusy(busyNs);
+  {
+    std::lock_guard lock(m_totalsMutex);
+    ++m_totals.steps;
+    m_totals.rows += r.stats.decodeRows + r.stats.prefillRows;
+    m_totals.forwardSeconds += r.stats.forwardSeconds;
+    m_totals.runnerSeconds += r.stats.totalSeconds;
+    m_totals.workerSeconds += static_cast<double>(busyNs) * 1e-9;
+  }
   const double secs = static_cast<double>(busyNs) * 1e-9;
   const double prev = m_stepSeconds.load(std::memory_order_relaxed);
   m_stepSeconds.store(prev == 0 ? secs : prev + 0.1 * (secs - prev), std::memory_order_relaxed);
@@ -274,6 +282,11 @@ void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
     refreshMemoryStats();
     m_memoryAtNs = now;
   }
+}
+
+GenerationWorker::StepTotals GenerationWorker::stepTotals() const {
+  std::lock_guard lock(m_totalsMutex);
+  return m_totals;
 }
 
 bool GenerationWorker::kvTreeDue(uint64_t now) const {

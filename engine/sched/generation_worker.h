@@ -95,6 +95,13 @@ public:
   int32_t kvBlocksTotal() const { return m_kvTotal; }
   // Moving average of a step's wall time (a generation sub-stage), 0 before the first step.
   double stepSeconds() const { return m_stepSeconds.load(std::memory_order_relaxed); }
+  // Totals since the worker started: where a step's time goes (the runner's forward pass, the
+  // runner's step as a whole, the worker's step with its updates) and how many rows it computed.
+  struct StepTotals {
+    int64_t steps = 0, rows = 0;
+    double forwardSeconds = 0, runnerSeconds = 0, workerSeconds = 0;
+  };
+  StepTotals stepTotals() const;
   // The KV pool and prefix cache as of the last step.
   struct MemoryStats {
     model::KvPoolStats pool;
@@ -136,6 +143,8 @@ private:
   std::atomic<int32_t> m_running{0};
   std::atomic<int32_t> m_kvUsed{0};
   std::atomic<double> m_stepSeconds{0};
+  mutable std::mutex m_totalsMutex;
+  StepTotals m_totals;
   int32_t m_kvTotal = 0;
   mutable std::mutex m_memoryMutex;
   MemoryStats m_memory;

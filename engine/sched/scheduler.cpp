@@ -212,6 +212,12 @@ ServingStats Scheduler::stats() const {
   s.retrievalLoad = m_ret->load().last();
   s.generationBusySeconds = m_gen->load().busySeconds();
   s.retrievalBusySeconds = m_ret->load().busySeconds();
+  const GenerationWorker::StepTotals steps = gen.stepTotals();
+  s.generationSteps = steps.steps;
+  s.generationRows = steps.rows;
+  s.generationForwardSeconds = steps.forwardSeconds;
+  s.generationRunnerSeconds = steps.runnerSeconds;
+  s.generationStepSeconds = steps.workerSeconds;
   const GenerationWorker::MemoryStats mem = gen.memoryStats();
   s.kvHostBlocksUsed = mem.pool.hostUsed;
   s.kvHostBlocksTotal = mem.pool.hostCapacity;

@@ -266,6 +266,16 @@ private Q_SLOTS:
       const double ceiling = run.find("ceiling_rps")->asDouble();
       QVERIFY2(gen > 0 && ret > 0, qPrintable(QString("generation %1 ms, retrieval %2 ms").arg(gen).arg(ret)));
       QVERIFY(ceiling > 0 && ceiling <= 1000.0 / gen + 1e-9 && ceiling <= 1000.0 / ret + 1e-9);
+      // The generation worker's busy time, split: the forward pass, the runner's host work, the
+      // worker's own; together no more than the busy time they are part of.
+      const JsonValue* steps = run.find("generation_steps");
+      QVERIFY(steps != nullptr && steps->find("steps")->asInt64().value_or(0) > 0);
+      QVERIFY(steps->find("rows_per_step")->asDouble() >= 1);
+      const double fwd = steps->find("forward_ms_per_request")->asDouble();
+      const double runnerHost = steps->find("runner_host_ms_per_request")->asDouble();
+      const double workerHost = steps->find("worker_host_ms_per_request")->asDouble();
+      QVERIFY2(fwd > 0 && runnerHost >= 0 && workerHost >= 0 && fwd + runnerHost + workerHost <= gen * (1 + 1e-9) + 1e-6,
+               qPrintable(QString("forward %1, runner %2, worker %3 of %4 ms").arg(fwd).arg(runnerHost).arg(workerHost).arg(gen)));
       // Generation on the CPU: no run had a GPU cluster cache, so none served a visit.
       QVERIFY(run.find("gpu_cache")->find("active")->isBool() && !run.find("gpu_cache")->find("active")->asBool());
       QCOMPARE(run.find("gpu_cache")->find("hit_rate")->asDouble(), 0.0);

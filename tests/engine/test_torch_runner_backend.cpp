@@ -17,6 +17,7 @@
 #include <map>
 
 #include "model/decode_kernels.h"
+#include "model/logit_ops.h"
 #include "model/step_backend.h"
 #include "status_checks.h"
 #include "torch_runner_fixtures.h"
@@ -29,6 +30,10 @@ namespace {
 struct Calls {
   int forwards = 0, copies = 0, reads = 0, writes = 0;
   bool fail = false;  // every call fails from then on, as a lost device would
+  // Greedy-only rows are answered with their tokens (and only the other rows' logits), as the
+  // GPU backend does when every row of a step is greedy; greedyRows counts them.
+  bool answerGreedy = false;
+  int greedyRows = 0;
 };
 
 class HostBackend final : public StepBackend {
@@ -42,8 +47,8 @@ public:
 
   std::string description() const override { return "host double"; }
 
-  Result<std::vector<float>> forward(std::span<const StepItem> items, int64_t decodeItems,
-                                     std::span<const StepLogitRow> logitRows) override {
+  Result<StepOutput> forward(std::span<const StepItem> items, int64_t decodeItems,
+                             std::span<const StepLogitRow> logitRows) override {
     ++m_calls->forwards;
     if (m_calls->fail) return Status::internal("device lost");
     const int64_t hid = m_c.hiddenSize, nh = m_c.numAttentionHeads, nkv = m_c.numKeyValueHeads, d = m_c.headDim;
@@ -103,13 +108,20 @@ public:
       cpu::siluMul(gateUp.data(), n, inter, act.data());
       cpu::linear(act.data(), n, inter, L.downT.data(), hid, ptr(L.downBias), 0, hid, x.data(), hid, true);
     }
-    std::vector<float> logits(logitRows.size() * static_cast<size_t>(vocab));
+    StepOutput out;
+    std::vector<float> row(static_cast<size_t>(vocab));
+    if (m_calls->answerGreedy) out.tokens.assign(logitRows.size(), -1);
     for (size_t j = 0; j < logitRows.size(); ++j) {
       cpu::rmsNorm(x.data() + (rowStart[logitRows[j].item] + logitRows[j].row) * hid, m_norm.data(), 1, hid, eps, h.data());
-      cpu::linear(h.data(), 1, hid, m_lmHeadT.data(), vocab, nullptr, 0, vocab, logits.data() + j * static_cast<size_t>(vocab),
-                  vocab, false);
+      cpu::linear(h.data(), 1, hid, m_lmHeadT.data(), vocab, nullptr, 0, vocab, row.data(), vocab, false);
+      if (m_calls->answerGreedy && logitRows[j].greedyOnly) {
+        out.tokens[j] = static_cast<int32_t>(argmaxLogit(row.data(), row.size()));
+        ++m_calls->greedyRows;
+      } else {
+        out.logits.insert(out.logits.end(), row.begin(), row.end());
+      }
     }
-    return logits;
+    return out;
   }
 
   Status copyBlock(int32_t from, int32_t to) override {
@@ -208,6 +220,35 @@ private Q_SLOTS:
       QVERIFY_OK(dev->deviceStatus());
       QCOMPARE(dev->kvStats().used, 0);
     }
+  }
+
+  // A backend may answer greedy rows with their tokens (StepOutput::tokens): the runner takes
+  // them as its Sampler's choice, and samples the other rows (temperature, or all logits kept)
+  // from the logits that came beside them, giving the CPU runner's tokens.
+  void greedyRowsAnsweredWithTokensGiveTheSameTokens() {
+    auto m = tinyModel();
+    Calls calls{.answerGreedy = true};
+    const RunnerParams p{.blockSize = 8, .maxBatchTokens = 40};
+    auto cpu = makeRunner(m, p);
+    auto dev = makeRunner(m, onBackend(p, &calls));
+    std::vector<SeqId> greedyOnly;  // greedy, logits not kept: asked for their tokens alone
+    for (int i = 0; i < 6; ++i) {
+      SequenceRequest q = greedy(randomTokens(3 + 5 * i, 96, 50 + static_cast<uint64_t>(i)), 10, /*allLogits=*/i == 3);
+      if (i % 3 == 1) q.sampling = {.temperature = 0.8f, .topK = 20, .seed = 7 + static_cast<uint64_t>(i), .maxTokens = 10};
+      auto id = cpu->add(q);
+      QVERIFY(id.isOk() && dev->add(q).isOk());
+      if (i % 3 != 1 && i != 3) greedyOnly.push_back(*id);
+    }
+    auto a = drain(*cpu, 96), b = drain(*dev, 96);
+    QCOMPARE(b.size(), size_t{6});
+    for (const auto& [id, run] : a) QCOMPARE(b[id].tokens, run.tokens);
+    // Every token of a greedy-only sequence came back as a token (a row is also asked at the end,
+    // when maxTokens stops it), beside sampled and all-logits rows in the same steps.
+    size_t greedyTokens = 0;
+    for (SeqId id : greedyOnly) greedyTokens += b[id].tokens.size();
+    QVERIFY(greedyTokens > 0);
+    QVERIFY2(calls.greedyRows >= static_cast<int>(greedyTokens), qPrintable(QString("%1 rows for %2 tokens").arg(calls.greedyRows).arg(greedyTokens)));
+    QVERIFY_OK(dev->deviceStatus());
   }
 
   void importedPassagesAreReencodedOnTheBackend() {

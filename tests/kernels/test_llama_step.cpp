@@ -17,6 +17,7 @@
 #include "gpu_test_main.h"
 #include "kernel_test_util.h"
 #include "llama_step.h"
+#include "model/logit_ops.h"
 
 using namespace rag;
 
@@ -127,8 +128,10 @@ private Q_SLOTS:
         items.push_back(seqs[work[k].first].item(work[k].second));
         for (int64_t r = 0; r < work[k].second; ++r) want.push_back({k, r});
       }
-      auto logits = (*step)->forward(items, decodeItems, want);
-      QVERIFY2(logits.isOk(), logits.status().toString().c_str());
+      auto out = (*step)->forward(items, decodeItems, want);
+      QVERIFY2(out.isOk(), out.status().toString().c_str());
+      QVERIFY(out->tokens.empty());  // no row asked for its greedy token alone
+      const std::vector<float>* logits = &out->logits;
       QCOMPARE(logits->size(), want.size() * size_t(vocab));
       for (size_t j = 0; j < want.size(); ++j) {
         GpuSeq& g = seqs[work[want[j].item].first];
@@ -217,12 +220,22 @@ private Q_SLOTS:
       auto a = (*eager)->forward(items, decodeItems, want);
       auto b = (*graphed)->forward(items, decodeItems, want);
       QVERIFY2(a.isOk() && b.isOk(), (a.isOk() ? b.status() : a.status()).toString().c_str());
-      QVERIFY2(*a == *b, "a graph-replayed step's logits differ from the eager step's");
+      QVERIFY2(a->logits == b->logits, "a graph-replayed step's logits differ from the eager step's");
+      // The same step again with every row greedy: the tokens alone come back, each the argmax
+      // of its logits as the runner's greedy Sampler takes it (the step rewrites the same K/V).
+      std::vector<cuda::StepLogitRow> greedyWant = want;
+      for (cuda::StepLogitRow& w : greedyWant) w.greedyOnly = true;
+      auto c = (*graphed)->forward(items, decodeItems, greedyWant);
+      QVERIFY2(c.isOk(), c.status().toString().c_str());
+      QVERIFY(c->logits.empty());
+      QCOMPARE(c->tokens.size(), which.size());
       for (size_t k = 0; k < which.size(); ++k) {
         Seq& q = seqs[which[k]];
         q.computed = int64_t(q.tokens.size());
-        const auto row = a->begin() + int64_t(k) * vocab;
-        q.tokens.push_back(int32_t(std::max_element(row, row + vocab) - row));
+        const float* row = a->logits.data() + int64_t(k) * vocab;
+        const auto greedy = int32_t(model::argmaxLogit(row, size_t(vocab)));
+        QCOMPARE(c->tokens[k], greedy);
+        q.tokens.push_back(greedy);
       }
     };
     addSeq(5, 11);

@@ -105,6 +105,42 @@ private Q_SLOTS:
     QCOMPARE(r->kvStats().used, 0);
   }
 
+  // Serving's path (not deterministic, no logits kept): greedy rows come back from the device as
+  // tokens (argmax_rows.cuh). Every such token is the CPU runner's argmax at its position, up to
+  // a near tie: the CPU reads the GPU's tokens as its prompt (teacher forcing) with every row's
+  // logits, so each token is checked, not only those before a first divergence.
+  void greedyTokensFromTheDeviceAreTheCpuArgmax() {
+    auto m = tinyModel();
+    auto gpu = makeRunner(m, onGpu({.blockSize = 8, .maxBatchTokens = 40}));
+    auto cpu = makeRunner(m, {.blockSize = 8, .maxBatchTokens = 40});
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<SeqId> ids;
+    for (int i = 0; i < 7; ++i) {
+      prompts.push_back(randomTokens(2 + 9 * i, 96, 30 + static_cast<uint64_t>(i)));
+      ids.push_back(*gpu->add(greedy(prompts.back(), 12, /*allLogits=*/false)));
+    }
+    auto runs = drain(*gpu, 96);
+    QVERIFY2(gpu->deviceStatus().isOk(), gpu->deviceStatus().toString().c_str());
+    size_t checked = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const std::vector<int32_t>& tokens = runs[ids[i]].tokens;
+      QVERIFY(runs[ids[i]].rows.empty());  // no logits came to the host
+      std::vector<int32_t> forced = prompts[i];
+      forced.insert(forced.end(), tokens.begin(), tokens.end());
+      const SeqId id = *cpu->add(greedy(forced, 0));
+      const Run ref = drain(*cpu, 96)[id];
+      QCOMPARE(ref.rows.size(), forced.size());
+      for (size_t t = 0; t < tokens.size(); ++t) {
+        const std::vector<float>& row = ref.rows[prompts[i].size() - 1 + t];
+        const float best = *std::max_element(row.begin(), row.end());
+        QVERIFY2(row[static_cast<size_t>(tokens[t])] >= best - 1e-3f,
+                 qPrintable(QString("sequence %1, token %2: %3 is not the CPU's argmax").arg(i).arg(t).arg(tokens[t])));
+        ++checked;
+      }
+    }
+    QVERIFY(checked >= 7);
+  }
+
   void prefixesMovedToTheHostAndBackAnswerTheSame() {
     auto m = tinyModel();
     RunnerParams p{.blockSize = 4, .numBlocks = 10, .deterministic = true, .prefixCache = true};

@@ -172,6 +172,15 @@ struct ServingStats {
   // search): over the requests finished, what one request costs each worker.
   double generationBusySeconds = 0;
   double retrievalBusySeconds = 0;
+  // The generation worker's steps since serving started: how many, their rows, and their time in
+  // the model's forward pass (on a GPU: launch, device work and the copies back), in the
+  // runner's whole step (+ batch planning, sampling, stop rules) and in the worker's step (+ its
+  // updates to the scheduler).
+  int64_t generationSteps = 0;
+  int64_t generationRows = 0;
+  double generationForwardSeconds = 0;
+  double generationRunnerSeconds = 0;
+  double generationStepSeconds = 0;
   // The KV memory: host tier, prefix cache (tokens offered to it and found in it), tier moves.
   int32_t kvHostBlocksUsed = 0;
   int32_t kvHostBlocksTotal = 0;
