@@ -394,7 +394,8 @@ Result<model::StepOutput> CudaLlamaStep::forward(std::span<const StepItem> items
   }
   // When every row is greedy only their tokens cross to the host (4 bytes a row instead of the
   // vocabulary's logits); otherwise every row's logits, as the runner then samples them.
-  if (std::all_of(logitRows.begin(), logitRows.end(), [](const StepLogitRow& r) { return r.greedyOnly; })) {
+  if (m.params.greedyTokens &&
+      std::all_of(logitRows.begin(), logitRows.end(), [](const StepLogitRow& r) { return r.greedyOnly; })) {
     out.tokens.resize(static_cast<size_t>(mRows));
     RAG_RETURN_IF_ERROR(m.tokens.download(out.tokens.data(), out.tokens.size() * sizeof(int32_t),
                                           "copying the greedy tokens to the host", 0, stream));
@@ -508,7 +509,8 @@ model::StepBackendFactory cudaStepBackendFactory(int device, const model::GpuSte
                                                 .numBlocks = numBlocks,
                                                 .device = device,
                                                 .graphs = options.graphs,
-                                                .smallRowLinear = options.smallRowLinear}));
+                                                .smallRowLinear = options.smallRowLinear,
+                                                .greedyTokens = options.greedyTokens}));
     return std::unique_ptr<model::StepBackend>(std::move(step));
   };
 }

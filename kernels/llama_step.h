@@ -53,6 +53,7 @@ struct CudaLlamaStepParams {
   int device = 0;         // the CUDA device it runs on (the caller selects it: cudaSetDevice)
   bool graphs = true;          // replay decode steps from CUDA graphs (false: launch every kernel)
   bool smallRowLinear = true;  // products of 2 to 8 rows on our kernel (false: all on cuBLAS)
+  bool greedyTokens = true;    // greedyOnly rows answered with tokens (false: logits for every row)
 };
 
 // What the step did, for tests and benchmarks.

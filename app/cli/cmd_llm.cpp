@@ -474,26 +474,27 @@ int cmdBenchLlm(Args& args) {
 
   // The GPU backend (--device cuda), in the same run as the CPU figures above: decode at each
   // batch as it serves (decode steps replayed from CUDA graphs, products of 2 to 8 rows on our
-  // kernel), then with every kernel launched eagerly, then with every product on cuBLAS, one
-  // after the other at each batch; prefill; and the floor its memory bandwidth sets under a
-  // batch-1 step.
-  enum GpuVariant { kServing, kEager, kCublas };
+  // kernel, greedy rows sent back as tokens), then with every kernel launched eagerly, with every
+  // product on cuBLAS, and with every row's logits copied back, one after the other at each
+  // batch; prefill; and the floor its memory bandwidth sets under a batch-1 step.
+  enum GpuVariant { kServing, kEager, kCublas, kLogits };
   struct {
     std::string name;
-    std::map<int32_t, DecodeFigures> decode[3];
+    std::map<int32_t, DecodeFigures> decode[4];
     double prefill = 0, bandwidth = 0;
   } device;
   if (choice->backend) {
-    model::StepBackendFactory variants[3] = {choice->backend};
+    model::StepBackendFactory variants[4] = {choice->backend};
     for (auto [v, options] : {std::pair{kEager, model::GpuStepOptions{.graphs = false}},
-                              std::pair{kCublas, model::GpuStepOptions{.smallRowLinear = false}}}) {
+                              std::pair{kCublas, model::GpuStepOptions{.smallRowLinear = false}},
+                              std::pair{kLogits, model::GpuStepOptions{.greedyTokens = false}}}) {
       auto factory = stepBackendFor(choice->device, options);
       if (!factory) return fail(factory.status());
       variants[v] = *factory;
     }
     for (int32_t batch : {1, 8, 32, 64}) {
       std::fprintf(stderr, "decode on %s at batch %d ...\n", choice->device.c_str(), batch);
-      for (int v : {kServing, kEager, kCublas}) {
+      for (int v : {kServing, kEager, kCublas, kLogits}) {
         auto d = measureDecode(loaded->model, vocab, batch, *promptLen, static_cast<int32_t>(*steps), true, variants[v]);
         if (!d) return fail(d.status().withContext("--device " + choice->device));
         device.decode[v][batch] = *d;
@@ -616,6 +617,11 @@ int cmdBenchLlm(Args& args) {
     perBatch("decode_tokens_per_s_eager", [&](int32_t b, const DecodeFigures&) { return device.decode[kEager][b].tokensPerSecond; });
     perBatch("graph_speedup", [&](int32_t b, const DecodeFigures& d) {
       return d.tokensPerSecond / device.decode[kEager][b].tokensPerSecond;
+    });
+    perBatch("decode_tokens_per_s_logits", [&](int32_t b, const DecodeFigures&) { return device.decode[kLogits][b].tokensPerSecond; });
+    // Greedy rows answered with their tokens, over every row's logits copied back and sampled here.
+    perBatch("greedy_tokens_speedup", [&](int32_t b, const DecodeFigures& d) {
+      return d.tokensPerSecond / device.decode[kLogits][b].tokensPerSecond;
     });
     perBatch("decode_tokens_per_s_cublas", [&](int32_t b, const DecodeFigures&) { return device.decode[kCublas][b].tokensPerSecond; });
     perBatch("small_row_kernel_speedup", [&](int32_t b, const DecodeFigures& d) {

@@ -90,6 +90,7 @@ public:
 struct GpuStepOptions {
   bool graphs = true;          // replay decode steps from CUDA graphs (else launch every kernel)
   bool smallRowLinear = true;  // products of 2 to 8 rows on our kernel (else all on cuBLAS)
+  bool greedyTokens = true;    // all-greedy steps send tokens, not logits (StepLogitRow::greedyOnly)
 };
 
 // Makes a backend for a model: copies `weights` (valid during the call only) and allocates a
