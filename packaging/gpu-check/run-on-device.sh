@@ -15,7 +15,7 @@
 #                                     after every part arrived: join and unpack the data, then
 #                                     `workflow run --device cuda`, one traced Multistep rate per
 #                                     policy (TRACE=0 skips it; TRACE_RPS, default 64, sets the
-#                                     rate), `bench ivf` with half the
+#                                     rate), `bench llm` of the shipped model (LLM=1), `bench ivf` with half the
 #                                     cores (IVF=0 skips it) and HedraRAG Fig. 13's
 #                                     `bench serve --find-max` (or `bench serve --quick ARGS`) with
 #                                     --device cuda, then --device cpu on the same machine while
@@ -101,6 +101,13 @@ case "$mode" in
       OMP_NUM_THREADS=$(( $(nproc) / 2 )) bench ivf 90 bench ivf --budget-ms 1 --json
       grep -oE '"(stepwise_over_faiss|step_seconds_median|steps|over_unbounded_step|openmp_threads)": [0-9.e-]+' "$OUT/ivf.json" | tr '\n' ' '; echo
     fi
+    # The decode figures of the shipped model on this device (LLM=1; off by default).
+    if [ "${LLM:-0}" = 1 ]; then
+      bench bench-llm-model 120 bench llm --model datasets/models/rag-llama --device "${devices[0]}" --json
+      python3 -c 'import json, sys; g = json.load(open(sys.argv[1])).get("gpu", {}); [print(k, g.get(k)) for k in
+        ("decode_tokens_per_s", "decode_step_ms", "greedy_tokens_speedup", "graph_speedup", "overhead_share")]' \
+        "$OUT/bench-llm-model.json"
+    fi
     # One Multistep rate per policy with every sub-stage traced (Chrome-trace JSON, xz'd; opens in
     # Perfetto): where hedra's time goes against flashrag's on this machine (TRACE=0: skipped).
     if [ "${TRACE:-1}" = 1 ]; then
@@ -128,7 +135,8 @@ case "$mode" in
       echo "rc=$?"; grep -E '^\[' "$OUT/serve-$dev.err"; grep -vE '^\[' "$OUT/serve-$dev.err" | tail -3
       tail -25 "$OUT/serve-$dev.out"
     done
-    find "$OUT" -type f -empty -delete  # a call brings back about 8 files: not the empty ones
+    # A call brings back about 8 files: not the empty ones, nor the logs whose lines are above.
+    find "$OUT" -type f \( -empty -o -name '*.err' \) -delete
     step "done"
     exit 0 ;;
   *) echo "usage: run-on-device.sh check|receive|serve [SECONDS]" >&2; exit 2 ;;
