@@ -269,9 +269,11 @@ private Q_SLOTS:
     }
     const cuda::CudaLlamaStepStats& g = (*graphed)->stats();
     QVERIFY2(g.graphError.empty(), g.graphError.c_str());
+    // Each step ran twice on the graphed side, with logits and then greedy: the same 5 shapes.
     QCOMPARE(g.graphCaptures, int64_t(5));
-    QCOMPARE(g.graphReplays, int64_t(36));
-    QCOMPARE(g.eagerSteps, int64_t(2));  // the two prefill steps
+    QCOMPARE(g.graphReplays, int64_t(2 * 36));
+    QCOMPARE(g.eagerSteps, int64_t(2 * 2));  // the two prefill steps
+    QCOMPARE(g.tokenSteps, int64_t(36 + 2));  // the greedy runs sent tokens only
     QCOMPARE((*eager)->stats().graphReplays, int64_t(0));
     QCOMPARE((*eager)->stats().eagerSteps, int64_t(38));
   }
