@@ -92,7 +92,9 @@ case "$mode" in
     # The bundle's ragraph is outside a build tree: name the shipped model and the embedder.
     models=(--model "$PWD/datasets/models/rag-llama" --embedder "$d/rag-embedder")
     devices=(${DEVICES:-cuda cpu})  # DEVICES=cpu rehearses this mode on a machine without a GPU
-    threads=(--retrieval-threads $(( $(nproc) / 2 )) --generation-threads $(( $(nproc) / 2 )))
+    # Half the cores each, or THREADS="--retrieval-threads R --generation-threads G" (with the model
+    # on the GPU the generation worker computes nothing on its threads but its loop).
+    read -r -a threads <<< "${THREADS:---retrieval-threads $(( $(nproc) / 2 )) --generation-threads $(( $(nproc) / 2 ))}"
     bench workflow-run 120 workflow run --builtin oneshot "What is a compiler?" --device "${devices[0]}" "${models[@]}" --json
     head -c 1500 "$OUT/workflow-run.json"; echo
     # What a retrieval sub-stage costs over one unbounded step with the retrieval worker's
