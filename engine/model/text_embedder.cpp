@@ -83,12 +83,22 @@ void TextEmbedder::Impl::embedWithKernels(std::span<const std::vector<int32_t>* 
     });
   };
   layerNorm(w.embedNorm, w.embedNormBias);
-  // y[:, 0 .. outW) over every row, whole 64-output tiles split over the team.
+  // y[:, 0 .. outW) over every row, in units of one 64-output tile by one block of 16 rows (the
+  // last block also takes the rows past the last multiple of 16, so no block is a 1-3 row tail
+  // that cpu::linear would run on its streaming path): the same units whatever the team, so the
+  // vectors do not depend on it, and enough of them to busy a team when a product has few tiles
+  // (a 256-wide output is 4 tiles: 4 threads of 8 when tiles alone were split).
   auto linear = [&](const float* in, int64_t inW, const torch::Tensor& wt, const torch::Tensor& bias, int64_t outW,
                     float* y, bool accumulate) {
-    constexpr int64_t tile = 64;
-    split((outW + tile - 1) / tile, rows * inW * tile, [&](int64_t t0, int64_t t1) {
-      cpu::linear(in, rows, inW, f32(wt), outW, f32(bias), t0 * tile, std::min(outW, t1 * tile), y, outW, accumulate);
+    constexpr int64_t tile = 64, block = 16;
+    const int64_t tiles = (outW + tile - 1) / tile, blocks = std::max<int64_t>(1, rows / block);
+    split(tiles * blocks, block * inW * tile, [&](int64_t u0, int64_t u1) {
+      for (int64_t u = u0; u < u1; ++u) {
+        const int64_t t = u % tiles, b = u / tiles;
+        const int64_t r0 = b * block, r1 = b + 1 == blocks ? rows : r0 + block;
+        cpu::linear(in + r0 * inW, r1 - r0, inW, f32(wt), outW, f32(bias), t * tile, std::min(outW, (t + 1) * tile),
+                    y + r0 * outW, outW, accumulate);
+      }
     });
   };
   const std::vector<int32_t> oneBlock = {0};  // a text's K/V as one block of its length
