@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "core/blas_info.h"
 
 namespace {
 
@@ -195,12 +196,13 @@ void printHelp(std::FILE* to) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  rag::cli::rememberArgv(argv);
   std::vector<std::string> words(argv + 1, argv + argc);
   if (words.empty() || words[0] == "help" || words[0] == "--help" || words[0] == "-h") {
     printHelp(words.empty() ? stderr : stdout);
     return words.empty() ? 2 : 0;
   }
+  rag::restartWithBetterBlasKernels(argv);  // core/blas_info.h: before any command runs a thread
+  rag::cli::rememberArgv(argv);
   for (const Command& c : commands()) {
     if (words[0] != c.group) continue;
     size_t consumed = 1;

@@ -38,6 +38,7 @@
 #include <memory>
 
 #include "bridge/gui_stall_meter.h"
+#include "core/blas_info.h"
 #include "heatmap/kv_heatmap.h"
 #include "panels/block_attention_panel.h"
 #include "panels/dep_cache_panel.h"
@@ -125,6 +126,7 @@ public:
 }  // namespace
 
 int main(int argc, char** argv) {
+  rag::restartWithBetterBlasKernels(argv);  // core/blas_info.h: before anything else runs
   WorkbenchApplication app(argc, argv);
   QApplication::setOrganizationName("RAGraph");
   QApplication::setApplicationName("RAGraph Workbench");
