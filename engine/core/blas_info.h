@@ -7,11 +7,11 @@
 // 1.3M-parameter model at 224 tokens, 27k tokens/s with Haswell's kernels against 43k with
 // SkylakeX's, medians of five alternating runs), so `bench llm` and `bench serve` print it.
 //
-// Debian 12's OpenBLAS (0.3.21) does not know newer Intel CPUs (the Xeons of the development and
-// the lent GPU machines: "Core: Prescott" with OPENBLAS_VERBOSE=2) and falls back to its SSE3
-// kernels there: libtorch's products (training, the reference paths) and FAISS's exact search
-// then run 1.4-1.6x slower than with SkylakeX's (`bench llm --synthetic`, libtorch decode at
-// batch 32 and 64, two alternating runs each). Since only the environment at load time counts,
+// Debian 12's OpenBLAS (0.3.21) does not know newer CPUs (the development machine's Intel Xeon
+// and the lent GPU machines' hosts: "Core: Prescott" with OPENBLAS_VERBOSE=2) and falls back to
+// its SSE3 kernels there: libtorch's products (training, the reference paths) and FAISS's exact
+// search then run slower than with SkylakeX's (training 2.3-2.9x, `ragraph train lm` and
+// `train embedder` on 2 threads; libtorch decode at batch 32-64 in `bench llm` 1.4-1.6x). Since only the environment at load time counts,
 // the CLI and the workbench start themselves again with OPENBLAS_CORETYPE set when that happened
 // (restartWithBetterBlasKernels, the first thing their main() does).
 #pragma once
