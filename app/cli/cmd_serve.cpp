@@ -88,7 +88,7 @@ void writeRun(JsonWriter& w, const RunFigures& f) {
     w.key("rows_per_step").value(st.generationSteps > 0 ? static_cast<double>(st.generationRows) / static_cast<double>(st.generationSteps) : 0.0);
     w.key("forward_ms_per_request").value(st.generationForwardSeconds / n * 1e3);
     w.key("runner_host_ms_per_request").value((st.generationRunnerSeconds - st.generationForwardSeconds) / n * 1e3);
-    w.key("worker_host_ms_per_request").value((st.generationStepSeconds - st.generationRunnerSeconds) / n * 1e3);
+    w.key("worker_host_ms_per_request").value((st.generationBusySeconds - st.generationRunnerSeconds) / n * 1e3);
     w.endObject();
   }
   w.key("ttft_ms").beginObject();
@@ -311,7 +311,7 @@ int cmdBenchServe(Args& args) {
   w.key("kv_mb").value(*kvMb).key("gpu_cache_mb").value(*gpuCacheMb);
   w.key("max_running").value(static_cast<int64_t>(serving->runningSequences()));
   w.key("max_batch_tokens").value(static_cast<int64_t>(serving->batchTokens()));
-  w.key("max_live_requests").value("max(256, 2 x rps x slo_s)");
+  w.key("max_live_requests").value("max(" + std::to_string(serving->maxLiveRequests) + ", 2 x rps x slo_s)");
   w.key("sustained_means").value("at least 90% of requests within the SLO, over at least min_seconds of arrivals");
   w.endObject();
   w.key("runs").beginArray();

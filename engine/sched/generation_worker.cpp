@@ -267,7 +267,6 @@ void GenerationWorker::stepOnce(std::vector<GenerationUpdate>& out) {
     m_totals.rows += r.stats.decodeRows + r.stats.prefillRows;
     m_totals.forwardSeconds += r.stats.forwardSeconds;
     m_totals.runnerSeconds += r.stats.totalSeconds;
-    m_totals.workerSeconds += static_cast<double>(busyNs) * 1e-9;
   }
   const double secs = static_cast<double>(busyNs) * 1e-9;
   const double prev = m_stepSeconds.load(std::memory_order_relaxed);

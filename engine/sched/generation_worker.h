@@ -96,10 +96,11 @@ public:
   // Moving average of a step's wall time (a generation sub-stage), 0 before the first step.
   double stepSeconds() const { return m_stepSeconds.load(std::memory_order_relaxed); }
   // Totals since the worker started: where a step's time goes (the runner's forward pass, the
-  // runner's step as a whole, the worker's step with its updates) and how many rows it computed.
+  // runner's step as a whole; the worker's whole step is its load gauge's busy time) and how
+  // many rows it computed.
   struct StepTotals {
     int64_t steps = 0, rows = 0;
-    double forwardSeconds = 0, runnerSeconds = 0, workerSeconds = 0;
+    double forwardSeconds = 0, runnerSeconds = 0;
   };
   StepTotals stepTotals() const;
   // The KV pool and prefix cache as of the last step.

@@ -210,14 +210,15 @@ ServingStats Scheduler::stats() const {
   s.gpuCacheHitRate = ret.clusterCacheHitRate();
   s.generationLoad = m_gen->load().last();
   s.retrievalLoad = m_ret->load().last();
-  s.generationBusySeconds = m_gen->load().busySeconds();
-  s.retrievalBusySeconds = m_ret->load().busySeconds();
+  // The step totals before the busy time: a step adds its busy time first, so the busy time read
+  // after holds every step the totals do (the worker's own share is never negative).
   const GenerationWorker::StepTotals steps = gen.stepTotals();
   s.generationSteps = steps.steps;
   s.generationRows = steps.rows;
   s.generationForwardSeconds = steps.forwardSeconds;
   s.generationRunnerSeconds = steps.runnerSeconds;
-  s.generationStepSeconds = steps.workerSeconds;
+  s.generationBusySeconds = m_gen->load().busySeconds();
+  s.retrievalBusySeconds = m_ret->load().busySeconds();
   const GenerationWorker::MemoryStats mem = gen.memoryStats();
   s.kvHostBlocksUsed = mem.pool.hostUsed;
   s.kvHostBlocksTotal = mem.pool.hostCapacity;

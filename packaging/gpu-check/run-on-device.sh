@@ -49,13 +49,9 @@ cublas=$(ls /usr/local/cuda/lib64/libcublas.so.13 /usr/local/cuda/targets/x86_64
 [ -n "$cublas" ] || cublas=$(find /usr /opt -name 'libcublas.so.13' 2>/dev/null | head -1)
 echo "cuBLAS: ${cublas:-not found}"
 export LD_LIBRARY_PATH="$rt/lib${cublas:+:$(dirname "$cublas")}:/usr/local/nvidia/lib64:/usr/local/nvidia/lib"
-# The bundle's OpenBLAS (0.3.21) does not know the lent machines' CPUs and falls back to its
-# SSE3 "Prescott" kernels (bench serve's settings.blas_kernels): name the widest set the CPU has.
-if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
-  if grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
-  elif grep -qw avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
-fi
-echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
+# The bundle's OpenBLAS (0.3.21) does not know the lent machines' CPUs and falls back to its SSE3
+# kernels there; ragraph starts itself again with the set the CPU has (engine/core/blas_info.h),
+# and `bench serve` reports the one that ran (settings.blas_kernels).
 # The tests look for datasets/ under the source directory compiled into them (/work/main).
 if [ ! -e /work/main ]; then mkdir -p /work && ln -s "$PWD" /work/main; fi
 

@@ -173,14 +173,13 @@ struct ServingStats {
   double generationBusySeconds = 0;
   double retrievalBusySeconds = 0;
   // The generation worker's steps since serving started: how many, their rows, and their time in
-  // the model's forward pass (on a GPU: launch, device work and the copies back), in the
-  // runner's whole step (+ batch planning, sampling, stop rules) and in the worker's step (+ its
-  // updates to the scheduler).
+  // the model's forward pass (on a GPU: launch, device work and the copies back) and in the
+  // runner's whole step (+ batch planning, sampling, stop rules); the rest of
+  // generationBusySeconds is the worker's own (its updates to the scheduler).
   int64_t generationSteps = 0;
   int64_t generationRows = 0;
   double generationForwardSeconds = 0;
   double generationRunnerSeconds = 0;
-  double generationStepSeconds = 0;
   // The KV memory: host tier, prefix cache (tokens offered to it and found in it), tier moves.
   int32_t kvHostBlocksUsed = 0;
   int32_t kvHostBlocksTotal = 0;
