@@ -7,6 +7,7 @@
 //   ragraph index calibrate [--queries 2000] [--target 0.95] [--confidence 0.95] [--force]
 //   ragraph eval retrieval --split test --limit 2000 --json [--reworded] [--fusion-sweep]
 #include <cstdio>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <iostream>
@@ -36,6 +37,7 @@ struct LabelledQuestions {
   std::vector<std::string> questions;
   std::vector<int64_t> gold;
   std::vector<std::string> goldText;  // the gold passage's text ("" when none)
+  std::vector<std::string> type;      // single_hop | definition | two_hop | foldoc
 };
 
 Result<LabelledQuestions> labelledQuestions(const fs::path& corpus, const std::string& split, int64_t limit) {
@@ -47,6 +49,7 @@ Result<LabelledQuestions> labelledQuestions(const fs::path& corpus, const std::s
     out.questions.push_back(item.question);
     out.gold.push_back(item.goldPassages.empty() ? -1 : item.goldPassages.front().id);
     out.goldText.push_back(item.goldPassages.empty() ? std::string() : item.goldPassages.front().text);
+    out.type.push_back(item.type);
   }
   return out;
 }
@@ -149,6 +152,7 @@ int cmdIndexBuild(Args& args) {
   const std::string dtype = args.getOr("dtype", "f32");
   const bool quiet = args.flag("quiet");
   const bool json = args.flag("json");
+  const bool ifNeeded = args.flag("if-needed");
   for (const Status& s : {dir.status(), nlist.status(), batch.status(), threads.status(), args.finish()})
     if (!s) return fail(s);
   if (*nlist < 0 || *batch < 1 || *threads < 1)
@@ -156,6 +160,27 @@ int cmdIndexBuild(Args& args) {
   model::setComputeThreads(static_cast<int>(*threads));
   auto embedder = model::TextEmbedder::load(*dir, dtype);
   if (!embedder) return fail(embedder.status());
+  // --if-needed: an index this embedder built is kept (run.sh calls this on every start); one
+  // another embedder built (e.g. an older shipped one) is rebuilt, and the user is told why.
+  if (ifNeeded) {
+    const fs::path at = base ? fs::path(*base) : retrieval::defaultIndexBase(corpus);
+    auto existing = retrieval::PassageIndex::load(at, (*embedder)->fingerprint());
+    if (existing) {
+      if (json) {
+        JsonWriter w(std::cout);
+        w.beginObject().key("index").value(at.string()).key("embedder").value((*embedder)->fingerprint());
+        w.key("passages").value(existing->size()).key("up_to_date").value(true).endObject();
+        std::cout << std::endl;
+      } else if (!quiet) {
+        std::fprintf(stderr, "the passage index %s is up to date (embedder %s)\n", at.c_str(),
+                     (*embedder)->fingerprint().c_str());
+      }
+      return 0;
+    }
+    if (existing.status().code() != StatusCode::NotFound)
+      std::fprintf(stderr, "ragraph: rebuilding the passage index %s: %s\n", at.c_str(),
+                   existing.status().message().c_str());
+  }
 
   retrieval::PassageIndexParams p;
   p.corpus = corpus;
@@ -192,6 +217,7 @@ int cmdIndexBuild(Args& args) {
     w.key("index").value(where.string());
     w.key("embedder").value((*embedder)->fingerprint());
     w.key("passages").value(built->passages);
+    w.key("up_to_date").value(false);
     w.key("resumed_from").value(built->resumedFrom);
     w.key("dim").value((*embedder)->dim());
     w.key("nlist").value(built->nlist);
@@ -245,22 +271,30 @@ int cmdEvalRetrieval(Args& args) {
   constexpr int32_t kTop = 20;
   struct Recall {
     double at1 = 0, at5 = 0, at20 = 0, seconds = 0;
+    std::map<std::string, double> at5ByType;  // recall@5 per question type
   };
   auto recall = [&](const std::vector<std::vector<int64_t>>& hits, double seconds) {
     Recall out;
     out.seconds = seconds;
-    for (size_t i = 0; i < hits.size(); ++i)
+    std::map<std::string, double> questionsOfType;
+    for (size_t i = 0; i < hits.size(); ++i) {
+      const std::string& type = labelled->type[i];
+      questionsOfType[type] += 1;
+      out.at5ByType[type] += 0;
       for (size_t rank = 0; rank < hits[i].size(); ++rank)
         if (hits[i][rank] == gold[i]) {
           out.at1 += rank < 1;
           out.at5 += rank < 5;
           out.at20 += rank < 20;
+          out.at5ByType[type] += rank < 5;
           break;
         }
+    }
     const double n = std::max<double>(1.0, static_cast<double>(hits.size()));
     out.at1 /= n;
     out.at5 /= n;
     out.at20 /= n;
+    for (auto& [type, hit] : out.at5ByType) hit /= questionsOfType[type];
     return out;
   };
   Stopwatch exactWatch;
@@ -318,6 +352,9 @@ int cmdEvalRetrieval(Args& args) {
     w.key("recall@5").value(x.at5);
     w.key("recall@20").value(x.at20);
     w.key("seconds").value(x.seconds);
+    w.key("recall@5_by_type").beginObject();
+    for (const auto& [type, r] : x.at5ByType) w.key(type).value(r);
+    w.endObject();
     w.endObject();
   };
   if (json) {
@@ -379,6 +416,14 @@ int cmdEvalRetrieval(Args& args) {
                   "the gold passage %.2f -> %.2f\n",
                   100 * wording->changed, wording->sharedBefore, wording->sharedAfter);
     std::printf("  exact      recall@1 %.3f  @5 %.3f  @20 %.3f\n", flat.at1, flat.at5, flat.at20);
+    auto byType = [](const char* name, const Recall& x) {
+      std::printf("  %-10s recall@5 by type:", name);
+      for (const auto& [type, r] : x.at5ByType) std::printf("  %s %.3f", type.c_str(), r);
+      std::printf("\n");
+    };
+    byType("exact", flat);
+    byType("bm25", lexical);
+    byType("hybrid", hybrid);
     for (const auto& [nprobe, x] : ivf)
       std::printf("  nprobe %-4lld recall@1 %.3f  @5 %.3f  @20 %.3f  (%.3f s)\n",
                   static_cast<long long>(nprobe), x.at1, x.at5, x.at20, x.seconds);

@@ -19,6 +19,7 @@
 #include <functional>
 #include <iostream>
 #include <optional>
+#include <thread>
 
 #include "commands.h"
 #include "core/clock.h"
@@ -31,6 +32,10 @@
 #include "knowledge/graph_examples.h"
 #include "knowledge/role_examples.h"
 #include "model/training_data.h"
+#include "core/fork_join.h"
+#include "model/runner.h"
+#include "model/text_embedder.h"
+#include "retrieval/passage_index.h"
 
 namespace fs = std::filesystem;
 
@@ -475,22 +480,33 @@ int cmdTrainEmbedder(Args& args) {
   Result<int64_t> ffn = atLeast(args, "ffn", 4 * hidden.valueOr(256), 1);
   Result<double> temperature = args.getDouble("temperature", 0.05);
   Result<double> titles = args.getDouble("title-pairs", 0.3);
+  Result<double> spans = args.getDouble("span-pairs", 0);
   Result<double> hardNegatives = args.getDouble("hard-negatives", 0);
+  Result<double> selfNegatives = args.getDouble("self-negatives", 0);
+  const std::optional<std::string> indexBase = args.get("index");
   const bool json = args.flag("json");
   Status s = readTrainParams(args, setup, {.seqLen = 128, .batch = 64, .lr = 5e-4});
-  for (const Status& st : {layers.status(), hidden.status(), heads.status(), ffn.status(),
-                           temperature.status(), titles.status(), hardNegatives.status(), s})
+  for (const Status& st : {layers.status(), hidden.status(), heads.status(), ffn.status(), temperature.status(),
+                           titles.status(), spans.status(), hardNegatives.status(), selfNegatives.status(), s})
     if (!st) return fail(st);
   if (Status f = args.finish(); !f) return fail(f);
   if (Status v = validateTrainParams(setup.params); !v) return fail(v);
   if (*hidden % *heads != 0)
     return fail(Status::invalidArgument("--hidden must be a multiple of --heads (got " +
                                         std::to_string(*hidden) + " and " + std::to_string(*heads) + ")"));
-  if (!(*titles >= 0 && *titles <= 1))
-    return fail(Status::invalidArgument("--title-pairs must be between 0 and 1"));
+  if (!(*titles >= 0 && *spans >= 0 && *titles + *spans <= 1))
+    return fail(Status::invalidArgument("--title-pairs and --span-pairs must be between 0 and 1 and sum to at most 1 "
+                                        "(the rest are question pairs)"));
   if (!(*hardNegatives >= 0 && *hardNegatives <= 1))
     return fail(Status::invalidArgument("--hard-negatives must be between 0 and 1 (the share of pairs given a "
-                                        "BM25-mined hard negative)"));
+                                        "mined hard negative)"));
+  if (!(*selfNegatives >= 0 && *selfNegatives <= 1))
+    return fail(Status::invalidArgument("--self-negatives must be between 0 and 1 (the share of question pairs' hard "
+                                        "negatives mined from the embedder's own index)"));
+  const bool selfMining = *hardNegatives > 0 && *selfNegatives > 0;
+  if (selfMining && !init)
+    return fail(Status::invalidArgument("--self-negatives mines with the embedder training starts from: give --init DIR "
+                                        "(its passage index must be built: `ragraph index build --embedder DIR`)"));
   Result<Tokenizer> tokenizer = findTokenizer(tokenizerArg, init, setup);
   if (!tokenizer) return fail(tokenizer.status());
 
@@ -513,25 +529,61 @@ int cmdTrainEmbedder(Args& args) {
   }
   setup.runOptions.emplace_back("temperature", shortest(*temperature));
   setup.runOptions.emplace_back("title-pairs", shortest(*titles));
+  setup.runOptions.emplace_back("span-pairs", shortest(*spans));
   setup.runOptions.emplace_back("hard-negatives", shortest(*hardNegatives));
+  setup.runOptions.emplace_back("self-negatives", shortest(*selfNegatives));
   setup.runOptions.emplace_back("tokenizer-vocab", std::to_string(tokenizer->vocabSize()));
 
   CorpusPairOptions opts;
   opts.titleFraction = *titles;
+  opts.spanFraction = *spans;
   opts.hardNegatives = *hardNegatives;
+  opts.selfNegatives = *selfNegatives;
+  // Mining reads the embedder and its index before training starts: restart first (a restart
+  // after it would mine twice).
+  if (selfMining) restartWithPassiveOpenMp();
+  ProgressPrinter printer(json);
+  if (selfMining) {
+    // The embedder training starts from, over its own passage index, searched exactly: its
+    // confusions, not the IVF's.
+    auto embedder = model::TextEmbedder::load(*init, "f32");
+    if (!embedder) return fail(embedder.status().withContext("--self-negatives"));
+    const fs::path base = indexBase ? fs::path(*indexBase) : retrieval::defaultIndexBase(corpus);
+    auto index = retrieval::PassageIndex::load(base, (*embedder)->fingerprint());
+    if (!index)
+      return fail(index.status().withContext("--self-negatives mines from the passage index of the --init embedder; "
+                                             "build it with `ragraph index build --embedder " + *init + "`"));
+    std::shared_ptr<model::TextEmbedder> e = std::move(*embedder);
+    auto idx = std::make_shared<retrieval::PassageIndex>(std::move(*index));
+    model::setComputeThreads(static_cast<int>(setup.params.threads > 0 ? setup.params.threads
+                                                                      : std::max(1u, std::thread::hardware_concurrency())));
+    opts.denseSearch = [e, idx](std::span<const std::string> queries, int32_t depth)
+        -> Result<std::vector<std::vector<int64_t>>> {
+      RAG_ASSIGN_OR_RETURN(std::vector<float> q, e->embed(queries, 64, model::sharedComputeTeam().get()));
+      return idx->searchExact(q, depth);
+    };
+    opts.progress = [&printer](std::string_view phase, uint64_t done, uint64_t total) { printer(phase, done, total); };
+  }
   Result<std::unique_ptr<CorpusPairSource>> train = CorpusPairSource::open(corpus, *tokenizer, opts);
+  printer.finish();
   if (!train) return fail(train.status());
   std::unique_ptr<CorpusPairSource> heldOut;
   if (setup.params.evalEvery > 0) {
     CorpusPairOptions dev = opts;
     dev.split = "dev";
+    dev.selfNegatives = 0;  // held-out loss: BM25 negatives, not a second mining pass
+    dev.denseSearch = nullptr;
+    dev.progress = nullptr;
     Result<std::unique_ptr<CorpusPairSource>> d = CorpusPairSource::open(corpus, *tokenizer, dev);
     if (!d) return fail(d.status().withContext("held-out evaluation (--eval-every)"));
     heldOut = std::move(*d);
   }
   restartWithPassiveOpenMp();  // everything is checked: from here on libtorch computes
-  const std::string negatives =
-      *hardNegatives > 0 ? " (" + shortest(*hardNegatives * 100) + "% with a BM25-mined hard negative)" : "";
+  std::string negatives;
+  if (*hardNegatives > 0)
+    negatives = " (" + shortest(*hardNegatives * 100) + "% with a mined hard negative" +
+                (selfMining ? ", of the questions' " + shortest(*selfNegatives * 100) + "% self-mined" : std::string()) + ")";
+  if (*spans > 0) negatives += ", " + shortest(*spans * 100) + "% span pairs";
   return runTraining(setup, json, "question/title -> passage pairs from " + corpus.string() + negatives,
                      [&](const TrainCallbacks& cb) {
                        return trainEmbedder(setup, **train, heldOut.get(), cb, *temperature);

@@ -46,7 +46,8 @@ const std::vector<Command>& commands() {
        {"resume", "json"}, cmdTrainLm},
       {"train", "embedder",
        "--out DIR [--corpus PATH] [--tokenizer DIR] [--init DIR | --layers 4 --hidden 256 "
-       "--heads 4 --ffn 1024] [--temperature 0.05] [--title-pairs 0.3] [--hard-negatives 0] [--steps 1000] "
+       "--heads 4 --ffn 1024] [--temperature 0.05] [--title-pairs 0.3] [--span-pairs 0] [--hard-negatives 0] "
+       "[--self-negatives 0 [--index BASE]] [--steps 1000] "
        "[--batch 64] [--seq-len 128] [--lr 5e-4] [--min-lr LR/10] [--warmup 100] "
        "[--weight-decay 0.1] [--clip-norm 1] [--seed 1] [--dtype f32|bf16] [--threads N] "
        "[--checkpoint-every 200] [--log-every 10] [--eval-every N --eval-examples 64] [--resume] "
@@ -68,8 +69,8 @@ const std::vector<Command>& commands() {
        {"json"}, cmdEvalQa},
       {"index", "build",
        "[--corpus PATH] [--embedder DIR] [--index BASE] [--nlist N] [--batch 64] [--dtype f32|bf16] [--threads N] "
-       "[--quiet] [--json]",
-       {"quiet", "json"}, cmdIndexBuild},
+       "[--if-needed] [--quiet] [--json]",
+       {"if-needed", "quiet", "json"}, cmdIndexBuild},
       {"index", "calibrate",
        "[--corpus PATH] [--embedder DIR] [--index BASE] [--split dev] [--queries 2000] [--target 0.95] "
        "[--confidence 0.95] [--force] [--quiet] [--json]",

@@ -2,12 +2,14 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <map>
 #include <numbers>
+#include <numeric>
 #include <sstream>
 #include <thread>
 
@@ -326,6 +328,9 @@ private:
   ExampleSource* m_heldOut;
 };
 
+// Rows of one padded group when the embedder objective embeds a batch's texts (grouped by length).
+constexpr size_t kEmbedGroupRows = 16;
+
 class EmbedderObjective final : public ModelObjective<BertModel, BertConfig> {
 public:
   EmbedderObjective(const TrainSetup& setup, PairSource& train, PairSource* heldOut, double temperature)
@@ -361,7 +366,10 @@ public:
       pairs.push_back(std::move(pair));
     }
     const BertModel work = bf16 ? m_model->to(torch::kBFloat16) : *m_model;
-    auto embed = [&](const std::vector<const std::vector<int32_t>*>& texts) {
+    // Texts are embedded in groups of similar length, each padded only to its own longest: a
+    // batch of short passages with one long one padded to the long one spent ~3x the compute.
+    // Rows are independent (per-text attention and pooling), so grouping changes no value.
+    auto embedGroup = [&](const std::vector<const std::vector<int32_t>*>& texts) {
       int64_t len = 0;
       for (const std::vector<int32_t>* t : texts) len = std::max<int64_t>(len, static_cast<int64_t>(t->size()));
       const auto n = static_cast<int64_t>(texts.size());
@@ -376,6 +384,23 @@ public:
       }
       return work.embed(torch::tensor(ids, torch::kLong).view({n, len}),
                         torch::from_blob(valid.data(), {n, len}, torch::kUInt8).to(torch::kBool));
+    };
+    auto embed = [&](const std::vector<const std::vector<int32_t>*>& texts) {
+      std::vector<int64_t> order(texts.size());
+      std::iota(order.begin(), order.end(), int64_t{0});
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int64_t a, int64_t b) { return texts[static_cast<size_t>(a)]->size() < texts[static_cast<size_t>(b)]->size(); });
+      std::vector<torch::Tensor> parts;
+      for (size_t start = 0; start < order.size(); start += kEmbedGroupRows) {
+        std::vector<const std::vector<int32_t>*> group;
+        for (size_t k = start; k < std::min(order.size(), start + kEmbedGroupRows); ++k)
+          group.push_back(texts[static_cast<size_t>(order[k])]);
+        parts.push_back(embedGroup(group));
+      }
+      // Back to the texts' order: row order[k] of the result is row k of the sorted groups.
+      std::vector<int64_t> inverse(order.size());
+      for (size_t k = 0; k < order.size(); ++k) inverse[static_cast<size_t>(order[k])] = static_cast<int64_t>(k);
+      return torch::cat(parts, 0).index_select(0, torch::tensor(inverse, torch::kLong));
     };
     // Candidates: every pair's passage (row i's positive is column i), then the hard negatives.
     std::vector<const std::vector<int32_t>*> queries, candidates;

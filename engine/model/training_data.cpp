@@ -283,27 +283,72 @@ std::string_view plainTitle(std::string_view title) {
 Result<std::unique_ptr<CorpusPairSource>> CorpusPairSource::open(const std::filesystem::path& corpus,
                                                                  const Tokenizer& tokenizer,
                                                                  const CorpusPairOptions& options) {
-  if (!(options.titleFraction >= 0 && options.titleFraction <= 1))
-    return Status::invalidArgument("the share of title pairs must be between 0 and 1");
+  auto share = [](double x) { return x >= 0 && x <= 1; };
+  if (!share(options.titleFraction) || !share(options.spanFraction) ||
+      !(options.titleFraction + options.spanFraction <= 1))
+    return Status::invalidArgument("the shares of title and span pairs must each be between 0 and 1, and "
+                                   "together at most 1 (the rest are question pairs)");
   RAG_ASSIGN_OR_RETURN(corpus::QaPromptReader reader, corpus::QaPromptReader::open(corpus));
   std::vector<int64_t> ids;
-  if (options.titleFraction < 1) {
+  if (options.titleFraction + options.spanFraction < 1) {
     RAG_ASSIGN_OR_RETURN(ids, reader.splitIds(options.split));
   }
   if (reader.maxPassageId() == 0)
     return Status::notFound("corpus " + corpus.string() + " has no passages to train on; "
                             "rebuild it with `ragraph corpus build`");
-  if (!(options.hardNegatives >= 0 && options.hardNegatives <= 1))
-    return Status::invalidArgument("the share of pairs with a hard negative must be between 0 and 1");
+  if (!share(options.hardNegatives) || !share(options.selfNegatives))
+    return Status::invalidArgument("the shares of pairs with a hard negative and of self-mined ones among them "
+                                   "must be between 0 and 1");
   if (options.hardNegativeDepth < 2)
     return Status::invalidArgument("hard negatives are mined from a query's top 2 or more passages");
+  if (options.hardNegatives > 0 && options.selfNegatives > 0 && !options.denseSearch)
+    return Status::invalidArgument("self-mined negatives need a dense search over the embedder's passage index");
   std::unique_ptr<retrieval::Bm25Index> bm25;
-  if (options.hardNegatives > 0) {
+  if (options.hardNegatives > 0 && options.selfNegatives < 1) {
     RAG_ASSIGN_OR_RETURN(retrieval::Bm25Index index, retrieval::Bm25Index::openOrBuild(corpus));
     bm25 = std::make_unique<retrieval::Bm25Index>(std::move(index));
   }
-  return std::unique_ptr<CorpusPairSource>(
+  // Passages that answer a held-out question: never the passage of a title or span pair.
+  std::vector<uint8_t> heldOut(static_cast<size_t>(reader.maxPassageId()) + 1, 0);
+  {
+    RAG_ASSIGN_OR_RETURN(sql::Stmt st, reader.db().prepare(
+        "SELECT DISTINCT g.value FROM qa, json_each(qa.gold_passages) g WHERE qa.split IN ('dev', 'test')"));
+    for (;;) {
+      RAG_ASSIGN_OR_RETURN(bool row, st.step());
+      if (!row) break;
+      const int64_t id = st.columnInt64(0);
+      if (id > 0 && id < static_cast<int64_t>(heldOut.size())) heldOut[static_cast<size_t>(id)] = 1;
+    }
+  }
+  // A corpus whose every passage answers a held-out question (a test fixture) draws from them all.
+  if (std::count(heldOut.begin() + 1, heldOut.end(), uint8_t{1}) == static_cast<std::ptrdiff_t>(heldOut.size()) - 1)
+    heldOut.assign(heldOut.size(), 0);
+  std::unique_ptr<CorpusPairSource> source(
       new CorpusPairSource(std::move(reader), tokenizer, options, std::move(ids), std::move(bm25)));
+  source->m_heldOut = std::move(heldOut);
+  if (options.hardNegatives > 0 && options.selfNegatives > 0 && !source->m_qaIds.empty()) {
+    // Every question of the split searched once, in batches (a batched search runs as a matrix
+    // product; one query at a time would read every passage vector per query).
+    constexpr size_t kBatch = 512;
+    const std::vector<int64_t>& qa = source->m_qaIds;
+    for (size_t start = 0; start < qa.size(); start += kBatch) {
+      std::vector<std::string> questions;
+      const size_t end = std::min(qa.size(), start + kBatch);
+      for (size_t i = start; i < end; ++i) {
+        RAG_ASSIGN_OR_RETURN(rag::QaItem item, source->m_reader.item(qa[i]));
+        questions.push_back(std::move(item.question));
+      }
+      RAG_ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> ranked,
+                           options.denseSearch(questions, options.hardNegativeDepth));
+      if (ranked.size() != questions.size())
+        return Status::internal("the dense search answered " + std::to_string(ranked.size()) + " of " +
+                                std::to_string(questions.size()) + " queries");
+      for (size_t i = start; i < end; ++i) source->m_selfMined[qa[i]] = std::move(ranked[i - start]);
+      if (options.progress) options.progress("mining", end, qa.size());
+    }
+  }
+  source->m_options.denseSearch = nullptr;  // mined: the embedder and index it holds can go
+  return source;
 }
 
 CorpusPairSource::CorpusPairSource(corpus::QaPromptReader reader, Tokenizer tokenizer, CorpusPairOptions options,
@@ -311,6 +356,50 @@ CorpusPairSource::CorpusPairSource(corpus::QaPromptReader reader, Tokenizer toke
     : m_reader(std::move(reader)), m_tokenizer(std::move(tokenizer)), m_options(std::move(options)),
       m_qaIds(std::move(qaIds)), m_bm25(std::move(bm25)) {}
 CorpusPairSource::~CorpusPairSource() = default;
+
+Result<rag::Passage> CorpusPairSource::trainingPassage(Rng& rng) {
+  const auto maxId = static_cast<uint64_t>(m_reader.maxPassageId());
+  for (int attempts = 0;; ++attempts) {
+    const auto id = 1 + static_cast<int64_t>(rng.below(maxId));
+    if (static_cast<size_t>(id) < m_heldOut.size() && m_heldOut[static_cast<size_t>(id)] && attempts < 4096)
+      continue;
+    Result<rag::Passage> p = m_reader.passage(id);
+    if (p || p.status().code() != StatusCode::NotFound || attempts > 4096) return p;
+  }
+}
+
+Result<rag::Passage> CorpusPairSource::negativeFrom(std::vector<int64_t> ranked, const std::vector<int64_t>& gold,
+                                                    const std::vector<std::string>& goldNames, Rng& rng) {
+  std::erase_if(ranked, [&](int64_t id) { return id <= 0 || std::find(gold.begin(), gold.end(), id) != gold.end(); });
+  while (!ranked.empty()) {
+    const size_t pick = rng.below(ranked.size());
+    RAG_ASSIGN_OR_RETURN(rag::Passage negative, m_reader.passage(ranked[pick]));
+    const std::string_view name = plainTitle(negative.title);
+    if (std::find(goldNames.begin(), goldNames.end(), name) == goldNames.end() && !negative.text.empty())
+      return negative;
+    ranked.erase(ranked.begin() + static_cast<std::ptrdiff_t>(pick));
+  }
+  return Status::notFound("no hard negative among the query's top passages");
+}
+
+std::string passageSpan(std::string_view text, size_t start, size_t words) {
+  if (const size_t colon = text.find(": "); colon != std::string_view::npos) text.remove_prefix(colon + 2);
+  std::vector<std::string_view> all;
+  for (size_t i = 0; i < text.size();) {
+    const size_t end = std::min(text.find(' ', i), text.size());
+    if (end > i) all.push_back(text.substr(i, end - i));
+    i = end + 1;
+  }
+  if (all.empty()) return {};
+  words = std::clamp<size_t>(words, 1, all.size());
+  start = std::min(start, all.size() - words);
+  std::string out;
+  for (size_t k = start; k < start + words; ++k) {
+    if (!out.empty()) out += ' ';
+    out += all[k];
+  }
+  return out;
+}
 
 Result<TrainingPair> CorpusPairSource::pair(uint64_t seed, int64_t step, int64_t index,
                                             int64_t maxTokens) {
@@ -325,43 +414,49 @@ Result<TrainingPair> CorpusPairSource::pair(uint64_t seed, int64_t step, int64_t
   rag::Passage passage;
   std::string query;
   std::vector<int64_t> gold;  // passages that answer the query: never its negative
-  if (m_qaIds.empty() || rng.uniform01() < m_options.titleFraction) {
-    // Titles of every passage (a random one), so passages no question asks about are seen too.
-    const auto maxId = static_cast<uint64_t>(m_reader.maxPassageId());
-    for (int attempts = 0;; ++attempts) {
-      Result<rag::Passage> p = m_reader.passage(1 + static_cast<int64_t>(rng.below(maxId)));
-      if (p) {
-        passage = std::move(*p);
-        break;
-      }
-      if (p.status().code() != StatusCode::NotFound || attempts > 4096) return p.status();
-    }
-    query = std::string(plainTitle(passage.title));
+  std::vector<std::string> goldNames;  // nor a passage of one of their names
+  int64_t questionId = 0;
+  const double kind = rng.uniform01();
+  if (m_qaIds.empty() || kind < m_options.titleFraction + m_options.spanFraction) {
+    // Passages no question asks about are seen too: by their titles, and by spans of their words.
+    RAG_ASSIGN_OR_RETURN(passage, trainingPassage(rng));
+    const bool title = m_options.spanFraction <= 0 || kind < m_options.titleFraction;
+    query = title ? std::string(plainTitle(passage.title))
+                  : passageSpan(passage.text, rng.below(64), 4 + rng.below(9));
   } else {
-    RAG_ASSIGN_OR_RETURN(rag::QaItem item, m_reader.item(m_qaIds[rng.below(m_qaIds.size())]));
+    questionId = m_qaIds[rng.below(m_qaIds.size())];
+    RAG_ASSIGN_OR_RETURN(rag::QaItem item, m_reader.item(questionId));
     if (item.goldPassages.empty())
       return Status::corrupt("QA item " + std::to_string(item.id) + " has no gold passage; "
                              "rebuild the corpus with `ragraph corpus build`");
     query = item.question;
-    for (const rag::Passage& g : item.goldPassages) gold.push_back(g.id);
+    for (const rag::Passage& g : item.goldPassages) {
+      gold.push_back(g.id);
+      goldNames.emplace_back(plainTitle(g.title));
+    }
     passage = std::move(item.goldPassages.front());
   }
   gold.push_back(passage.id);
+  goldNames.emplace_back(plainTitle(passage.title));
   TrainingPair out{cut(query), cut(corpus::embeddingText(passage)), passage.id, {}, 0};
   if (out.query.empty() || out.passage.empty())
     return Status::corrupt("passage " + std::to_string(passage.id) + " has an empty title or text; "
                            "rebuild the corpus with `ragraph corpus build`");
-  // A hard negative: one of BM25's top passages for the query, drawn uniformly, gold ones left out.
-  if (m_bm25 && rng.uniform01() < m_options.hardNegatives) {
-    RAG_ASSIGN_OR_RETURN(std::vector<int64_t> ranked, m_bm25->search(query, m_options.hardNegativeDepth));
-    std::erase_if(ranked, [&](int64_t id) { return std::find(gold.begin(), gold.end(), id) != gold.end(); });
-    if (!ranked.empty()) {
-      RAG_ASSIGN_OR_RETURN(rag::Passage negative, m_reader.passage(ranked[rng.below(ranked.size())]));
-      out.negative = cut(corpus::embeddingText(negative));
-      out.negativeId = negative.id;
-      if (out.negative.empty()) out.negativeId = 0;
-    }
+  if (m_options.hardNegatives <= 0 || rng.uniform01() >= m_options.hardNegatives) return out;
+  // A hard negative: one of the query's top passages (BM25's or, for questions, the embedder's
+  // own), drawn uniformly, gold ones and their namesakes left out.
+  std::vector<int64_t> ranked;
+  const auto mined = questionId != 0 ? m_selfMined.find(questionId) : m_selfMined.end();
+  if (mined != m_selfMined.end() && (!m_bm25 || rng.uniform01() < m_options.selfNegatives)) {
+    ranked = mined->second;
+  } else if (m_bm25) {
+    RAG_ASSIGN_OR_RETURN(ranked, m_bm25->search(query, m_options.hardNegativeDepth));
   }
+  Result<rag::Passage> negative = negativeFrom(std::move(ranked), gold, goldNames, rng);
+  if (!negative) return negative.status().code() == StatusCode::NotFound ? Result<TrainingPair>(std::move(out))
+                                                                         : Result<TrainingPair>(negative.status());
+  out.negative = cut(corpus::embeddingText(*negative));
+  out.negativeId = out.negative.empty() ? 0 : negative->id;
   return out;
 }
 

@@ -10,12 +10,16 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
+#include <span>
+#include <unordered_map>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "corpus/qa_prompt.h"
+#include "rag/progress.h"
 #include "model/tokenizer.h"
 #include "model/trainer.h"
 #include "core/random.h"
@@ -99,16 +103,31 @@ private:
   std::vector<std::string> m_recallNames;  // distinct passage titles within recallNameTokens
 };
 
+// Top-`depth` passage ids of each query by dense search, best first (the CLI's embedder over its
+// passage index): how self-mined negatives are found without this torch-free file embedding text.
+using DenseSearch = std::function<Result<std::vector<std::vector<int64_t>>>(std::span<const std::string> queries,
+                                                                              int32_t depth)>;
+
 struct CorpusPairOptions {
   std::string split = "train";  // the QA split whose questions are queries
-  // The share of pairs whose query is a passage's title (the rest: a question and its first
-  // gold passage, the passage the question's topic entity names).
+  // The share of pairs whose query is a passage's title, and the share whose query is a span of
+  // its own words (4 to 12 running words after its name: Contriever's cropping, the passages'
+  // wording without a question template). The rest: a question and its first gold passage, the
+  // passage the question's topic entity names. Title and span pairs are drawn only from passages
+  // that answer no dev or test question, which the retrieval figures are measured on.
   double titleFraction = 0.3;
-  // The share of pairs that also carry a hard negative: a passage BM25 ranks among the query's
-  // top `hardNegativeDepth` that is none of its gold passages (retrieval/bm25_index.h, the corpus's
-  // FTS index, built when missing). 0: in-batch negatives only.
+  double spanFraction = 0;
+  // The share of pairs that also carry a hard negative: a passage ranked among the query's top
+  // `hardNegativeDepth` that is none of its gold passages and has none of their names (a query
+  // cannot tell senses of one name apart). Mined by BM25 (retrieval/bm25_index.h, the corpus's
+  // FTS index, built when missing), or for question pairs, with probability `selfNegatives`, by
+  // `denseSearch`: ANCE's self-mined negatives, the embedder's own confusions, mined once when the
+  // source opens (every question of the split in one batch). 0: in-batch negatives only.
   double hardNegatives = 0;
   int32_t hardNegativeDepth = 10;
+  double selfNegatives = 0;
+  DenseSearch denseSearch;  // required when selfNegatives > 0
+  ProgressFn progress;      // mining self negatives: ("mining", done, total)
 };
 
 // Embedder training pairs (trainer.h PairSource) from a corpus: query -> passage text as the
@@ -125,12 +144,25 @@ public:
 private:
   CorpusPairSource(corpus::QaPromptReader reader, Tokenizer tokenizer, CorpusPairOptions options,
                    std::vector<int64_t> qaIds, std::unique_ptr<retrieval::Bm25Index> bm25);
+  // A random passage that answers no held-out question (title and span pairs).
+  Result<rag::Passage> trainingPassage(Rng& rng);
+  // One of `ranked` that is not gold and shares no gold passage's name, drawn uniformly; NotFound
+  // when none is.
+  Result<rag::Passage> negativeFrom(std::vector<int64_t> ranked, const std::vector<int64_t>& gold,
+                                    const std::vector<std::string>& goldNames, Rng& rng);
   corpus::QaPromptReader m_reader;
   Tokenizer m_tokenizer;
   CorpusPairOptions m_options;
   std::vector<int64_t> m_qaIds;
   std::unique_ptr<retrieval::Bm25Index> m_bm25;  // when options.hardNegatives > 0
+  std::vector<uint8_t> m_heldOut;                 // by passage id: gold to a dev or test question
+  std::unordered_map<int64_t, std::vector<int64_t>> m_selfMined;  // question id -> dense top passages
 };
+
+// The query of a span pair: `words` running words of the passage text after its name ("walker
+// (noun): a shoe designed ..." -> "a shoe designed"), starting at word `start` (both clamped to
+// what the passage has).
+std::string passageSpan(std::string_view text, size_t start, size_t words);
 
 // A passage title without its part of speech: "southern flounder (noun)" -> "southern flounder".
 std::string_view plainTitle(std::string_view title);

@@ -111,6 +111,27 @@ private Q_SLOTS:
     // the warning says how to measure it.
     QCOMPARE(built->find("default_nprobe_measured")->asBool(), false);
     QVERIFY2(r.err.contains("ragraph index calibrate --split"), qPrintable(r.err));
+    // --if-needed keeps an index its embedder built and rebuilds one another embedder built.
+    r = runRagraph({"index", "build", "--corpus", corpus(), "--embedder", path("emb"), "--if-needed", "--json"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QCOMPARE(parseJson(r.out.toStdString())->find("up_to_date")->asBool(), true);
+    // A second embedder continued from the first with negatives mined from the first's index.
+    r = runRagraph({"train", "embedder", "--corpus", corpus(), "--out", path("emb-self"), "--hard-negatives", "1",
+                    "--self-negatives", "1", "--steps", "1", "--batch", "4", "--seq-len", "32", "--threads", "1"});
+    QCOMPARE(r.code, 2);  // a usage error
+    QVERIFY2(r.err.contains("--init"), qPrintable(r.err));
+    r = runRagraph({"train", "embedder", "--corpus", corpus(), "--init", path("emb"), "--out", path("emb-self"),
+                    "--hard-negatives", "1", "--self-negatives", "1", "--span-pairs", "0.2", "--steps", "1",
+                    "--batch", "4", "--seq-len", "32", "--threads", "1"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("self-mined") || r.err.contains("self-mined"), qPrintable(r.out + r.err));
+    for (const QString& dir : {path("emb-self"), path("emb")}) {
+      r = runRagraph({"index", "build", "--corpus", corpus(), "--embedder", dir, "--nlist", "4", "--if-needed",
+                      "--quiet", "--json"});
+      QVERIFY2(r.code == 0, qPrintable(r.err));
+      QCOMPARE(parseJson(r.out.toStdString())->find("up_to_date")->asBool(), false);
+      QVERIFY2(r.err.contains("rebuilding the passage index"), qPrintable(r.err));
+    }
     r = runRagraph({"index", "calibrate", "--corpus", corpus(), "--embedder", path("emb"), "--quiet"});
     QCOMPARE(r.code, 1);
     QVERIFY2(r.err.contains("dev"), qPrintable(r.err));
@@ -136,6 +157,14 @@ private Q_SLOTS:
       QVERIFY(flat >= 0 && flat <= 1);
       // Searching all 4 clusters is the exact search.
       QCOMPARE(rec->find("ivf_default")->find(key)->asDouble(), flat);
+    }
+    // Recall@5 per question type: the tiny corpus's two types, the overall figure between them.
+    for (const char* method : {"flat", "bm25", "hybrid"}) {
+      const JsonValue* byType = rec->find(method)->find("recall@5_by_type");
+      QVERIFY2(byType && byType->isObject(), method);
+      const double single = byType->find("single_hop")->asDouble(), twoHop = byType->find("two_hop")->asDouble();
+      const double overall = rec->find(method)->find("recall@5")->asDouble();
+      QVERIFY2(overall >= std::min(single, twoHop) - 1e-9 && overall <= std::max(single, twoHop) + 1e-9, method);
     }
     // The sweep fuses the same two rankings: dense at weight 0 is BM25's order, and the point of
     // the shipped fusion is `hybrid`.

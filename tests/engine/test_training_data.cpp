@@ -10,6 +10,7 @@
 #include "model/bpe_trainer.h"
 #include "model/training_data.h"
 #include "retrieval/bm25_index.h"
+#include "storage/sqlite.h"
 #include "status_checks.h"
 
 using namespace rag;
@@ -293,6 +294,100 @@ private Q_SLOTS:
     o.hardNegatives = 0;
     auto none = CorpusPairSource::open(corpus(), *m_tok, o);
     for (int i = 0; i < 5; ++i) QVERIFY((*none)->pair(1, 0, i, 200)->negative.empty());
+  }
+
+  void passageSpansAreRunningWordsAfterTheName() {
+    const std::string text = "walker (noun): a shoe designed for comfortable walking. kind of: shoe.";
+    QCOMPARE(passageSpan(text, 1, 3), std::string("shoe designed for"));
+    QCOMPARE(passageSpan(text, 0, 2), std::string("a shoe"));
+    QCOMPARE(passageSpan(text, 100, 2), std::string("of: shoe."));  // the start clamped to fit
+    QCOMPARE(passageSpan(text, 0, 100), std::string("a shoe designed for comfortable walking. kind of: shoe."));
+    QCOMPARE(passageSpan("no name here", 0, 2), std::string("no name"));
+    QCOMPARE(passageSpan("", 0, 4), std::string());
+  }
+
+  // Title and span pairs never train on a passage that answers a dev or test question (the
+  // retrieval figures are measured on those); here entities 1-15 keep only train questions.
+  void titleAndSpanPairsLeaveHeldOutPassagesOut() {
+    const fs::path held = fs::path(m_dir.path().toStdString()) / "held.db";
+    fs::copy_file(corpus(), held, fs::copy_options::overwrite_existing);
+    {
+      auto db = sql::Db::open(held, sql::OpenMode::ReadWrite);
+      QVERIFY(db.isOk());
+      QVERIFY(db->exec("DELETE FROM qa WHERE split != 'train' AND topic_entity <= 15").isOk());
+    }
+    CorpusPairOptions o;
+    o.titleFraction = 0.5;
+    o.spanFraction = 0.5;
+    auto src = CorpusPairSource::open(held, *m_tok, o);
+    QVERIFY2(src.isOk(), src.status().message().c_str());
+    auto reader = corpus::QaPromptReader::open(held);
+    int titles = 0, spans = 0;
+    for (int i = 0; i < 80; ++i) {
+      auto p = (*src)->pair(3, 1, i, 200);
+      QVERIFY2(p.isOk(), p.status().message().c_str());
+      QVERIFY2(p->passageId >= 1 && p->passageId <= 15, std::to_string(p->passageId).c_str());
+      const rag::Passage passage = *reader->passage(p->passageId);
+      const std::string query = decode(p->query);
+      if (query == plainTitle(passage.title)) {
+        ++titles;
+        continue;
+      }
+      ++spans;
+      const std::string_view gloss = std::string_view(passage.text).substr(passage.text.find(": ") + 2);
+      QVERIFY2(gloss.find(query) != std::string_view::npos, query.c_str());
+      const auto words = std::count(query.begin(), query.end(), ' ') + 1;
+      QVERIFY2(words >= 4 && words <= 12, query.c_str());
+    }
+    QVERIFY(titles >= 20 && spans >= 20);
+    o.titleFraction = 0.7;
+    o.spanFraction = 0.4;
+    QVERIFY(mentions(CorpusPairSource::open(held, *m_tok, o).status(), {"title and span", "at most 1"}));
+  }
+
+  // Self-mined negatives come from the dense search's ranking of each question, mined once for
+  // every question of the split in batches: never gold, nor a passage of a gold one's name.
+  void selfMinedNegativesComeFromTheDenseRanking() {
+    CorpusPairOptions o;
+    o.titleFraction = 0.0;
+    o.hardNegatives = 1.0;
+    o.selfNegatives = 1.0;
+    QVERIFY(mentions(CorpusPairSource::open(corpus(), *m_tok, o).status(), {"dense search"}));
+    int64_t searched = 0, calls = 0;
+    // A ranking that puts the question's own passage first, then entities 7, 8 and 9.
+    o.denseSearch = [&](std::span<const std::string> queries, int32_t depth) {
+      ++calls;
+      searched += static_cast<int64_t>(queries.size());
+      std::vector<std::vector<int64_t>> out;
+      for (const std::string& q : queries) {
+        const int64_t own = std::stoll(q.substr(q.find("entity ") + 7));
+        out.push_back({own, 7, 8, 9});
+        if (depth < 4) out.back().resize(static_cast<size_t>(depth));
+      }
+      return Result<std::vector<std::vector<int64_t>>>(std::move(out));
+    };
+    uint64_t reported = 0;
+    o.progress = [&](std::string_view phase, uint64_t done, uint64_t total) {
+      QCOMPARE(phase, std::string_view("mining"));
+      reported = done;
+      QCOMPARE(total, uint64_t{30});
+    };
+    auto src = CorpusPairSource::open(corpus(), *m_tok, o);
+    QVERIFY2(src.isOk(), src.status().message().c_str());
+    QCOMPARE(searched, int64_t{30});  // the 30 train questions, once
+    QCOMPARE(calls, int64_t{1});
+    QCOMPARE(reported, uint64_t{30});
+    for (int i = 0; i < 40; ++i) {
+      auto p = (*src)->pair(1, 0, i, 200);
+      QVERIFY2(p.isOk(), p.status().message().c_str());
+      QVERIFY2(p->negativeId >= 7 && p->negativeId <= 9, std::to_string(p->negativeId).c_str());
+      QVERIFY(p->negativeId != p->passageId);
+    }
+    // A search that loses queries is an error, not a silent gap.
+    o.denseSearch = [](std::span<const std::string>, int32_t) {
+      return Result<std::vector<std::vector<int64_t>>>(std::vector<std::vector<int64_t>>{});
+    };
+    QVERIFY(mentions(CorpusPairSource::open(corpus(), *m_tok, o).status(), {"answered 0 of 30"}));
   }
 
   void errorsNameTheProblem() {
