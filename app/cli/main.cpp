@@ -56,7 +56,7 @@ const std::vector<Command>& commands() {
       {"workflow", "validate", "FILE|--builtin oneshot|hyde|multistep|irg|recomp|graphrag [--json]", {"json"},
        cmdWorkflowValidate},
       {"workflow", "show", "FILE|--builtin oneshot|hyde|multistep|irg|recomp|graphrag", {}, cmdWorkflowShow},
-      {"demo", "", "[--corpus PATH] [--requests N] [--trace-out FILE] [--model DIR]", {}, cmdDemo},
+      {"demo", "", "[--corpus PATH] [--requests N] [--trace-out FILE] [--model DIR] [--method dense|bm25|hybrid]", {}, cmdDemo},
       {"run", "",
        "\"QUESTION\" | --qa ID [--context gold|none|retrieved [--embedder DIR] [--index BASE] "
        "[--nprobe N]] [--mask causal|block] [--model DIR] "

@@ -175,10 +175,14 @@ private Q_SLOTS:
     QVERIFY(!QFile::exists(path("y.db")));
   }
 
-  // `ragraph demo --model` names a directory without a model before any work starts.
+  // `ragraph demo --model` names a directory without a model, and `--method` an unknown
+  // retrieval method, before any work starts.
   void demoRefusesAModelDirectoryWithoutAModel() {
     CliRun r = ragraph({"demo", "--corpus", m_db, "--model", path("no-model")});
     checkOneLineError(r, "--model: no model at");
+    r = ragraph({"demo", "--corpus", m_db, "--method", "cosine"});
+    QCOMPARE(r.code, 2);
+    checkOneLineError(r, "--method cosine: use dense, bm25 or hybrid");
   }
 
   // `--help` on a command prints its own usage and does nothing else.
