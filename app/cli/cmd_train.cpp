@@ -34,8 +34,7 @@
 #include "model/training_data.h"
 #include "core/fork_join.h"
 #include "model/runner.h"
-#include "model/text_embedder.h"
-#include "retrieval/passage_index.h"
+#include "retriever.h"
 
 namespace fs = std::filesystem;
 
@@ -546,21 +545,17 @@ int cmdTrainEmbedder(Args& args) {
   if (selfMining) {
     // The embedder training starts from, over its own passage index, searched exactly: its
     // confusions, not the IVF's.
-    auto embedder = model::TextEmbedder::load(*init, "f32");
-    if (!embedder) return fail(embedder.status().withContext("--self-negatives"));
-    const fs::path base = indexBase ? fs::path(*indexBase) : retrieval::defaultIndexBase(corpus);
-    auto index = retrieval::PassageIndex::load(base, (*embedder)->fingerprint());
-    if (!index)
-      return fail(index.status().withContext("--self-negatives mines from the passage index of the --init embedder; "
-                                             "build it with `ragraph index build --embedder " + *init + "`"));
-    std::shared_ptr<model::TextEmbedder> e = std::move(*embedder);
-    auto idx = std::make_shared<retrieval::PassageIndex>(std::move(*index));
+    auto mining = Retriever::load(*init, indexBase ? fs::path(*indexBase) : retrieval::defaultIndexBase(corpus), "f32");
+    if (!mining)
+      return fail(mining.status().withContext("--self-negatives mines from the passage index of the --init embedder; "
+                                              "build it with `ragraph index build --embedder " + *init + "`"));
+    auto r = std::make_shared<Retriever>(std::move(*mining));
     model::setComputeThreads(static_cast<int>(setup.params.threads > 0 ? setup.params.threads
                                                                       : std::max(1u, std::thread::hardware_concurrency())));
-    opts.denseSearch = [e, idx](std::span<const std::string> queries, int32_t depth)
+    opts.denseSearch = [r](std::span<const std::string> queries, int32_t depth)
         -> Result<std::vector<std::vector<int64_t>>> {
-      RAG_ASSIGN_OR_RETURN(std::vector<float> q, e->embed(queries, 64, model::sharedComputeTeam().get()));
-      return idx->searchExact(q, depth);
+      RAG_ASSIGN_OR_RETURN(std::vector<float> q, r->embedder->embed(queries, 64, model::sharedComputeTeam().get()));
+      return r->index->searchExact(q, depth);
     };
     opts.progress = [&printer](std::string_view phase, uint64_t done, uint64_t total) { printer(phase, done, total); };
   }

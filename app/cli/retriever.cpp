@@ -19,17 +19,26 @@ Result<std::filesystem::path> readEmbedderDir(Args& args) {
   return def;
 }
 
-Result<Retriever> Retriever::open(Args& args, const std::filesystem::path& corpus) {
+Result<Retriever> Retriever::load(const std::filesystem::path& embedderDir, const std::filesystem::path& base,
+                                  const std::string& dtype) {
   Retriever r;
-  RAG_ASSIGN_OR_RETURN(std::filesystem::path dir, readEmbedderDir(args));
-  r.base = args.get("index") ? std::filesystem::path(*args.get("index")) : retrieval::defaultIndexBase(corpus);
-  const bool given = args.get("nprobe").has_value();
-  RAG_ASSIGN_OR_RETURN(r.nprobe, args.getInt("nprobe", kDefaultNprobe));
-  if (r.nprobe < 1) return Status::invalidArgument("--nprobe must be at least 1");
-  RAG_ASSIGN_OR_RETURN(r.embedder, model::TextEmbedder::load(dir, args.getOr("embedder-dtype", "f32")));
+  r.base = base;
+  RAG_ASSIGN_OR_RETURN(r.embedder, model::TextEmbedder::load(embedderDir, dtype));
   Result<retrieval::PassageIndex> index = retrieval::PassageIndex::load(r.base, r.embedder->fingerprint());
-  if (!index) return index.status().withContext("passage index for embedder " + dir.string());
+  if (!index) return index.status().withContext("passage index for embedder " + embedderDir.string());
   r.index.emplace(std::move(*index));
+  return r;
+}
+
+Result<Retriever> Retriever::open(Args& args, const std::filesystem::path& corpus) {
+  RAG_ASSIGN_OR_RETURN(std::filesystem::path dir, readEmbedderDir(args));
+  const std::filesystem::path base =
+      args.get("index") ? std::filesystem::path(*args.get("index")) : retrieval::defaultIndexBase(corpus);
+  const bool given = args.get("nprobe").has_value();
+  RAG_ASSIGN_OR_RETURN(int64_t nprobe, args.getInt("nprobe", kDefaultNprobe));
+  if (nprobe < 1) return Status::invalidArgument("--nprobe must be at least 1");
+  RAG_ASSIGN_OR_RETURN(Retriever r, load(dir, base, args.getOr("embedder-dtype", "f32")));
+  r.nprobe = nprobe;
   if (given) {
     r.nprobeFrom = "option";
   } else {

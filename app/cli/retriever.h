@@ -36,6 +36,10 @@ struct Retriever {
 
   // Reads --embedder, --index and --nprobe (from args) and loads both.
   static Result<Retriever> open(Args& args, const std::filesystem::path& corpus);
+  // The embedder at `embedderDir` (queries in `dtype`) and the index at `base` it built; nprobe
+  // stays the fallback.
+  static Result<Retriever> load(const std::filesystem::path& embedderDir, const std::filesystem::path& base,
+                                const std::string& dtype);
   // The top-k passage ids of each text, best first.
   Result<std::vector<std::vector<int64_t>>> search(std::span<const std::string> texts, int32_t k) const;
 };

@@ -329,22 +329,30 @@ Result<std::unique_ptr<CorpusPairSource>> CorpusPairSource::open(const std::file
   if (options.hardNegatives > 0 && options.selfNegatives > 0 && !source->m_qaIds.empty()) {
     // Every question of the split searched once, in batches (a batched search runs as a matrix
     // product; one query at a time would read every passage vector per query).
-    constexpr size_t kBatch = 512;
-    const std::vector<int64_t>& qa = source->m_qaIds;
-    for (size_t start = 0; start < qa.size(); start += kBatch) {
-      std::vector<std::string> questions;
-      const size_t end = std::min(qa.size(), start + kBatch);
-      for (size_t i = start; i < end; ++i) {
-        RAG_ASSIGN_OR_RETURN(rag::QaItem item, source->m_reader.item(qa[i]));
-        questions.push_back(std::move(item.question));
+    // The questions in one query (their items, read one by one, would load their passages too).
+    std::vector<std::pair<int64_t, std::string>> questions;
+    {
+      RAG_ASSIGN_OR_RETURN(sql::Stmt st, source->m_reader.db().prepare(
+          "SELECT id, question FROM qa WHERE split = ?1 ORDER BY id"));
+      st.bind(1, options.split);
+      for (;;) {
+        RAG_ASSIGN_OR_RETURN(bool row, st.step());
+        if (!row) break;
+        questions.emplace_back(st.columnInt64(0), st.columnText(1));
       }
+    }
+    constexpr size_t kBatch = 512;
+    for (size_t start = 0; start < questions.size(); start += kBatch) {
+      const size_t end = std::min(questions.size(), start + kBatch);
+      std::vector<std::string> texts;
+      for (size_t i = start; i < end; ++i) texts.push_back(questions[i].second);
       RAG_ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> ranked,
-                           options.denseSearch(questions, options.hardNegativeDepth));
-      if (ranked.size() != questions.size())
+                           options.denseSearch(texts, options.hardNegativeDepth));
+      if (ranked.size() != texts.size())
         return Status::internal("the dense search answered " + std::to_string(ranked.size()) + " of " +
-                                std::to_string(questions.size()) + " queries");
-      for (size_t i = start; i < end; ++i) source->m_selfMined[qa[i]] = std::move(ranked[i - start]);
-      if (options.progress) options.progress("mining", end, qa.size());
+                                std::to_string(texts.size()) + " queries");
+      for (size_t i = start; i < end; ++i) source->m_selfMined[questions[i].first] = std::move(ranked[i - start]);
+      if (options.progress) options.progress("mining", end, questions.size());
     }
   }
   source->m_options.denseSearch = nullptr;  // mined: the embedder and index it holds can go
@@ -423,6 +431,8 @@ Result<TrainingPair> CorpusPairSource::pair(uint64_t seed, int64_t step, int64_t
     const bool title = m_options.spanFraction <= 0 || kind < m_options.titleFraction;
     query = title ? std::string(plainTitle(passage.title))
                   : passageSpan(passage.text, rng.below(64), 4 + rng.below(9));
+    gold.push_back(passage.id);
+    goldNames.emplace_back(plainTitle(passage.title));
   } else {
     questionId = m_qaIds[rng.below(m_qaIds.size())];
     RAG_ASSIGN_OR_RETURN(rag::QaItem item, m_reader.item(questionId));
@@ -436,8 +446,6 @@ Result<TrainingPair> CorpusPairSource::pair(uint64_t seed, int64_t step, int64_t
     }
     passage = std::move(item.goldPassages.front());
   }
-  gold.push_back(passage.id);
-  goldNames.emplace_back(plainTitle(passage.title));
   TrainingPair out{cut(query), cut(corpus::embeddingText(passage)), passage.id, {}, 0};
   if (out.query.empty() || out.passage.empty())
     return Status::corrupt("passage " + std::to_string(passage.id) + " has an empty title or text; "
