@@ -482,11 +482,14 @@ int cmdTrainEmbedder(Args& args) {
   Result<double> spans = args.getDouble("span-pairs", 0);
   Result<double> hardNegatives = args.getDouble("hard-negatives", 0);
   Result<double> selfNegatives = args.getDouble("self-negatives", 0);
+  Result<int64_t> lexicalBuckets = atLeast(args, "lexical-buckets", 0, 0);
+  Result<int64_t> lexicalDim = atLeast(args, "lexical-dim", 256, 1);
   const std::optional<std::string> indexBase = args.get("index");
   const bool json = args.flag("json");
   Status s = readTrainParams(args, setup, {.seqLen = 128, .batch = 64, .lr = 5e-4});
   for (const Status& st : {layers.status(), hidden.status(), heads.status(), ffn.status(), temperature.status(),
-                           titles.status(), spans.status(), hardNegatives.status(), selfNegatives.status(), s})
+                           titles.status(), spans.status(), hardNegatives.status(), selfNegatives.status(),
+                           lexicalBuckets.status(), lexicalDim.status(), s})
     if (!st) return fail(st);
   if (Status f = args.finish(); !f) return fail(f);
   if (Status v = validateTrainParams(setup.params); !v) return fail(v);
@@ -506,6 +509,19 @@ int cmdTrainEmbedder(Args& args) {
   if (selfMining && !init)
     return fail(Status::invalidArgument("--self-negatives mines with the embedder training starts from: give --init DIR "
                                         "(its passage index must be built: `ragraph index build --embedder DIR`)"));
+  constexpr int64_t kMaxLexicalBuckets = int64_t{1} << 24, kMaxLexicalDim = 4096;
+  if (*lexicalBuckets > kMaxLexicalBuckets || *lexicalDim > kMaxLexicalDim)
+    return fail(Status::invalidArgument("--lexical-buckets must be at most " + std::to_string(kMaxLexicalBuckets) +
+                                        " and --lexical-dim at most " + std::to_string(kMaxLexicalDim) +
+                                        " (e.g. --lexical-buckets 524288 --lexical-dim 256)"));
+  if (init && *lexicalBuckets > 0) {
+    Result<BertConfig> initConfig = model::loadBertConfig(fs::path(*init) / "config.json");
+    if (!initConfig) return fail(initConfig.status());
+    if (initConfig->lexicalBuckets > 0)
+      return fail(Status::invalidArgument(*init + " has a lexical branch already (" +
+                                          std::to_string(initConfig->lexicalBuckets) +
+                                          " buckets); drop --lexical-buckets to continue training it"));
+  }
   Result<Tokenizer> tokenizer = findTokenizer(tokenizerArg, init, setup);
   if (!tokenizer) return fail(tokenizer.status());
 
@@ -532,6 +548,15 @@ int cmdTrainEmbedder(Args& args) {
   setup.runOptions.emplace_back("hard-negatives", shortest(*hardNegatives));
   setup.runOptions.emplace_back("self-negatives", shortest(*selfNegatives));
   setup.runOptions.emplace_back("tokenizer-vocab", std::to_string(tokenizer->vocabSize()));
+  if (*lexicalBuckets > 0) {
+    setup.runOptions.emplace_back("lexical-buckets", std::to_string(*lexicalBuckets));
+    setup.runOptions.emplace_back("lexical-dim", std::to_string(*lexicalDim));
+    // Only a run that starts adds the branch; a resumed one reads it from its checkpoint.
+    Result<std::vector<float>> weights = model::passageWordWeights(corpus, *lexicalBuckets);
+    if (!weights) return fail(weights.status().withContext("--lexical-buckets weighs words by the corpus's passages"));
+    setup.model.lexicalWeights = std::move(*weights);
+    setup.model.lexicalDim = *lexicalDim;
+  }
 
   CorpusPairOptions opts;
   opts.titleFraction = *titles;
@@ -579,6 +604,9 @@ int cmdTrainEmbedder(Args& args) {
     negatives = " (" + shortest(*hardNegatives * 100) + "% with a mined hard negative" +
                 (selfMining ? ", of the questions' " + shortest(*selfNegatives * 100) + "% self-mined" : std::string()) + ")";
   if (*spans > 0) negatives += ", " + shortest(*spans * 100) + "% span pairs";
+  if (*lexicalBuckets > 0)
+    negatives += ", a lexical branch of " + std::to_string(*lexicalBuckets) + " word buckets x " +
+                 std::to_string(*lexicalDim);
   return runTraining(setup, json, "question/title -> passage pairs from " + corpus.string() + negatives,
                      [&](const TrainCallbacks& cb) {
                        return trainEmbedder(setup, **train, heldOut.get(), cb, *temperature);

@@ -4,8 +4,10 @@
 
 #include <cmath>
 #include <limits>
+#include <unordered_map>
 
 #include "core/fs.h"
+#include "model/lexical_words.h"
 #include "model/safetensors.h"
 #include "model/tensor_io.h"
 
@@ -45,6 +47,10 @@ void forEachWeight(W& w, const BertConfig& c, const std::string& prefix, Fn&& fn
     fn(p + "output.LayerNorm.weight", l.outNorm);
     fn(p + "output.LayerNorm.bias", l.outNormBias);
   }
+  if (c.lexicalBuckets > 0) {
+    fn(prefix + "lexical.word_weight", w.lexicalWeight);
+    fn(prefix + "lexical.projection.weight", w.lexicalProjection);
+  }
 }
 
 }  // namespace
@@ -81,11 +87,26 @@ Result<BertModel> BertModel::initRandom(const BertConfig& config, uint64_t seed)
   size_t next = 0;
   forEachWeight(w, config, "", [&](const std::string& name, torch::Tensor& slot) {
     const ExpectedTensor& e = expected[next++];  // the same order by construction
-    if (name.ends_with("LayerNorm.weight")) slot = torch::ones(e.shape);
-    else if (name.ends_with(".bias")) slot = torch::zeros(e.shape);
+    if (name.ends_with("LayerNorm.weight") || name.ends_with("word_weight")) slot = torch::ones(e.shape);
+    else if (name.ends_with(".bias") || name.ends_with("projection.weight")) slot = torch::zeros(e.shape);
     else slot = at::normal(0.0, 0.02, e.shape, gen);
   });
   return BertModel(config, std::move(w));
+}
+
+Result<BertModel> BertModel::withLexical(std::span<const float> weights, int64_t dim) const {
+  if (m_config.lexicalBuckets > 0)
+    return Status::invalidArgument("the embedder has a lexical branch already (" + std::to_string(m_config.lexicalBuckets) +
+                                   " buckets of " + std::to_string(m_config.lexicalDim) + " components)");
+  if (weights.empty() || dim < 1)
+    return Status::invalidArgument("a lexical branch needs at least one bucket and one component per word");
+  BertConfig c = m_config;
+  c.lexicalBuckets = static_cast<int64_t>(weights.size());
+  c.lexicalDim = dim;
+  BertWeights w = m_weights;
+  w.lexicalWeight = torch::tensor(std::vector<float>(weights.begin(), weights.end()), torch::kFloat32).to(dtype());
+  w.lexicalProjection = torch::zeros({c.hiddenSize, dim}, torch::TensorOptions().dtype(dtype()));
+  return BertModel(std::move(c), std::move(w));
 }
 
 Status BertModel::save(const std::filesystem::path& dir) const {
@@ -166,11 +187,46 @@ torch::Tensor BertModel::encode(const torch::Tensor& tokens, const torch::Tensor
   return x;
 }
 
-torch::Tensor BertModel::embed(const torch::Tensor& tokens, const torch::Tensor& valid) const {
+torch::Tensor BertModel::lexicalBags(std::span<const std::vector<uint64_t>> words) const {
+  const int64_t dim = m_config.lexicalDim, rows = std::ssize(words);
+  TORCH_CHECK(m_config.lexicalBuckets > 0, "the embedder has no lexical branch");
+  // Each distinct word of the rows once: its ±1 vector and bucket, and how often each row has it.
+  std::unordered_map<uint64_t, int64_t> column;
+  std::vector<float> signs, counts;
+  std::vector<int64_t> buckets;
+  for (const std::vector<uint64_t>& row : words)
+    for (uint64_t h : row)
+      if (column.emplace(h, std::ssize(buckets)).second) {
+        buckets.push_back(lexicalBucket(h, m_config.lexicalBuckets));
+        signs.resize(signs.size() + static_cast<size_t>(dim));
+        lexicalVector(h, dim, signs.data() + signs.size() - static_cast<size_t>(dim));
+      }
+  const auto distinct = std::ssize(buckets);
+  counts.assign(static_cast<size_t>(rows * distinct), 0.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (uint64_t h : words[static_cast<size_t>(r)]) counts[static_cast<size_t>(r * distinct + column[h])] += 1.0f;
+  const torch::Device device = m_weights.lexicalWeight.device();
+  if (distinct == 0) return torch::zeros({rows, dim}, torch::TensorOptions().device(device));
+  torch::Tensor weight = m_weights.lexicalWeight.to(torch::kFloat32)
+                             .index_select(0, torch::tensor(buckets, torch::kLong).to(device));  // [distinct]
+  // Copies: autograd keeps both for the backward pass, after these vectors are gone.
+  torch::Tensor c = torch::from_blob(counts.data(), {rows, distinct}, torch::kFloat32).clone().to(device);
+  torch::Tensor u = torch::from_blob(signs.data(), {distinct, dim}, torch::kFloat32).clone().to(device);
+  torch::Tensor bag = torch::matmul(c * weight.unsqueeze(0), u);  // [rows, dim]
+  return F::normalize(bag, F::NormalizeFuncOptions().p(2).dim(-1).eps(1e-12)) * std::sqrt(static_cast<double>(dim));
+}
+
+torch::Tensor BertModel::embed(const torch::Tensor& tokens, const torch::Tensor& valid,
+                               std::span<const std::vector<uint64_t>> words) const {
   torch::Tensor h = encode(tokens, valid).to(torch::kFloat32);
   torch::Tensor w = valid.to(torch::kFloat32).unsqueeze(-1);  // [B, T, 1]
   torch::Tensor mean = (h * w).sum(1) / w.sum(1).clamp_min(1.0);
-  return F::normalize(mean, F::NormalizeFuncOptions().p(2).dim(-1).eps(1e-12));
+  const auto unit = F::NormalizeFuncOptions().p(2).dim(-1).eps(1e-12);
+  torch::Tensor e = F::normalize(mean, unit);
+  if (m_config.lexicalBuckets == 0) return e;
+  TORCH_CHECK(std::ssize(words) == tokens.size(0), "an embedder with a lexical branch needs the word hashes of each of the ",
+              tokens.size(0), " rows (got ", words.size(), ")");
+  return F::normalize(e + torch::matmul(lexicalBags(words), m_weights.lexicalProjection.to(torch::kFloat32).t()), unit);
 }
 
 }  // namespace rag::model

@@ -2,7 +2,9 @@
 // token types, post-LayerNorm blocks, GELU MLP), with mean pooling and L2 normalisation for
 // dense retrieval. Loads Hugging Face BERT checkpoints (bge-small, e5-small, ...: config.json +
 // safetensors, with or without the "bert." prefix of BertForMaskedLM; a pooler is ignored) and
-// the project's own trained embedder; F32 or BF16.
+// the project's own trained embedder; F32 or BF16. An optional lexical branch (config
+// lexical_buckets, model/lexical_words.h) adds a projected bag of whole words to the pooled
+// embedding: embed() then takes each row's word hashes.
 //
 //   RAG_ASSIGN_OR_RETURN(BertModel m, BertModel::load("datasets/models/rag-embedder"));
 //   torch::Tensor e = m.embed(tokens, valid);   // F32 [B, hidden], unit rows
@@ -12,7 +14,9 @@
 
 #include <torch/torch.h>
 
+#include <cstdint>
 #include <filesystem>
+#include <span>
 #include <vector>
 
 #include "model/model_config.h"
@@ -33,6 +37,9 @@ struct BertWeights {
   torch::Tensor word, position, tokenType;  // [vocab|positions|types, hidden]
   torch::Tensor embedNorm, embedNormBias;   // [hidden]
   std::vector<BertLayerWeights> layers;
+  // The lexical branch (config lexical_buckets > 0; else undefined): a weight per word bucket
+  // [buckets] and the bag's projection [hidden, lexical_dim].
+  torch::Tensor lexicalWeight, lexicalProjection;
 };
 
 class BertModel {
@@ -43,8 +50,15 @@ public:
                                 torch::ScalarType dtype = torch::kFloat32);
   // normal(0, 0.02) matrices and embeddings, unit LayerNorm weights, zero biases (HF's BERT
   // init), reproducible from `seed`.
+  // A lexical branch, if configured, starts with unit weights and a zero projection.
   static Result<BertModel> initRandom(const BertConfig& config, uint64_t seed);
   BertModel(BertConfig config, BertWeights weights);
+
+  // This model with a new lexical branch: `weights` per bucket (their count is the buckets; e.g.
+  // lexical_words.h's inverseDocumentFrequency), `dim` components per word, and a zero projection,
+  // so the embeddings are those of this model until training moves it. InvalidArgument when it
+  // has one already or a size is not positive.
+  Result<BertModel> withLexical(std::span<const float> weights, int64_t dim) const;
 
   // config.json + model.safetensors in BertModel naming (no prefix), the weights' dtype.
   Status save(const std::filesystem::path& dir) const;
@@ -60,8 +74,14 @@ public:
   // padding, which no token attends to). Token type 0 everywhere. Returns the last hidden
   // states [B, T, hidden] in the model's dtype. Differentiable unless under NoGradGuard.
   torch::Tensor encode(const torch::Tensor& tokens, const torch::Tensor& valid) const;
-  // Mean of the valid tokens' last hidden states, L2-normalised: F32 [B, hidden].
-  torch::Tensor embed(const torch::Tensor& tokens, const torch::Tensor& valid) const;
+  // Mean of the valid tokens' last hidden states, L2-normalised: F32 [B, hidden]. With a lexical
+  // branch: normalize(normalize(mean) + projection . bag(words[b])), words[b] row b's word hashes
+  // (lexical_words.h; one list per row is required).
+  torch::Tensor embed(const torch::Tensor& tokens, const torch::Tensor& valid,
+                      std::span<const std::vector<uint64_t>> words = {}) const;
+  // The rows' bags of words (lexical_words.h's lexicalBag), F32 [B, lexical_dim], differentiable
+  // in the bucket weights.
+  torch::Tensor lexicalBags(std::span<const std::vector<uint64_t>> words) const;
 
 private:
   torch::Tensor layerNorm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const;

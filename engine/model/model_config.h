@@ -76,6 +76,11 @@ struct BertConfig {
   double layerNormEps = 1e-12;
   std::string hiddenAct = "gelu";      // gelu, gelu_new, relu, silu
   std::string torchDtype = "float32";
+  // The lexical branch (model/lexical_words.h; not HF's): a weighted bag of whole words, each a
+  // fixed random vector of lexicalDim, projected to hidden_size and added to the pooled
+  // embedding. lexical_buckets and lexical_dim in config.json; 0: none (a plain BERT).
+  int64_t lexicalBuckets = 0;
+  int64_t lexicalDim = 0;
 };
 
 // Parse config.json text (`origin` names it in errors). Errors: Corrupt for bad JSON or a

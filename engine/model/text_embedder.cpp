@@ -5,11 +5,13 @@
 #include <cstdio>
 #include <functional>
 #include <numeric>
+#include <optional>
 
 #include "core/fork_join.h"
 #include "core/fs.h"
 #include "model/bert.h"
 #include "model/decode_kernels.h"
+#include "model/lexical_words.h"
 #include "model/tokenizer.h"
 
 namespace rag::model {
@@ -36,13 +38,18 @@ struct TextEmbedder::Impl {
   // projection over every token of the batch, attention per text, no padding), several times
   // faster than libtorch's ops on the few tokens of a query; empty: libtorch.
   std::vector<KernelLayer> kernels;
+  // The words of token sequences, when the model has a lexical branch.
+  std::optional<TokenWords> words;
 
-  // Unit vectors of the texts `ids` (tokens, each non-empty) into out [ids.size(), H]; the
-  // loops split over `team` when one is given.
-  void embedWithKernels(std::span<const std::vector<int32_t>* const> ids, float* out, ForkJoin* team) const;
+  // Unit vectors of the texts `ids` (tokens, each non-empty; `words` their word hashes when the
+  // model has a lexical branch) into out [ids.size(), H]; the loops split over `team` when one is
+  // given.
+  void embedWithKernels(std::span<const std::vector<int32_t>* const> ids,
+                        std::span<const std::vector<uint64_t>> words, float* out, ForkJoin* team) const;
 };
 
-void TextEmbedder::Impl::embedWithKernels(std::span<const std::vector<int32_t>* const> ids, float* out,
+void TextEmbedder::Impl::embedWithKernels(std::span<const std::vector<int32_t>* const> ids,
+                                           std::span<const std::vector<uint64_t>> words, float* out,
                                            ForkJoin* team) const {
   const BertConfig& c = model.config();
   const BertWeights& w = model.weights();
@@ -144,6 +151,25 @@ void TextEmbedder::Impl::embedWithKernels(std::span<const std::vector<int32_t>* 
     const float inv = 1.0f / static_cast<float>(n * std::max(std::sqrt(norm), 1e-12));
     for (int64_t i = 0; i < hid; ++i) o[i] *= inv;
   }
+  if (c.lexicalBuckets == 0) return;
+  // The lexical branch (as BertModel::embed): o = normalize(o + projection . bag).
+  const int64_t ld = c.lexicalDim;
+  const std::span<const float> weights(f32(w.lexicalWeight), static_cast<size_t>(c.lexicalBuckets));
+  const float* projection = f32(w.lexicalProjection);  // [H, ld]
+  std::vector<float> bag(static_cast<size_t>(ld));
+  for (int64_t t = 0; t < texts; ++t) {
+    lexicalBag(words[static_cast<size_t>(t)], weights, ld, bag.data());
+    float* o = out + t * hid;
+    double norm = 0;
+    for (int64_t i = 0; i < hid; ++i) {
+      float sum = 0;
+      for (int64_t j = 0; j < ld; ++j) sum += projection[i * ld + j] * bag[static_cast<size_t>(j)];
+      o[i] += sum;
+      norm += static_cast<double>(o[i]) * o[i];
+    }
+    const auto inv = static_cast<float>(1.0 / std::max(std::sqrt(norm), 1e-12));
+    for (int64_t i = 0; i < hid; ++i) o[i] *= inv;
+  }
 }
 
 namespace {
@@ -157,7 +183,9 @@ Result<std::string> fingerprintOf(const std::filesystem::path& dir) {
 
 BertModel onDevice(const BertModel& m, torch::Device device) {
   BertWeights w = m.weights();
-  for (torch::Tensor* t : {&w.word, &w.position, &w.tokenType, &w.embedNorm, &w.embedNormBias}) *t = t->to(device);
+  for (torch::Tensor* t : {&w.word, &w.position, &w.tokenType, &w.embedNorm, &w.embedNormBias, &w.lexicalWeight,
+                           &w.lexicalProjection})
+    if (t->defined()) *t = t->to(device);
   for (BertLayerWeights& l : w.layers)
     for (torch::Tensor* t : {&l.q, &l.qBias, &l.k, &l.kBias, &l.v, &l.vBias, &l.attnOut, &l.attnOutBias, &l.attnNorm,
                              &l.attnNormBias, &l.inter, &l.interBias, &l.out, &l.outBias, &l.outNorm, &l.outNormBias})
@@ -193,7 +221,8 @@ Result<std::unique_ptr<TextEmbedder>> TextEmbedder::load(const std::filesystem::
     RAG_ASSIGN_OR_RETURN(std::string fp, fingerprintOf(dir));
     const torch::Device dev = device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
     if (dev.is_cuda()) model = onDevice(model, dev);
-    auto impl = std::make_unique<Impl>(Impl{std::move(model), std::move(tokenizer), 0, std::move(fp), dev, {}});
+    auto impl = std::make_unique<Impl>(Impl{std::move(model), std::move(tokenizer), 0, std::move(fp), dev, {}, {}});
+    if (impl->model.config().lexicalBuckets > 0) impl->words.emplace(impl->tokenizer);
     if (dev.is_cpu() && dtype == "f32" && impl->model.config().hiddenAct == "gelu") {
       auto transposed = [](const torch::Tensor& t) { return t.t().contiguous(); };
       for (const BertLayerWeights& l : impl->model.weights().layers)
@@ -225,6 +254,8 @@ Result<std::vector<float>> TextEmbedder::embed(std::span<const std::string> text
                                      "at least one token");
     if (static_cast<int64_t>(ids[i].size()) > m_impl->maxTokens) ids[i].resize(static_cast<size_t>(m_impl->maxTokens));
   }
+  std::vector<std::vector<uint64_t>> words(m_impl->words ? texts.size() : 0);
+  for (size_t i = 0; i < words.size(); ++i) words[i] = m_impl->words->hashes(ids[i]);  // of the tokens embedded
   std::vector<size_t> order(texts.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
@@ -240,11 +271,13 @@ Result<std::vector<float>> TextEmbedder::embed(std::span<const std::string> text
           std::copy(src + r * static_cast<size_t>(d), src + (r + 1) * static_cast<size_t>(d),
                     out.begin() + static_cast<std::ptrdiff_t>(order[first + r] * static_cast<size_t>(d)));
       };
+      std::vector<std::vector<uint64_t>> batchWords;
+      for (size_t r = 0; r < n && !words.empty(); ++r) batchWords.push_back(std::move(words[order[first + r]]));
       if (!m_impl->kernels.empty()) {
         std::vector<const std::vector<int32_t>*> batchIds;
         for (size_t r = 0; r < n; ++r) batchIds.push_back(&ids[order[first + r]]);
         std::vector<float> vecs(n * static_cast<size_t>(d));
-        m_impl->embedWithKernels(batchIds, vecs.data(), team);
+        m_impl->embedWithKernels(batchIds, batchWords, vecs.data(), team);
         scatter(vecs.data());
         continue;
       }
@@ -263,7 +296,8 @@ Result<std::vector<float>> TextEmbedder::embed(std::span<const std::string> text
       torch::Tensor e = m_impl->model
                             .embed(torch::from_blob(tok.data(), {rows, cols}, torch::kLong).to(m_impl->device),
                                    torch::from_blob(valid.data(), {rows, cols}, torch::kUInt8)
-                                       .to(m_impl->device, torch::kBool))
+                                       .to(m_impl->device, torch::kBool),
+                                   batchWords)
                             .to(torch::kCPU)
                             .contiguous();
       scatter(e.data_ptr<float>());

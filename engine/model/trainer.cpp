@@ -10,6 +10,7 @@
 #include <map>
 #include <numbers>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -19,7 +20,9 @@
 #include "core/json.h"
 #include "core/json_writer.h"
 #include "model/bert.h"
+#include "model/lexical_words.h"
 #include "model/llama.h"
+#include "model/tokenizer.h"
 
 namespace fs = std::filesystem;
 
@@ -337,6 +340,20 @@ public:
       : ModelObjective(setup, setup.model.encoder), m_train(train), m_heldOut(heldOut),
         m_temperature(temperature) {}
 
+  Status fresh(uint64_t seed) override {
+    RAG_RETURN_IF_ERROR(ModelObjective::fresh(seed));
+    const ModelSpec& spec = m_setup.model;
+    if (!spec.lexicalWeights.empty()) {
+      Result<BertModel> m = m_model->withLexical(spec.lexicalWeights, spec.lexicalDim);
+      if (!m) return m.status().withContext(spec.initFrom.empty() ? "the new embedder" : spec.initFrom.string());
+      m_model.emplace(std::move(*m));
+    }
+    return prepareWords();
+  }
+  Status load(const fs::path& dir) override {
+    RAG_RETURN_IF_ERROR(ModelObjective::load(dir));
+    return prepareWords();
+  }
   bool decays(const torch::Tensor& p) const override {
     const BertWeights& w = m_model->weights();
     return p.dim() >= 2 && !p.is_same(w.word) && !p.is_same(w.position) && !p.is_same(w.tokenType);
@@ -382,8 +399,11 @@ public:
           valid[static_cast<size_t>(r * len) + j] = 1;
         }
       }
+      std::vector<std::vector<uint64_t>> words;
+      if (m_words)
+        for (const std::vector<int32_t>* t : texts) words.push_back(m_words->hashes(*t));
       return work.embed(torch::tensor(ids, torch::kLong).view({n, len}),
-                        torch::from_blob(valid.data(), {n, len}, torch::kUInt8).to(torch::kBool));
+                        torch::from_blob(valid.data(), {n, len}, torch::kUInt8).to(torch::kBool), words);
     };
     auto embed = [&](const std::vector<const std::vector<int32_t>*>& texts) {
       std::vector<int64_t> order(texts.size());
@@ -437,9 +457,22 @@ public:
   }
 
 private:
+  // The lexical branch reads whole words from the texts' token bytes: its tokenizer.
+  Status prepareWords() {
+    m_words.reset();
+    if (m_model->config().lexicalBuckets == 0) return Status::ok();
+    if (m_setup.tokenizerDir.empty())
+      return Status::invalidArgument("an embedder with a lexical branch trains with its tokenizer (words come from "
+                                     "token bytes); give the run a tokenizer directory");
+    RAG_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::load(m_setup.tokenizerDir / "tokenizer.json"));
+    m_words.emplace(tokenizer);
+    return Status::ok();
+  }
+
   PairSource& m_train;
   PairSource* m_heldOut;
   double m_temperature;
+  std::optional<TokenWords> m_words;
 };
 
 // ---- The run -----------------------------------------------------------------------------------

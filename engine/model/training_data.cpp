@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "corpus/corpus_db.h"
+#include "model/lexical_words.h"
 #include "model/prompt.h"
 #include "corpus/qa_reader.h"
 #include "retrieval/bm25_index.h"
@@ -468,21 +469,36 @@ Result<TrainingPair> CorpusPairSource::pair(uint64_t seed, int64_t step, int64_t
   return out;
 }
 
+namespace {
+
+// Every passage's text, in id order; NotFound naming `forWhat` when there is none.
+Result<std::vector<std::string>> passageTexts(sql::Db& db, const std::filesystem::path& corpus, std::string_view forWhat) {
+  std::vector<std::string> texts;
+  RAG_ASSIGN_OR_RETURN(sql::Stmt st, db.prepare("SELECT text FROM passages ORDER BY id"));
+  for (;;) {
+    RAG_ASSIGN_OR_RETURN(bool row, st.step());
+    if (!row) break;
+    texts.push_back(st.columnText(0));
+  }
+  if (texts.empty())
+    return Status::notFound("corpus " + corpus.string() + " has no passages " + std::string(forWhat) +
+                            "; rebuild it with `ragraph corpus build`");
+  return texts;
+}
+
+}  // namespace
+
+Result<std::vector<float>> passageWordWeights(const std::filesystem::path& corpus, int64_t buckets) {
+  if (buckets < 1) return Status::invalidArgument("a lexical branch needs at least one word bucket");
+  RAG_ASSIGN_OR_RETURN(sql::Db db, corpus::openCorpus(corpus));
+  RAG_ASSIGN_OR_RETURN(std::vector<std::string> texts, passageTexts(db, corpus, "to weigh words by"));
+  return inverseDocumentFrequency(texts, buckets);
+}
+
 Result<std::vector<std::string>> tokenizerTrainingTexts(const std::filesystem::path& corpus,
                                                         std::string_view split) {
   RAG_ASSIGN_OR_RETURN(sql::Db db, corpus::openCorpus(corpus));
-  std::vector<std::string> texts;
-  {
-    RAG_ASSIGN_OR_RETURN(sql::Stmt st, db.prepare("SELECT text FROM passages ORDER BY id"));
-    for (;;) {
-      RAG_ASSIGN_OR_RETURN(bool row, st.step());
-      if (!row) break;
-      texts.push_back(st.columnText(0));
-    }
-  }
-  if (texts.empty())
-    return Status::notFound("corpus " + corpus.string() + " has no passages to train a tokenizer "
-                            "on; rebuild it with `ragraph corpus build`");
+  RAG_ASSIGN_OR_RETURN(std::vector<std::string> texts, passageTexts(db, corpus, "to train a tokenizer on"));
   RAG_ASSIGN_OR_RETURN(sql::Stmt st, db.prepare(
       "SELECT id, question, answers FROM qa WHERE split = ? ORDER BY id"));
   st.bind(1, split);

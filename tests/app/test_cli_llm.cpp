@@ -115,16 +115,29 @@ private Q_SLOTS:
     r = runRagraph({"index", "build", "--corpus", corpus(), "--embedder", path("emb"), "--if-needed", "--json"});
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QCOMPARE(parseJson(r.out.toStdString())->find("up_to_date")->asBool(), true);
-    // A second embedder continued from the first with negatives mined from the first's index.
+    // A second embedder continued from the first with negatives mined from the first's index,
+    // and a lexical branch of whole words added (weighed by the corpus's passages).
     r = runRagraph({"train", "embedder", "--corpus", corpus(), "--out", path("emb-self"), "--hard-negatives", "1",
                     "--self-negatives", "1", "--steps", "1", "--batch", "4", "--seq-len", "32", "--threads", "1"});
     QCOMPARE(r.code, 2);  // a usage error
     QVERIFY2(r.err.contains("--init"), qPrintable(r.err));
     r = runRagraph({"train", "embedder", "--corpus", corpus(), "--init", path("emb"), "--out", path("emb-self"),
-                    "--hard-negatives", "1", "--self-negatives", "1", "--span-pairs", "0.2", "--steps", "1",
-                    "--batch", "4", "--seq-len", "32", "--threads", "1"});
+                    "--hard-negatives", "1", "--self-negatives", "1", "--span-pairs", "0.2", "--lexical-buckets", "1024",
+                    "--lexical-dim", "16", "--steps", "1", "--batch", "4", "--seq-len", "32", "--threads", "1"});
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY2(r.out.contains("self-mined") || r.err.contains("self-mined"), qPrintable(r.out + r.err));
+    QVERIFY2((r.out + r.err).contains("lexical branch of 1024 word buckets x 16"), qPrintable(r.out + r.err));
+    QFile config(path("emb-self") + "/config.json");
+    QVERIFY(config.open(QIODevice::ReadOnly));
+    QVERIFY(config.readAll().contains("\"lexical_buckets\": 1024"));
+    r = runRagraph({"train", "embedder", "--corpus", corpus(), "--init", path("emb-self"), "--out", path("emb-lex2"),
+                    "--lexical-buckets", "1024", "--steps", "1", "--batch", "4", "--seq-len", "32", "--threads", "1"});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("lexical branch already") && r.err.contains("drop --lexical-buckets"), qPrintable(r.err));
+    r = runRagraph({"train", "embedder", "--corpus", corpus(), "--init", path("emb"), "--out", path("emb-lex2"),
+                    "--lexical-buckets", "99999999", "--steps", "1", "--threads", "1"});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("--lexical-buckets must be at most"), qPrintable(r.err));
     for (const QString& dir : {path("emb-self"), path("emb")}) {
       r = runRagraph({"index", "build", "--corpus", corpus(), "--embedder", dir, "--nlist", "4", "--if-needed",
                       "--quiet", "--json"});

@@ -9,6 +9,7 @@
 #include "core/fork_join.h"
 #include "core/fs.h"
 #include "model/bpe_trainer.h"
+#include "model/lexical_words.h"
 #include "model/text_embedder.h"
 #include "model/tokenizer.h"
 #include "status_checks.h"
@@ -112,6 +113,74 @@ private Q_SLOTS:
     QVERIFY(other.save(copy).isOk());
     fs::copy_file(m_model / "tokenizer.json", copy / "tokenizer.json");
     QVERIFY((*TextEmbedder::load(copy))->fingerprint() != (*a)->fingerprint());
+  }
+
+  // The lexical branch: added with a zero projection it changes no vector; with a projection the
+  // kernels' vectors are BertModel::embed's over the tokens' words, a saved branch loads back, and
+  // texts sharing a word move closer together.
+  void aLexicalBranchAddsWholeWords() {
+    const fs::path root = fs::path(m_dir.path().toStdString()) / "lexical";
+    const std::vector<float> idf = inverseDocumentFrequency(m_texts, 64);
+    auto plain = TextEmbedder::load(m_model);
+    QVERIFY(plain.isOk());
+    auto before = (*plain)->embed(m_texts);
+    QVERIFY(before.isOk());
+    auto write = [&](const BertModel& m, const std::string& name) {
+      const fs::path dir = root / name;
+      QVERIFY(m.save(dir).isOk());
+      fs::copy_file(m_model / "tokenizer.json", dir / "tokenizer.json");
+    };
+    Result<BertModel> zero = m_bert->withLexical(idf, 8);
+    QVERIFY2(zero.isOk(), zero.status().message().c_str());
+    QCOMPARE(zero->config().lexicalBuckets, int64_t{64});
+    write(*zero, "zero");
+    auto z = TextEmbedder::load(root / "zero");
+    QVERIFY2(z.isOk(), z.status().message().c_str());
+    QVERIFY((*z)->fingerprint() != (*plain)->fingerprint());
+    auto same = (*z)->embed(m_texts, 3);
+    QVERIFY(same.isOk());
+    for (size_t i = 0; i < same->size(); ++i) QVERIFY(std::abs((*same)[i] - (*before)[i]) < 1e-6f);
+    QVERIFY(mentions(zero->withLexical(idf, 8).status(), {"lexical branch already"}));
+    QVERIFY(mentions(m_bert->withLexical({}, 8).status(), {"at least one bucket"}));
+
+    // A projection that copies the bag, halved, into the first 8 components.
+    BertWeights w = zero->weights();
+    w.lexicalProjection = torch::zeros({16, 8});
+    for (int64_t i = 0; i < 8; ++i) w.lexicalProjection[i][i] = 0.5f;
+    const BertModel lexical(zero->config(), w);
+    write(lexical, "projected");
+    auto back = BertModel::load(root / "projected");
+    QVERIFY2(back.isOk(), back.status().message().c_str());
+    QCOMPARE(back->config().lexicalDim, int64_t{8});
+    QVERIFY(torch::equal(back->weights().lexicalWeight, lexical.weights().lexicalWeight));
+    auto e = TextEmbedder::load(root / "projected");
+    QVERIFY(e.isOk());
+    auto got = (*e)->embed(m_texts, 3);
+    QVERIFY(got.isOk());
+    const TokenWords words(*m_tok);
+    torch::NoGradGuard noGrad;
+    for (size_t i = 0; i < m_texts.size(); ++i) {
+      std::vector<int32_t> ids = m_tok->encode(m_texts[i], {.parseSpecial = false});
+      ids.resize(std::min<size_t>(ids.size(), 32));
+      const std::vector<int64_t> ids64(ids.begin(), ids.end());
+      const auto n = static_cast<int64_t>(ids64.size());
+      const std::vector<std::vector<uint64_t>> rowWords = {words.hashes(ids)};
+      torch::Tensor ref = lexical.embed(torch::tensor(ids64).view({1, n}), torch::ones({1, n}, torch::kBool), rowWords)[0];
+      QVERIFY2(torch::allclose(torch::from_blob(got->data() + i * 16, {16}, torch::kFloat32), ref, 1e-5, 1e-6),
+               m_texts[i].c_str());
+    }
+    auto cosine = [](const std::vector<float>& v, size_t a, size_t b) {
+      double dot = 0;
+      for (size_t j = 0; j < 16; ++j) dot += static_cast<double>(v[a * 16 + j]) * v[b * 16 + j];
+      return dot;
+    };
+    // "fox" (3) shares its word with "the quick brown fox" (0), none with "running" (6) or
+    // "brown paper bag" (5): the branch widens the margin of the text that shares it.
+    for (size_t other : {size_t{5}, size_t{6}}) {
+      const double with = cosine(*got, 3, 0) - cosine(*got, 3, other), without = cosine(*before, 3, 0) - cosine(*before, 3, other);
+      qInfo("fox: margin over text %zu %.3f plain, %.3f with the branch", other, without, with);
+      QVERIFY(with > without + 0.1);
+    }
   }
 };
 
