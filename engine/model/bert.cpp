@@ -49,7 +49,7 @@ void forEachWeight(W& w, const BertConfig& c, const std::string& prefix, Fn&& fn
   }
   if (c.lexicalBuckets > 0) {
     fn(prefix + "lexical.word_weight", w.lexicalWeight);
-    fn(prefix + "lexical.projection.weight", w.lexicalProjection);
+    fn(prefix + "lexical.gain", w.lexicalGain);
   }
 }
 
@@ -88,24 +88,25 @@ Result<BertModel> BertModel::initRandom(const BertConfig& config, uint64_t seed)
   forEachWeight(w, config, "", [&](const std::string& name, torch::Tensor& slot) {
     const ExpectedTensor& e = expected[next++];  // the same order by construction
     if (name.ends_with("LayerNorm.weight") || name.ends_with("word_weight")) slot = torch::ones(e.shape);
-    else if (name.ends_with(".bias") || name.ends_with("projection.weight")) slot = torch::zeros(e.shape);
+    else if (name.ends_with(".bias") || name.ends_with("lexical.gain")) slot = torch::zeros(e.shape);
     else slot = at::normal(0.0, 0.02, e.shape, gen);
   });
   return BertModel(config, std::move(w));
 }
 
-Result<BertModel> BertModel::withLexical(std::span<const float> weights, int64_t dim) const {
+Result<BertModel> BertModel::withLexical(std::span<const float> weights, double scale) const {
   if (m_config.lexicalBuckets > 0)
     return Status::invalidArgument("the embedder has a lexical branch already (" + std::to_string(m_config.lexicalBuckets) +
-                                   " buckets of " + std::to_string(m_config.lexicalDim) + " components)");
-  if (weights.empty() || dim < 1)
-    return Status::invalidArgument("a lexical branch needs at least one bucket and one component per word");
+                                   " word buckets)");
+  if (weights.empty()) return Status::invalidArgument("a lexical branch needs at least one word bucket");
+  if (!(scale >= 0) || !std::isfinite(scale))
+    return Status::invalidArgument("a lexical branch's starting scale must be a number >= 0");
   BertConfig c = m_config;
   c.lexicalBuckets = static_cast<int64_t>(weights.size());
-  c.lexicalDim = dim;
   BertWeights w = m_weights;
   w.lexicalWeight = torch::tensor(std::vector<float>(weights.begin(), weights.end()), torch::kFloat32).to(dtype());
-  w.lexicalProjection = torch::zeros({c.hiddenSize, dim}, torch::TensorOptions().dtype(dtype()));
+  w.lexicalGain = torch::full({c.hiddenSize}, scale / std::sqrt(static_cast<double>(c.hiddenSize)),
+                              torch::TensorOptions().dtype(dtype()));
   return BertModel(std::move(c), std::move(w));
 }
 
@@ -188,7 +189,7 @@ torch::Tensor BertModel::encode(const torch::Tensor& tokens, const torch::Tensor
 }
 
 torch::Tensor BertModel::lexicalBags(std::span<const std::vector<uint64_t>> words) const {
-  const int64_t dim = m_config.lexicalDim, rows = std::ssize(words);
+  const int64_t dim = m_config.hiddenSize, rows = std::ssize(words);
   TORCH_CHECK(m_config.lexicalBuckets > 0, "the embedder has no lexical branch");
   // Each distinct word of the rows once: its ±1 vector and bucket, and how often each row has it.
   std::unordered_map<uint64_t, int64_t> column;
@@ -226,7 +227,7 @@ torch::Tensor BertModel::embed(const torch::Tensor& tokens, const torch::Tensor&
   if (m_config.lexicalBuckets == 0) return e;
   TORCH_CHECK(std::ssize(words) == tokens.size(0), "an embedder with a lexical branch needs the word hashes of each of the ",
               tokens.size(0), " rows (got ", words.size(), ")");
-  return F::normalize(e + torch::matmul(lexicalBags(words), m_weights.lexicalProjection.to(torch::kFloat32).t()), unit);
+  return F::normalize(e + lexicalBags(words) * m_weights.lexicalGain.to(torch::kFloat32), unit);
 }
 
 }  // namespace rag::model

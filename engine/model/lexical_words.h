@@ -1,5 +1,6 @@
 // Whole words for the embedder's lexical branch (model/bert.h): a text's words, hashed, each
-// given a fixed random ±1 vector, summed with a learned weight per hash bucket. Mean-pooled BPE
+// given a fixed random ±1 vector, summed with a learned weight per hash bucket; the encoder adds
+// the bag, scaled by learned gains, to its pooled embedding. Mean-pooled BPE
 // pieces lose a rare word's identity ("inulin" retrieves "botulin"); a word's own random vector
 // keeps it, for words never seen in training too (two texts sharing a word share its vector).
 // Torch-free: the trainer (libtorch) and the CPU encoder kernels compute the same values here.
@@ -36,10 +37,8 @@ inline int64_t lexicalBucket(uint64_t hash, int64_t buckets) {
 void lexicalVector(uint64_t hash, int64_t dim, float* out);
 
 // A text's weighted bag of words, into out[0, dim): sqrt(dim) * normalize(sum over its words w of
-// weights[bucket(w)] * sign(w)), components of unit RMS (a lone word's bag is its signs). The
-// projection that reads it starts at zero and moves by about the learning rate a step, so at unit
-// RMS small entries already carry it. A text without words (or whose weights cancel) gets the
-// zero vector.
+// weights[bucket(w)] * sign(w)), components of unit RMS (a lone word's bag is its signs). A text
+// without words (or whose weights cancel) gets the zero vector.
 void lexicalBag(std::span<const uint64_t> hashes, std::span<const float> weights, int64_t dim, float* out);
 
 // Starting weights of the buckets from a collection's texts: BM25's inverse document frequency

@@ -237,10 +237,6 @@ Result<BertConfig> parseBertConfig(std::string_view json, std::string_view origi
   RAG_ASSIGN_OR_RETURN(c.hiddenAct, f.text("hidden_act", "gelu"));
   RAG_ASSIGN_OR_RETURN(c.torchDtype, f.text("torch_dtype", "float32"));
   RAG_ASSIGN_OR_RETURN(c.lexicalBuckets, f.nonNegative("lexical_buckets", 0));
-  RAG_ASSIGN_OR_RETURN(c.lexicalDim, f.nonNegative("lexical_dim", 0));
-  if ((c.lexicalBuckets == 0) != (c.lexicalDim == 0))
-    return Status::corrupt(where + ": lexical_buckets and lexical_dim must both be positive (a lexical "
-                           "branch) or both 0 (none)");
   if (c.hiddenSize % c.numAttentionHeads != 0)
     return Status::corrupt(where + ": hidden_size " + std::to_string(c.hiddenSize) +
                            " is not a multiple of num_attention_heads " +
@@ -383,10 +379,7 @@ std::string bertConfigJson(const BertConfig& c) {
   w.key("hidden_act").value(c.hiddenAct);
   w.key("position_embedding_type").value("absolute");
   w.key("torch_dtype").value(c.torchDtype);
-  if (c.lexicalBuckets > 0) {
-    w.key("lexical_buckets").value(c.lexicalBuckets);
-    w.key("lexical_dim").value(c.lexicalDim);
-  }
+  if (c.lexicalBuckets > 0) w.key("lexical_buckets").value(c.lexicalBuckets);
   w.endObject();
   os << "\n";
   return os.str();
@@ -419,7 +412,7 @@ std::vector<ExpectedTensor> expectedBertTensors(const BertConfig& c, std::string
   }
   if (c.lexicalBuckets > 0) {
     out.push_back({p + "lexical.word_weight", {c.lexicalBuckets}});
-    out.push_back({p + "lexical.projection.weight", {h, c.lexicalDim}});
+    out.push_back({p + "lexical.gain", {h}});
   }
   return out;
 }

@@ -77,10 +77,9 @@ struct BertConfig {
   std::string hiddenAct = "gelu";      // gelu, gelu_new, relu, silu
   std::string torchDtype = "float32";
   // The lexical branch (model/lexical_words.h; not HF's): a weighted bag of whole words, each a
-  // fixed random vector of lexicalDim, projected to hidden_size and added to the pooled
-  // embedding. lexical_buckets and lexical_dim in config.json; 0: none (a plain BERT).
+  // fixed random vector of hidden_size, scaled per component and added to the pooled embedding.
+  // lexical_buckets in config.json; 0: none (a plain BERT).
   int64_t lexicalBuckets = 0;
-  int64_t lexicalDim = 0;
 };
 
 // Parse config.json text (`origin` names it in errors). Errors: Corrupt for bad JSON or a

@@ -152,19 +152,16 @@ void TextEmbedder::Impl::embedWithKernels(std::span<const std::vector<int32_t>* 
     for (int64_t i = 0; i < hid; ++i) o[i] *= inv;
   }
   if (c.lexicalBuckets == 0) return;
-  // The lexical branch (as BertModel::embed): o = normalize(o + projection . bag).
-  const int64_t ld = c.lexicalDim;
+  // The lexical branch (as BertModel::embed): o = normalize(o + gain * bag).
   const std::span<const float> weights(f32(w.lexicalWeight), static_cast<size_t>(c.lexicalBuckets));
-  const float* projection = f32(w.lexicalProjection);  // [H, ld]
-  std::vector<float> bag(static_cast<size_t>(ld));
+  const float* gain = f32(w.lexicalGain);
+  std::vector<float> bag(static_cast<size_t>(hid));
   for (int64_t t = 0; t < texts; ++t) {
-    lexicalBag(words[static_cast<size_t>(t)], weights, ld, bag.data());
+    lexicalBag(words[static_cast<size_t>(t)], weights, hid, bag.data());
     float* o = out + t * hid;
     double norm = 0;
     for (int64_t i = 0; i < hid; ++i) {
-      float sum = 0;
-      for (int64_t j = 0; j < ld; ++j) sum += projection[i * ld + j] * bag[static_cast<size_t>(j)];
-      o[i] += sum;
+      o[i] += bag[static_cast<size_t>(i)] * gain[i];
       norm += static_cast<double>(o[i]) * o[i];
     }
     const auto inv = static_cast<float>(1.0 / std::max(std::sqrt(norm), 1e-12));
@@ -184,7 +181,7 @@ Result<std::string> fingerprintOf(const std::filesystem::path& dir) {
 BertModel onDevice(const BertModel& m, torch::Device device) {
   BertWeights w = m.weights();
   for (torch::Tensor* t : {&w.word, &w.position, &w.tokenType, &w.embedNorm, &w.embedNormBias, &w.lexicalWeight,
-                           &w.lexicalProjection})
+                           &w.lexicalGain})
     if (t->defined()) *t = t->to(device);
   for (BertLayerWeights& l : w.layers)
     for (torch::Tensor* t : {&l.q, &l.qBias, &l.k, &l.kBias, &l.v, &l.vBias, &l.attnOut, &l.attnOutBias, &l.attnNorm,

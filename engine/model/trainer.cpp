@@ -344,7 +344,7 @@ public:
     RAG_RETURN_IF_ERROR(ModelObjective::fresh(seed));
     const ModelSpec& spec = m_setup.model;
     if (!spec.lexicalWeights.empty()) {
-      Result<BertModel> m = m_model->withLexical(spec.lexicalWeights, spec.lexicalDim);
+      Result<BertModel> m = m_model->withLexical(spec.lexicalWeights, spec.lexicalScale);
       if (!m) return m.status().withContext(spec.initFrom.empty() ? "the new embedder" : spec.initFrom.string());
       m_model.emplace(std::move(*m));
     }

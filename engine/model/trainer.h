@@ -117,10 +117,10 @@ struct ModelSpec {
   LlamaConfig config;              // trainLanguageModel: used when initFrom is empty
   BertConfig encoder;              // trainEmbedder: used when initFrom is empty
   // trainEmbedder: when not empty, a lexical branch (BertModel::withLexical) is added to the
-  // model a run starts from (random or initFrom), with these bucket weights and lexicalDim
-  // components per word. Training it needs setup.tokenizerDir (words come from token bytes).
+  // model a run starts from (random or initFrom), with these bucket weights and starting scale.
+  // Training it needs setup.tokenizerDir (words come from token bytes).
   std::vector<float> lexicalWeights;
-  int64_t lexicalDim = 0;
+  double lexicalScale = 0.7;
 };
 
 struct TrainSetup {

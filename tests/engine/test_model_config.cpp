@@ -137,26 +137,21 @@ private Q_SLOTS:
     QCOMPARE(expectedBertTensors(*c).size(), size_t{5 + 6 * 16});
   }
 
-  // The lexical branch's sizes round-trip through config.json, add two tensors, and come as a pair.
+  // The lexical branch's size round-trips through config.json and adds two tensors.
   void bertLexicalBranch() {
     BertConfig c = *parseBertConfig(kBert);
     c.lexicalBuckets = 1 << 19;
-    c.lexicalDim = 256;
     Result<BertConfig> back = parseBertConfig(bertConfigJson(c));
     QVERIFY2(back.isOk(), back.status().toString().c_str());
     QCOMPARE(back->lexicalBuckets, int64_t{1} << 19);
-    QCOMPARE(back->lexicalDim, int64_t{256});
     const std::vector<ExpectedTensor> t = expectedBertTensors(*back, "bert.");
     QCOMPARE(t.size(), size_t{5 + 6 * 16 + 2});
     QCOMPARE(t[t.size() - 2].name, std::string("bert.lexical.word_weight"));
     QCOMPARE(t[t.size() - 2].shape, (std::vector<int64_t>{1 << 19}));
-    QCOMPARE(t.back().name, std::string("bert.lexical.projection.weight"));
-    QCOMPARE(t.back().shape, (std::vector<int64_t>{384, 256}));
-    c.lexicalDim = 0;
-    const Result<BertConfig> half = parseBertConfig(bertConfigJson(c));
-    QVERIFY(!half.isOk());
-    QVERIFY2(half.status().message().find("lexical_buckets and lexical_dim") != std::string::npos,
-             half.status().message().c_str());
+    QCOMPARE(t.back().name, std::string("bert.lexical.gain"));
+    QCOMPARE(t.back().shape, (std::vector<int64_t>{384}));
+    QVERIFY(!parseBertConfig(R"({"architectures": ["BertModel"], "hidden_size": 8, "num_hidden_layers": 1,
+        "num_attention_heads": 2, "intermediate_size": 16, "vocab_size": 10, "lexical_buckets": -3})"));
   }
 
   void unsupportedArchitecture() {
