@@ -483,7 +483,7 @@ int cmdTrainEmbedder(Args& args) {
   Result<double> hardNegatives = args.getDouble("hard-negatives", 0);
   Result<double> selfNegatives = args.getDouble("self-negatives", 0);
   Result<int64_t> lexicalBuckets = atLeast(args, "lexical-buckets", 0, 0);
-  Result<double> lexicalScale = args.getDouble("lexical-scale", 0.7);
+  Result<double> lexicalScale = args.getDouble("lexical-scale", model::kLexicalScale);
   const std::optional<std::string> indexBase = args.get("index");
   const bool json = args.flag("json");
   Status s = readTrainParams(args, setup, {.seqLen = 128, .batch = 64, .lr = 5e-4});

@@ -88,7 +88,8 @@ Result<BertModel> BertModel::initRandom(const BertConfig& config, uint64_t seed)
   forEachWeight(w, config, "", [&](const std::string& name, torch::Tensor& slot) {
     const ExpectedTensor& e = expected[next++];  // the same order by construction
     if (name.ends_with("LayerNorm.weight") || name.ends_with("word_weight")) slot = torch::ones(e.shape);
-    else if (name.ends_with(".bias") || name.ends_with("lexical.gain")) slot = torch::zeros(e.shape);
+    else if (name.ends_with("lexical.gain")) slot = torch::full(e.shape, kLexicalScale / std::sqrt(static_cast<double>(config.hiddenSize)));
+    else if (name.ends_with(".bias")) slot = torch::zeros(e.shape);
     else slot = at::normal(0.0, 0.02, e.shape, gen);
   });
   return BertModel(config, std::move(w));

@@ -50,7 +50,7 @@ public:
                                 torch::ScalarType dtype = torch::kFloat32);
   // normal(0, 0.02) matrices and embeddings, unit LayerNorm weights, zero biases (HF's BERT
   // init), reproducible from `seed`.
-  // A lexical branch, if configured, starts with unit weights and zero gains.
+  // A lexical branch, if configured, starts with unit weights and gains of kLexicalScale.
   static Result<BertModel> initRandom(const BertConfig& config, uint64_t seed);
   BertModel(BertConfig config, BertWeights weights);
 

@@ -27,6 +27,10 @@ class Tokenizer;
 // The word hashes of a text, in order, repeats kept.
 std::vector<uint64_t> wordHashes(std::string_view text);
 
+// The bag's usual starting length beside the encoder's unit pooled embedding
+// (BertModel::withLexical; `train embedder --lexical-scale`).
+inline constexpr double kLexicalScale = 0.7;
+
 // The bucket of a word's learned weight.
 inline int64_t lexicalBucket(uint64_t hash, int64_t buckets) {
   return static_cast<int64_t>(hash % static_cast<uint64_t>(buckets));

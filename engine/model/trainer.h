@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "model/attention_mask.h"
+#include "model/lexical_words.h"
 #include "model/model_config.h"
 #include "rag/status.h"
 
@@ -120,7 +121,7 @@ struct ModelSpec {
   // model a run starts from (random or initFrom), with these bucket weights and starting scale.
   // Training it needs setup.tokenizerDir (words come from token bytes).
   std::vector<float> lexicalWeights;
-  double lexicalScale = 0.7;
+  double lexicalScale = kLexicalScale;
 };
 
 struct TrainSetup {

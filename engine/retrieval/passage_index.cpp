@@ -75,6 +75,11 @@ Result<PassageIndexBuild> buildPassageIndex(const PassageIndexParams& p, const E
     return Status::corrupt("corpus " + p.corpus.string() + " has passage ids that are not 1.." +
                            std::to_string(n) + "; rebuild it with `ragraph corpus build`");
   out.passages = n;
+  if (const fs::path dir = base.parent_path(); !dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) return Status::ioError("cannot create the index directory " + dir.string() + ": " + ec.message());
+  }
 
   // Embed, continuing a partial file of the same embedder.
   int64_t done = matchingRows(vectorsFile, head, p.dim) == n ? n : 0;

@@ -145,6 +145,11 @@ private Q_SLOTS:
       QCOMPARE(parseJson(r.out.toStdString())->find("up_to_date")->asBool(), false);
       QVERIFY2(r.err.contains("rebuilding the passage index"), qPrintable(r.err));
     }
+    // An index anywhere: its directory is made.
+    r = runRagraph({"index", "build", "--corpus", corpus(), "--embedder", path("emb-self"), "--index",
+                    path("new/dir/corpus.index"), "--nlist", "4", "--quiet"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY(QFile::exists(path("new/dir/corpus.index.ivf")));
     r = runRagraph({"index", "calibrate", "--corpus", corpus(), "--embedder", path("emb"), "--quiet"});
     QCOMPARE(r.code, 1);
     QVERIFY2(r.err.contains("dev"), qPrintable(r.err));
