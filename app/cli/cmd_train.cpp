@@ -554,7 +554,8 @@ int cmdTrainEmbedder(Args& args) {
     setup.runOptions.emplace_back("lexical-buckets", std::to_string(*lexicalBuckets));
     setup.runOptions.emplace_back("lexical-scale", shortest(*lexicalScale));
     setup.model.lexicalScale = *lexicalScale;
-    // Only a run that starts adds the branch; a resumed one reads it from its checkpoint.
+  }
+  if (*lexicalBuckets > 0 && !setup.resume) {  // a resumed run reads the branch from its checkpoint
     Result<std::vector<float>> weights = model::passageWordWeights(corpus, *lexicalBuckets);
     if (!weights) return fail(weights.status().withContext("--lexical-buckets weighs words by the corpus's passages"));
     setup.model.lexicalWeights = std::move(*weights);

@@ -6,12 +6,14 @@
 
 namespace rag {
 
-uint64_t deriveSeed(uint64_t seed, uint64_t stream) {
-  uint64_t z = seed + (stream + 1) * 0x9E3779B97F4A7C15ULL;
+uint64_t splitMix64(uint64_t x) {
+  uint64_t z = x + 0x9E3779B97F4A7C15ULL;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   return z ^ (z >> 31);
 }
+
+uint64_t deriveSeed(uint64_t seed, uint64_t stream) { return splitMix64(seed + stream * 0x9E3779B97F4A7C15ULL); }
 
 double Rng::uniform01() {
   return static_cast<double>(m_engine() >> 11) * 0x1.0p-53;

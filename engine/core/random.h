@@ -12,6 +12,9 @@
 
 namespace rag {
 
+// SplitMix64's output function of one state x (it first adds the golden-ratio increment).
+uint64_t splitMix64(uint64_t x);
+
 // SplitMix64 of (seed, stream): independent seeds for the separate random streams of one trace
 // (arrivals, entities, QA items, workflows), so changing the workflow mix leaves arrival times
 // and entities untouched.

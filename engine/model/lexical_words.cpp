@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "core/hash.h"
+#include "core/random.h"
+#include "core/vector_math.h"
 #include "model/tokenizer.h"
 
 namespace rag::model {
@@ -21,7 +23,7 @@ public:
   void feed(unsigned char c) {
     if (!wordByte(c)) return finish();
     if (c >= 'A' && c <= 'Z') c = static_cast<unsigned char>(c - 'A' + 'a');
-    m_hash = (m_hash ^ c) * 1099511628211ull;  // FNV-1a, one byte on
+    m_hash = fnv1a(&c, 1, m_hash);
     m_inWord = true;
   }
   void finish() {
@@ -36,13 +38,6 @@ private:
   bool m_inWord = false;
 };
 
-uint64_t splitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 }  // namespace
 
 std::vector<uint64_t> wordHashes(std::string_view text) {
@@ -55,7 +50,7 @@ std::vector<uint64_t> wordHashes(std::string_view text) {
 
 void lexicalVector(uint64_t hash, int64_t dim, float* out) {
   for (int64_t first = 0; first < dim; first += 64) {
-    const uint64_t bits = splitMix(hash ^ splitMix(static_cast<uint64_t>(first / 64)));
+    const uint64_t bits = splitMix64(hash ^ splitMix64(static_cast<uint64_t>(first / 64)));
     for (int64_t i = first; i < std::min(dim, first + 64); ++i) out[i] = (bits >> (i - first)) & 1 ? 1.0f : -1.0f;
   }
 }
@@ -69,10 +64,9 @@ void lexicalBag(std::span<const uint64_t> hashes, std::span<const float> weights
     lexicalVector(h, dim, v.data());
     for (int64_t i = 0; i < dim; ++i) out[i] += w * v[static_cast<size_t>(i)];
   }
-  double norm = 0;
-  for (int64_t i = 0; i < dim; ++i) norm += static_cast<double>(out[i]) * out[i];
-  const float inv = norm > 0 ? static_cast<float>(std::sqrt(static_cast<double>(dim)) / std::max(std::sqrt(norm), 1e-12)) : 0.0f;
-  for (int64_t i = 0; i < dim; ++i) out[i] *= inv;
+  l2NormalizeRows(out, 1, static_cast<size_t>(dim));  // a zero bag stays zero
+  const auto rms = static_cast<float>(std::sqrt(static_cast<double>(dim)));
+  for (int64_t i = 0; i < dim; ++i) out[i] *= rms;
 }
 
 std::vector<float> inverseDocumentFrequency(std::span<const std::string> texts, int64_t buckets) {

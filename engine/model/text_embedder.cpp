@@ -9,6 +9,7 @@
 
 #include "core/fork_join.h"
 #include "core/fs.h"
+#include "core/vector_math.h"
 #include "model/bert.h"
 #include "model/decode_kernels.h"
 #include "model/lexical_words.h"
@@ -158,15 +159,9 @@ void TextEmbedder::Impl::embedWithKernels(std::span<const std::vector<int32_t>* 
   std::vector<float> bag(static_cast<size_t>(hid));
   for (int64_t t = 0; t < texts; ++t) {
     lexicalBag(words[static_cast<size_t>(t)], weights, hid, bag.data());
-    float* o = out + t * hid;
-    double norm = 0;
-    for (int64_t i = 0; i < hid; ++i) {
-      o[i] += bag[static_cast<size_t>(i)] * gain[i];
-      norm += static_cast<double>(o[i]) * o[i];
-    }
-    const auto inv = static_cast<float>(1.0 / std::max(std::sqrt(norm), 1e-12));
-    for (int64_t i = 0; i < hid; ++i) o[i] *= inv;
+    for (int64_t i = 0; i < hid; ++i) out[t * hid + i] += bag[static_cast<size_t>(i)] * gain[i];
   }
+  l2NormalizeRows(out, static_cast<size_t>(texts), static_cast<size_t>(hid));
 }
 
 namespace {
