@@ -28,6 +28,7 @@ for f in usr/bin/ragraph usr/bin/ragraph-workbench \
          usr/share/ragraph/datasets/models/rag-llama/model.safetensors \
          usr/share/ragraph/datasets/models/rag-llama-roles/model.safetensors \
          usr/share/ragraph/datasets/models/rag-embedder/tokenizer.json \
+         usr/share/ragraph/datasets/models/rag-embedder-lex/model.safetensors \
          usr/share/ragraph/workflows/oneshot.json \
          usr/share/applications/io.github.ragraph.Workbench.desktop \
          usr/share/metainfo/io.github.ragraph.Workbench.metainfo.xml \

@@ -1,12 +1,19 @@
 // `ragraph model gguf`: a Llama checkpoint as a GGUF file, for llama.cpp to run the same weights.
+// `ragraph model lexical`: an embedder with a whole-word lexical branch (model/lexical_words.h)
+// weighted by the corpus's passages, untrained: the dense part unchanged, BM25 carried beside it.
 #include <cstdio>
 #include <iostream>
 
 #include "commands.h"
 #include "core/json_writer.h"
+#include "core/fs.h"
 #include "model/gguf.h"
+#include "model/text_embedder.h"
+#include "model/training_data.h"
 
 namespace rag::cli {
+
+namespace fs = std::filesystem;
 
 int cmdModelGguf(Args& args) {
   model::GgufExportOptions o;
@@ -38,6 +45,57 @@ int cmdModelGguf(Args& args) {
                 static_cast<long long>(r->vocabTokens));
     if (r->paddedTokens > 0) std::printf(" + %lld padding tokens", static_cast<long long>(r->paddedTokens));
     std::printf("\n");
+  }
+  return 0;
+}
+
+Status checkLexicalOptions(const std::string& flag, int64_t buckets, int64_t dim, double weight) {
+  constexpr int64_t kMaxBuckets = int64_t{1} << 24, kMaxDim = 8192;
+  if (buckets < 0 || buckets > kMaxBuckets)
+    return Status::invalidArgument(flag + "buckets must be at most " + std::to_string(kMaxBuckets) +
+                                   " (e.g. 524288: few words share a bucket's weight)");
+  if (dim < 1 || dim > kMaxDim)
+    return Status::invalidArgument(flag + "dim must be 1.." + std::to_string(kMaxDim) +
+                                   " (e.g. 512: more components, less noise between words, a larger index)");
+  if (!(weight >= 0 && weight <= 10))
+    return Status::invalidArgument(flag + "weight must be between 0 and 10 (the BM25-like score's weight beside "
+                                   "the dense cosine; e.g. 0.03)");
+  return Status::ok();
+}
+
+int cmdModelLexical(Args& args) {
+  const std::optional<std::string> embedder = args.get("embedder");
+  const std::optional<std::string> out = args.get("out");
+  const fs::path corpus = args.get("corpus") ? fs::path(*args.get("corpus")) : defaultCorpusPath();
+  Result<int64_t> buckets = args.getInt("buckets", 524288);
+  Result<int64_t> dim = args.getInt("dim", 512);
+  Result<double> weight = args.getDouble("weight", model::kLexicalWeight);
+  const bool json = args.flag("json");
+  for (const Status& s : {buckets.status(), dim.status(), weight.status(), args.finish()})
+    if (!s) return fail(s);
+  if (!embedder || !out)
+    return fail(Status::invalidArgument("--embedder DIR and --out DIR are required (e.g. --embedder "
+                                        "datasets/models/rag-embedder --out runs/embedder-lexical)"));
+  if (Status s = checkLexicalOptions("--", *buckets, *dim, *weight); !s) return fail(s);
+  if (*buckets < 1) return fail(Status::invalidArgument("--buckets must be at least 1 (e.g. 524288)"));
+  Result<model::LexicalStatistics> stats = model::passageWordStatistics(corpus, *buckets);
+  if (!stats) return fail(stats.status().withContext("weighing words by the corpus's passages"));
+  if (Status s = model::saveEmbedderWithLexical(*embedder, *out, *stats, *dim, *weight); !s) return fail(s);
+  if (json) {
+    JsonWriter w(std::cout, true);
+    w.beginObject();
+    w.key("out").value(*out);
+    w.key("buckets").value(*buckets);
+    w.key("dim").value(*dim);
+    w.key("weight").value(*weight);
+    w.key("avg_words").value(stats->avgWords);
+    w.endObject();
+    std::cout << std::endl;
+  } else {
+    std::printf("wrote %s: %s with a lexical branch of %lld word buckets in %lld components (weight %g; passages "
+                "average %.1f words); build its index with `ragraph index build --embedder %s --index BASE`\n",
+                out->c_str(), embedder->c_str(), static_cast<long long>(*buckets), static_cast<long long>(*dim),
+                *weight, stats->avgWords, out->c_str());
   }
   return 0;
 }

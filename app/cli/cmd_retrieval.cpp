@@ -187,6 +187,7 @@ int cmdIndexBuild(Args& args) {
   if (base) p.base = *base;
   p.fingerprint = (*embedder)->fingerprint();
   p.dim = (*embedder)->dim();
+  p.clusterDims = (*embedder)->pooledDim();
   p.batch = *batch;
   p.nlist = *nlist;
   ProgressPrinter printer(quiet);

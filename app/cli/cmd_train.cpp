@@ -483,13 +483,14 @@ int cmdTrainEmbedder(Args& args) {
   Result<double> hardNegatives = args.getDouble("hard-negatives", 0);
   Result<double> selfNegatives = args.getDouble("self-negatives", 0);
   Result<int64_t> lexicalBuckets = atLeast(args, "lexical-buckets", 0, 0);
-  Result<double> lexicalScale = args.getDouble("lexical-scale", model::kLexicalScale);
+  Result<int64_t> lexicalDim = atLeast(args, "lexical-dim", 512, 1);
+  Result<double> lexicalWeight = args.getDouble("lexical-weight", model::kLexicalWeight);
   const std::optional<std::string> indexBase = args.get("index");
   const bool json = args.flag("json");
   Status s = readTrainParams(args, setup, {.seqLen = 128, .batch = 64, .lr = 5e-4});
   for (const Status& st : {layers.status(), hidden.status(), heads.status(), ffn.status(), temperature.status(),
                            titles.status(), spans.status(), hardNegatives.status(), selfNegatives.status(),
-                           lexicalBuckets.status(), lexicalScale.status(), s})
+                           lexicalBuckets.status(), lexicalDim.status(), lexicalWeight.status(), s})
     if (!st) return fail(st);
   if (Status f = args.finish(); !f) return fail(f);
   if (Status v = validateTrainParams(setup.params); !v) return fail(v);
@@ -509,13 +510,7 @@ int cmdTrainEmbedder(Args& args) {
   if (selfMining && !init)
     return fail(Status::invalidArgument("--self-negatives mines with the embedder training starts from: give --init DIR "
                                         "(its passage index must be built: `ragraph index build --embedder DIR`)"));
-  constexpr int64_t kMaxLexicalBuckets = int64_t{1} << 24;
-  if (*lexicalBuckets > kMaxLexicalBuckets)
-    return fail(Status::invalidArgument("--lexical-buckets must be at most " + std::to_string(kMaxLexicalBuckets) +
-                                        " (e.g. 524288)"));
-  if (!(*lexicalScale >= 0 && *lexicalScale <= 10))
-    return fail(Status::invalidArgument("--lexical-scale must be between 0 and 10 (the bag of words' starting length "
-                                        "beside the unit pooled embedding; e.g. 0.7)"));
+  if (Status l = checkLexicalOptions("--lexical-", *lexicalBuckets, *lexicalDim, *lexicalWeight); !l) return fail(l);
   if (init && *lexicalBuckets > 0) {
     Result<BertConfig> initConfig = model::loadBertConfig(fs::path(*init) / "config.json");
     if (!initConfig) return fail(initConfig.status());
@@ -552,13 +547,15 @@ int cmdTrainEmbedder(Args& args) {
   setup.runOptions.emplace_back("tokenizer-vocab", std::to_string(tokenizer->vocabSize()));
   if (*lexicalBuckets > 0) {
     setup.runOptions.emplace_back("lexical-buckets", std::to_string(*lexicalBuckets));
-    setup.runOptions.emplace_back("lexical-scale", shortest(*lexicalScale));
-    setup.model.lexicalScale = *lexicalScale;
+    setup.runOptions.emplace_back("lexical-dim", std::to_string(*lexicalDim));
+    setup.runOptions.emplace_back("lexical-weight", shortest(*lexicalWeight));
   }
   if (*lexicalBuckets > 0 && !setup.resume) {  // a resumed run reads the branch from its checkpoint
-    Result<std::vector<float>> weights = model::passageWordWeights(corpus, *lexicalBuckets);
-    if (!weights) return fail(weights.status().withContext("--lexical-buckets weighs words by the corpus's passages"));
-    setup.model.lexicalWeights = std::move(*weights);
+    Result<model::LexicalStatistics> stats = model::passageWordStatistics(corpus, *lexicalBuckets);
+    if (!stats) return fail(stats.status().withContext("--lexical-buckets weighs words by the corpus's passages"));
+    setup.model.lexical = std::move(*stats);
+    setup.model.lexicalDim = *lexicalDim;
+    setup.model.lexicalWeight = *lexicalWeight;
   }
 
   CorpusPairOptions opts;
@@ -608,8 +605,8 @@ int cmdTrainEmbedder(Args& args) {
                 (selfMining ? ", of the questions' " + shortest(*selfNegatives * 100) + "% self-mined" : std::string()) + ")";
   if (*spans > 0) negatives += ", " + shortest(*spans * 100) + "% span pairs";
   if (*lexicalBuckets > 0)
-    negatives += ", a lexical branch of " + std::to_string(*lexicalBuckets) + " word buckets (scale " +
-                 shortest(*lexicalScale) + ")";
+    negatives += ", a lexical branch of " + std::to_string(*lexicalBuckets) + " word buckets in " +
+                 std::to_string(*lexicalDim) + " components (weight " + shortest(*lexicalWeight) + ")";
   return runTraining(setup, json, "question/title -> passage pairs from " + corpus.string() + negatives,
                      [&](const TrainCallbacks& cb) {
                        return trainEmbedder(setup, **train, heldOut.get(), cb, *temperature);

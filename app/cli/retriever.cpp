@@ -25,6 +25,10 @@ Result<Retriever> Retriever::load(const std::filesystem::path& embedderDir, cons
   r.base = base;
   RAG_ASSIGN_OR_RETURN(r.embedder, model::TextEmbedder::load(embedderDir, dtype));
   Result<retrieval::PassageIndex> index = retrieval::PassageIndex::load(r.base, r.embedder->fingerprint());
+  if (!index && index.status().code() == StatusCode::SchemaMismatch)  // another embedder's index: keep it
+    return Status::schemaMismatch(index.status().message() + " (or give embedder " + embedderDir.string() +
+                                  " an index of its own: `ragraph index build --embedder " + embedderDir.string() +
+                                  " --index BASE`, then pass --index BASE)");
   if (!index) return index.status().withContext("passage index for embedder " + embedderDir.string());
   r.index.emplace(std::move(*index));
   return r;

@@ -49,7 +49,6 @@ void forEachWeight(W& w, const BertConfig& c, const std::string& prefix, Fn&& fn
   }
   if (c.lexicalBuckets > 0) {
     fn(prefix + "lexical.word_weight", w.lexicalWeight);
-    fn(prefix + "lexical.gain", w.lexicalGain);
   }
 }
 
@@ -87,27 +86,31 @@ Result<BertModel> BertModel::initRandom(const BertConfig& config, uint64_t seed)
   size_t next = 0;
   forEachWeight(w, config, "", [&](const std::string& name, torch::Tensor& slot) {
     const ExpectedTensor& e = expected[next++];  // the same order by construction
-    if (name.ends_with("LayerNorm.weight") || name.ends_with("word_weight")) slot = torch::ones(e.shape);
-    else if (name.ends_with("lexical.gain")) slot = torch::full(e.shape, kLexicalScale / std::sqrt(static_cast<double>(config.hiddenSize)));
+    if (name.ends_with("LayerNorm.weight")) slot = torch::ones(e.shape);
+    else if (name.ends_with("word_weight")) slot = torch::full(e.shape, std::sqrt(kLexicalWeight));
     else if (name.ends_with(".bias")) slot = torch::zeros(e.shape);
     else slot = at::normal(0.0, 0.02, e.shape, gen);
   });
   return BertModel(config, std::move(w));
 }
 
-Result<BertModel> BertModel::withLexical(std::span<const float> weights, double scale) const {
+Result<BertModel> BertModel::withLexical(const LexicalStatistics& stats, int64_t dim, double lambda) const {
   if (m_config.lexicalBuckets > 0)
     return Status::invalidArgument("the embedder has a lexical branch already (" + std::to_string(m_config.lexicalBuckets) +
                                    " word buckets)");
-  if (weights.empty()) return Status::invalidArgument("a lexical branch needs at least one word bucket");
-  if (!(scale >= 0) || !std::isfinite(scale))
-    return Status::invalidArgument("a lexical branch's starting scale must be a number >= 0");
+  if (stats.idf.empty()) return Status::invalidArgument("a lexical branch needs at least one word bucket");
+  if (dim < 1) return Status::invalidArgument("a lexical branch needs at least one component");
+  if (!(lambda >= 0) || !std::isfinite(lambda))
+    return Status::invalidArgument("a lexical branch's weight must be a number >= 0");
+  if (!(stats.avgWords > 0)) return Status::invalidArgument("a lexical branch needs the collection's mean text length");
   BertConfig c = m_config;
-  c.lexicalBuckets = static_cast<int64_t>(weights.size());
+  c.lexicalBuckets = std::ssize(stats.idf);
+  c.lexicalDim = dim;
+  c.lexicalAvgWords = stats.avgWords;
   BertWeights w = m_weights;
-  w.lexicalWeight = torch::tensor(std::vector<float>(weights.begin(), weights.end()), torch::kFloat32).to(dtype());
-  w.lexicalGain = torch::full({c.hiddenSize}, scale / std::sqrt(static_cast<double>(c.hiddenSize)),
-                              torch::TensorOptions().dtype(dtype()));
+  std::vector<float> weights(stats.idf.size());
+  for (size_t b = 0; b < weights.size(); ++b) weights[b] = static_cast<float>(std::sqrt(lambda * std::max(0.0f, stats.idf[b])));
+  w.lexicalWeight = torch::tensor(weights, torch::kFloat32).to(dtype());
   return BertModel(std::move(c), std::move(w));
 }
 
@@ -189,24 +192,28 @@ torch::Tensor BertModel::encode(const torch::Tensor& tokens, const torch::Tensor
   return x;
 }
 
-torch::Tensor BertModel::lexicalBags(std::span<const std::vector<uint64_t>> words) const {
-  const int64_t dim = m_config.hiddenSize, rows = std::ssize(words);
+torch::Tensor BertModel::lexicalBags(std::span<const Words> words) const {
+  const int64_t dim = m_config.lexicalDim, rows = std::ssize(words);
   TORCH_CHECK(m_config.lexicalBuckets > 0, "the embedder has no lexical branch");
-  // Each distinct word of the rows once: its ±1 vector and bucket, and how often each row has it.
+  // Each distinct word of the rows once: its ±1 vector and bucket, and its saturated count in
+  // each row (lexical_words.h's saturatedCounts, as lexicalBag).
   std::unordered_map<uint64_t, int64_t> column;
+  std::vector<std::vector<std::pair<uint64_t, float>>> counted;
   std::vector<float> signs, counts;
   std::vector<int64_t> buckets;
-  for (const std::vector<uint64_t>& row : words)
-    for (uint64_t h : row)
+  for (const Words& row : words) {
+    counted.push_back(saturatedCounts(row, m_config.lexicalAvgWords));
+    for (const auto& [h, sat] : counted.back())
       if (column.emplace(h, std::ssize(buckets)).second) {
         buckets.push_back(lexicalBucket(h, m_config.lexicalBuckets));
         signs.resize(signs.size() + static_cast<size_t>(dim));
         lexicalVector(h, dim, signs.data() + signs.size() - static_cast<size_t>(dim));
       }
+  }
   const auto distinct = std::ssize(buckets);
   counts.assign(static_cast<size_t>(rows * distinct), 0.0f);
   for (int64_t r = 0; r < rows; ++r)
-    for (uint64_t h : words[static_cast<size_t>(r)]) counts[static_cast<size_t>(r * distinct + column[h])] += 1.0f;
+    for (const auto& [h, sat] : counted[static_cast<size_t>(r)]) counts[static_cast<size_t>(r * distinct + column[h])] = sat;
   const torch::Device device = m_weights.lexicalWeight.device();
   if (distinct == 0) return torch::zeros({rows, dim}, torch::TensorOptions().device(device));
   torch::Tensor weight = m_weights.lexicalWeight.to(torch::kFloat32)
@@ -214,21 +221,19 @@ torch::Tensor BertModel::lexicalBags(std::span<const std::vector<uint64_t>> word
   // Copies: autograd keeps both for the backward pass, after these vectors are gone.
   torch::Tensor c = torch::from_blob(counts.data(), {rows, distinct}, torch::kFloat32).clone().to(device);
   torch::Tensor u = torch::from_blob(signs.data(), {distinct, dim}, torch::kFloat32).clone().to(device);
-  torch::Tensor bag = torch::matmul(c * weight.unsqueeze(0), u);  // [rows, dim]
-  return F::normalize(bag, F::NormalizeFuncOptions().p(2).dim(-1).eps(1e-12)) * std::sqrt(static_cast<double>(dim));
+  return torch::matmul(c * weight.unsqueeze(0), u) / std::sqrt(static_cast<double>(dim));  // [rows, dim]
 }
 
 torch::Tensor BertModel::embed(const torch::Tensor& tokens, const torch::Tensor& valid,
-                               std::span<const std::vector<uint64_t>> words) const {
+                               std::span<const Words> words) const {
   torch::Tensor h = encode(tokens, valid).to(torch::kFloat32);
   torch::Tensor w = valid.to(torch::kFloat32).unsqueeze(-1);  // [B, T, 1]
   torch::Tensor mean = (h * w).sum(1) / w.sum(1).clamp_min(1.0);
-  const auto unit = F::NormalizeFuncOptions().p(2).dim(-1).eps(1e-12);
-  torch::Tensor e = F::normalize(mean, unit);
+  torch::Tensor e = F::normalize(mean, F::NormalizeFuncOptions().p(2).dim(-1).eps(1e-12));
   if (m_config.lexicalBuckets == 0) return e;
-  TORCH_CHECK(std::ssize(words) == tokens.size(0), "an embedder with a lexical branch needs the word hashes of each of the ",
+  TORCH_CHECK(std::ssize(words) == tokens.size(0), "an embedder with a lexical branch needs the words of each of the ",
               tokens.size(0), " rows (got ", words.size(), ")");
-  return F::normalize(e + lexicalBags(words) * m_weights.lexicalGain.to(torch::kFloat32), unit);
+  return torch::cat({e, lexicalBags(words)}, 1);
 }
 
 }  // namespace rag::model

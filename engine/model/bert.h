@@ -3,11 +3,11 @@
 // dense retrieval. Loads Hugging Face BERT checkpoints (bge-small, e5-small, ...: config.json +
 // safetensors, with or without the "bert." prefix of BertForMaskedLM; a pooler is ignored) and
 // the project's own trained embedder; F32 or BF16. An optional lexical branch (config
-// lexical_buckets, model/lexical_words.h) adds a bag of whole words, scaled per component, to the
-// pooled embedding: embed() then takes each row's word hashes.
+// lexical_buckets, model/lexical_words.h) appends a text's words, weighted as BM25 weighs them, in
+// lexical_dim more components: embed() then takes each row's words.
 //
 //   RAG_ASSIGN_OR_RETURN(BertModel m, BertModel::load("datasets/models/rag-embedder"));
-//   torch::Tensor e = m.embed(tokens, valid);   // F32 [B, hidden], unit rows
+//   torch::Tensor e = m.embed(tokens, valid);   // F32 [B, hidden], unit rows (no lexical branch)
 //
 // One of the few files that include torch headers (compile time): keep it that way.
 #pragma once
@@ -19,6 +19,7 @@
 #include <span>
 #include <vector>
 
+#include "model/lexical_words.h"
 #include "model/model_config.h"
 #include "rag/status.h"
 
@@ -38,8 +39,8 @@ struct BertWeights {
   torch::Tensor embedNorm, embedNormBias;   // [hidden]
   std::vector<BertLayerWeights> layers;
   // The lexical branch (config lexical_buckets > 0; else undefined): a weight per word bucket
-  // [buckets] and the bag's gain per component [hidden].
-  torch::Tensor lexicalWeight, lexicalGain;
+  // [buckets].
+  torch::Tensor lexicalWeight;
 };
 
 class BertModel {
@@ -50,17 +51,16 @@ public:
                                 torch::ScalarType dtype = torch::kFloat32);
   // normal(0, 0.02) matrices and embeddings, unit LayerNorm weights, zero biases (HF's BERT
   // init), reproducible from `seed`.
-  // A lexical branch, if configured, starts with unit weights and gains of kLexicalScale.
+  // A lexical branch, if configured, starts with every word weight sqrt(kLexicalWeight).
   static Result<BertModel> initRandom(const BertConfig& config, uint64_t seed);
   BertModel(BertConfig config, BertWeights weights);
 
-  // This model with a new lexical branch: `weights` per bucket (their count is the buckets; e.g.
-  // lexical_words.h's inverseDocumentFrequency) and every gain scale / sqrt(hidden), so the bag
-  // (components of unit RMS) starts `scale` long beside the unit pooled embedding. Scale 0 keeps
-  // the embeddings this model's, but the bag's share of a similarity grows as the square of the
-  // gains, whose gradient is then 0: training needs a start above 0 (e.g. 0.7). InvalidArgument
-  // when it has a branch already, no bucket or a negative scale.
-  Result<BertModel> withLexical(std::span<const float> weights, double scale) const;
+  // This model with a new lexical branch of `dim` components for a collection of `stats`
+  // (lexical_words.h's lexicalStatistics: one bucket per IDF entry), each word weight
+  // sqrt(lambda * idf), so the inner product of two embeddings is their cosine plus lambda times
+  // a BM25-like score of their shared words. Lambda 0 adds components that are always 0.
+  // InvalidArgument when it has a branch already, no bucket, dim < 1, or lambda < 0.
+  Result<BertModel> withLexical(const LexicalStatistics& stats, int64_t dim, double lambda) const;
 
   // config.json + model.safetensors in BertModel naming (no prefix), the weights' dtype.
   Status save(const std::filesystem::path& dir) const;
@@ -77,13 +77,13 @@ public:
   // states [B, T, hidden] in the model's dtype. Differentiable unless under NoGradGuard.
   torch::Tensor encode(const torch::Tensor& tokens, const torch::Tensor& valid) const;
   // Mean of the valid tokens' last hidden states, L2-normalised: F32 [B, hidden]. With a lexical
-  // branch: normalize(normalize(mean) + gain * bag(words[b])), words[b] row b's word hashes
-  // (lexical_words.h; one list per row is required).
+  // branch, F32 [B, hidden + lexical_dim]: [normalize(mean) ; bag(words[b])], words[b] row b's
+  // words (lexical_words.h; one per row is required).
   torch::Tensor embed(const torch::Tensor& tokens, const torch::Tensor& valid,
-                      std::span<const std::vector<uint64_t>> words = {}) const;
-  // The rows' bags of words (lexical_words.h's lexicalBag), F32 [B, hidden], differentiable in
-  // the bucket weights.
-  torch::Tensor lexicalBags(std::span<const std::vector<uint64_t>> words) const;
+                      std::span<const Words> words = {}) const;
+  // The rows' bags of words (lexical_words.h's lexicalBag), F32 [B, lexical_dim], differentiable
+  // in the bucket weights.
+  torch::Tensor lexicalBags(std::span<const Words> words) const;
 
 private:
   torch::Tensor layerNorm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const;

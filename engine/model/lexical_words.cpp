@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 
 #include "core/hash.h"
 #include "core/random.h"
-#include "core/vector_math.h"
 #include "model/tokenizer.h"
 
 namespace rag::model {
@@ -19,29 +19,37 @@ bool wordByte(unsigned char c) {
 // Streams bytes into words: feed() every byte in order, then finish().
 class WordStream {
 public:
-  explicit WordStream(std::vector<uint64_t>& out) : m_out(out) {}
+  explicit WordStream(Words& out) : m_out(out) {}
   void feed(unsigned char c) {
-    if (!wordByte(c)) return finish();
+    if (!wordByte(c)) {
+      finish();
+      if (c == ':' && !m_headSeen) {
+        m_headSeen = true;
+        if (m_out.hashes.size() <= kLexicalHeadWords) m_out.head = m_out.hashes.size();
+      }
+      return;
+    }
     if (c >= 'A' && c <= 'Z') c = static_cast<unsigned char>(c - 'A' + 'a');
     m_hash = fnv1a(&c, 1, m_hash);
     m_inWord = true;
   }
   void finish() {
-    if (m_inWord) m_out.push_back(m_hash);
+    if (m_inWord) m_out.hashes.push_back(m_hash);
     m_inWord = false;
     m_hash = kFnvOffset;
   }
 
 private:
-  std::vector<uint64_t>& m_out;
+  Words& m_out;
   uint64_t m_hash = kFnvOffset;
   bool m_inWord = false;
+  bool m_headSeen = false;  // only the first ':' can end a head
 };
 
 }  // namespace
 
-std::vector<uint64_t> wordHashes(std::string_view text) {
-  std::vector<uint64_t> out;
+Words textWords(std::string_view text) {
+  Words out;
   WordStream words(out);
   for (char c : text) words.feed(static_cast<unsigned char>(c));
   words.finish();
@@ -55,37 +63,54 @@ void lexicalVector(uint64_t hash, int64_t dim, float* out) {
   }
 }
 
-void lexicalBag(std::span<const uint64_t> hashes, std::span<const float> weights, int64_t dim, float* out) {
-  std::fill(out, out + dim, 0.0f);
-  const auto buckets = static_cast<int64_t>(weights.size());
-  std::vector<float> v(static_cast<size_t>(dim));
-  for (uint64_t h : hashes) {
-    const float w = weights[static_cast<size_t>(lexicalBucket(h, buckets))];
-    lexicalVector(h, dim, v.data());
-    for (int64_t i = 0; i < dim; ++i) out[i] += w * v[static_cast<size_t>(i)];
+std::vector<std::pair<uint64_t, float>> saturatedCounts(const Words& words, double avgWords) {
+  std::vector<std::pair<uint64_t, float>> out;
+  std::unordered_map<uint64_t, size_t> at;
+  for (size_t i = 0; i < words.hashes.size(); ++i) {
+    auto [it, fresh] = at.emplace(words.hashes[i], out.size());
+    if (fresh) out.emplace_back(words.hashes[i], 0.0f);
+    out[it->second].second += i < words.head ? 2.0f : 1.0f;
   }
-  l2NormalizeRows(out, 1, static_cast<size_t>(dim));  // a zero bag stays zero
-  const auto rms = static_cast<float>(std::sqrt(static_cast<double>(dim)));
-  for (int64_t i = 0; i < dim; ++i) out[i] *= rms;
+  const double k = kLexicalK1 * (1.0 - kLexicalB + kLexicalB * static_cast<double>(words.hashes.size()) / avgWords);
+  for (auto& [hash, tf] : out) tf = static_cast<float>(tf * (kLexicalK1 + 1.0) / (tf + k));
+  return out;
 }
 
-std::vector<float> inverseDocumentFrequency(std::span<const std::string> texts, int64_t buckets) {
+void lexicalBag(const Words& words, std::span<const float> weights, double avgWords, int64_t dim, float* out) {
+  std::fill(out, out + dim, 0.0f);
+  const auto buckets = static_cast<int64_t>(weights.size());
+  const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
+  std::vector<float> v(static_cast<size_t>(dim));
+  for (const auto& [hash, sat] : saturatedCounts(words, avgWords)) {
+    const float w = weights[static_cast<size_t>(lexicalBucket(hash, buckets))] * sat * scale;
+    lexicalVector(hash, dim, v.data());
+    for (int64_t i = 0; i < dim; ++i) out[i] += w * v[static_cast<size_t>(i)];
+  }
+}
+
+LexicalStatistics lexicalStatistics(std::span<const std::string> texts, int64_t buckets) {
   std::vector<int64_t> df(static_cast<size_t>(buckets), 0);
   std::vector<int64_t> seenIn(static_cast<size_t>(buckets), -1);  // the last text that counted a bucket
-  for (size_t t = 0; t < texts.size(); ++t)
-    for (uint64_t h : wordHashes(texts[t])) {
+  double words = 0;
+  for (size_t t = 0; t < texts.size(); ++t) {
+    const Words w = textWords(texts[t]);
+    words += static_cast<double>(w.hashes.size());
+    for (uint64_t h : w.hashes) {
       const auto b = static_cast<size_t>(lexicalBucket(h, buckets));
       if (seenIn[b] == static_cast<int64_t>(t)) continue;
       seenIn[b] = static_cast<int64_t>(t);
       ++df[b];
     }
-  const auto n = static_cast<double>(texts.size());
-  std::vector<float> idf(static_cast<size_t>(buckets));
-  for (size_t b = 0; b < idf.size(); ++b) {
-    const auto d = static_cast<double>(df[b]);
-    idf[b] = static_cast<float>(std::log(1.0 + (n - d + 0.5) / (d + 0.5)));
   }
-  return idf;
+  const auto n = static_cast<double>(texts.size());
+  LexicalStatistics out;
+  out.idf.resize(static_cast<size_t>(buckets));
+  for (size_t b = 0; b < out.idf.size(); ++b) {
+    const auto d = static_cast<double>(df[b]);
+    out.idf[b] = static_cast<float>(std::log(1.0 + (n - d + 0.5) / (d + 0.5)));
+  }
+  out.avgWords = texts.empty() ? 1.0 : std::max(1.0, words / n);
+  return out;
 }
 
 TokenWords::TokenWords(const Tokenizer& tokenizer) : m_bytes(static_cast<size_t>(tokenizer.vocabSize())) {
@@ -96,8 +121,8 @@ TokenWords::TokenWords(const Tokenizer& tokenizer) : m_bytes(static_cast<size_t>
   }
 }
 
-std::vector<uint64_t> TokenWords::hashes(std::span<const int32_t> ids) const {
-  std::vector<uint64_t> out;
+Words TokenWords::words(std::span<const int32_t> ids) const {
+  Words out;
   WordStream words(out);
   for (int32_t id : ids) {
     if (id < 0 || static_cast<size_t>(id) >= m_bytes.size()) {

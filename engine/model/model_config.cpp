@@ -237,6 +237,11 @@ Result<BertConfig> parseBertConfig(std::string_view json, std::string_view origi
   RAG_ASSIGN_OR_RETURN(c.hiddenAct, f.text("hidden_act", "gelu"));
   RAG_ASSIGN_OR_RETURN(c.torchDtype, f.text("torch_dtype", "float32"));
   RAG_ASSIGN_OR_RETURN(c.lexicalBuckets, f.nonNegative("lexical_buckets", 0));
+  if (c.lexicalBuckets > 0) {
+    RAG_ASSIGN_OR_RETURN(c.lexicalDim, f.positive("lexical_dim"));
+    RAG_ASSIGN_OR_RETURN(c.lexicalAvgWords, f.positiveNumber("lexical_avg_words", 0));
+    if (c.lexicalAvgWords == 0) return Status::corrupt(where + ": \"lexical_avg_words\" is missing");
+  }
   if (c.hiddenSize % c.numAttentionHeads != 0)
     return Status::corrupt(where + ": hidden_size " + std::to_string(c.hiddenSize) +
                            " is not a multiple of num_attention_heads " +
@@ -379,7 +384,11 @@ std::string bertConfigJson(const BertConfig& c) {
   w.key("hidden_act").value(c.hiddenAct);
   w.key("position_embedding_type").value("absolute");
   w.key("torch_dtype").value(c.torchDtype);
-  if (c.lexicalBuckets > 0) w.key("lexical_buckets").value(c.lexicalBuckets);
+  if (c.lexicalBuckets > 0) {
+    w.key("lexical_buckets").value(c.lexicalBuckets);
+    w.key("lexical_dim").value(c.lexicalDim);
+    w.key("lexical_avg_words").value(c.lexicalAvgWords);
+  }
   w.endObject();
   os << "\n";
   return os.str();
@@ -412,7 +421,6 @@ std::vector<ExpectedTensor> expectedBertTensors(const BertConfig& c, std::string
   }
   if (c.lexicalBuckets > 0) {
     out.push_back({p + "lexical.word_weight", {c.lexicalBuckets}});
-    out.push_back({p + "lexical.gain", {h}});
   }
   return out;
 }

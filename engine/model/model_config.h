@@ -76,10 +76,15 @@ struct BertConfig {
   double layerNormEps = 1e-12;
   std::string hiddenAct = "gelu";      // gelu, gelu_new, relu, silu
   std::string torchDtype = "float32";
-  // The lexical branch (model/lexical_words.h; not HF's): a weighted bag of whole words, each a
-  // fixed random vector of hidden_size, scaled per component and added to the pooled embedding.
-  // lexical_buckets in config.json; 0: none (a plain BERT).
+  // The lexical branch (model/lexical_words.h; not HF's): a text's words weighted as BM25 weighs
+  // them, in lexical_dim components after the pooled embedding's hidden_size. lexical_buckets in
+  // config.json (0: none, a plain BERT), lexical_dim, and lexical_avg_words (BM25's mean text
+  // length, in words, of the collection the branch was made for).
   int64_t lexicalBuckets = 0;
+  int64_t lexicalDim = 0;
+  double lexicalAvgWords = 0;
+  // Components of an embedding: the pooled ones and the lexical branch's.
+  int64_t embeddingDim() const { return hiddenSize + (lexicalBuckets > 0 ? lexicalDim : 0); }
 };
 
 // Parse config.json text (`origin` names it in errors). Errors: Corrupt for bad JSON or a

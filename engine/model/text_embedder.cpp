@@ -5,11 +5,9 @@
 #include <cstdio>
 #include <functional>
 #include <numeric>
-#include <optional>
 
 #include "core/fork_join.h"
 #include "core/fs.h"
-#include "core/vector_math.h"
 #include "model/bert.h"
 #include "model/decode_kernels.h"
 #include "model/lexical_words.h"
@@ -39,19 +37,15 @@ struct TextEmbedder::Impl {
   // projection over every token of the batch, attention per text, no padding), several times
   // faster than libtorch's ops on the few tokens of a query; empty: libtorch.
   std::vector<KernelLayer> kernels;
-  // The words of token sequences, when the model has a lexical branch.
-  std::optional<TokenWords> words;
-
-  // Unit vectors of the texts `ids` (tokens, each non-empty; `words` their word hashes when the
-  // model has a lexical branch) into out [ids.size(), H]; the loops split over `team` when one is
-  // given.
-  void embedWithKernels(std::span<const std::vector<int32_t>* const> ids,
-                        std::span<const std::vector<uint64_t>> words, float* out, ForkJoin* team) const;
+  // The embeddings of the texts `ids` (tokens, each non-empty; `words` their words when the model
+  // has a lexical branch) into out [ids.size(), config.embeddingDim()]; the loops split over
+  // `team` when one is given.
+  void embedWithKernels(std::span<const std::vector<int32_t>* const> ids, std::span<const Words> words, float* out,
+                        ForkJoin* team) const;
 };
 
 void TextEmbedder::Impl::embedWithKernels(std::span<const std::vector<int32_t>* const> ids,
-                                           std::span<const std::vector<uint64_t>> words, float* out,
-                                           ForkJoin* team) const {
+                                           std::span<const Words> words, float* out, ForkJoin* team) const {
   const BertConfig& c = model.config();
   const BertWeights& w = model.weights();
   const int64_t hid = c.hiddenSize, nh = c.numAttentionHeads, d = hid / nh, inter = c.intermediateSize;
@@ -140,10 +134,15 @@ void TextEmbedder::Impl::embedWithKernels(std::span<const std::vector<int32_t>* 
     linear(mid.data(), inter, kl.outT, lw.outBias, hid, x.data(), true);
     layerNorm(lw.outNorm, lw.outNormBias);
   }
-  // Mean over each text's tokens, then L2-normalised (as BertModel::embed).
+  // Mean over each text's tokens, then L2-normalised, then the lexical branch's bag (as
+  // BertModel::embed).
+  const int64_t stride = c.embeddingDim();
+  const std::span<const float> weights =
+      c.lexicalBuckets > 0 ? std::span<const float>(f32(w.lexicalWeight), static_cast<size_t>(c.lexicalBuckets))
+                           : std::span<const float>();
   for (int64_t t = 0; t < texts; ++t) {
     const int64_t first = firstRow[static_cast<size_t>(t)], n = firstRow[static_cast<size_t>(t) + 1] - first;
-    float* o = out + t * hid;
+    float* o = out + t * stride;
     std::fill(o, o + hid, 0.0f);
     for (int64_t j = 0; j < n; ++j)
       for (int64_t i = 0; i < hid; ++i) o[i] += x[static_cast<size_t>((first + j) * hid + i)];
@@ -151,17 +150,8 @@ void TextEmbedder::Impl::embedWithKernels(std::span<const std::vector<int32_t>* 
     for (int64_t i = 0; i < hid; ++i) norm += static_cast<double>(o[i] / n) * (o[i] / n);
     const float inv = 1.0f / static_cast<float>(n * std::max(std::sqrt(norm), 1e-12));
     for (int64_t i = 0; i < hid; ++i) o[i] *= inv;
+    if (c.lexicalBuckets > 0) lexicalBag(words[static_cast<size_t>(t)], weights, c.lexicalAvgWords, c.lexicalDim, o + hid);
   }
-  if (c.lexicalBuckets == 0) return;
-  // The lexical branch (as BertModel::embed): o = normalize(o + gain * bag).
-  const std::span<const float> weights(f32(w.lexicalWeight), static_cast<size_t>(c.lexicalBuckets));
-  const float* gain = f32(w.lexicalGain);
-  std::vector<float> bag(static_cast<size_t>(hid));
-  for (int64_t t = 0; t < texts; ++t) {
-    lexicalBag(words[static_cast<size_t>(t)], weights, hid, bag.data());
-    for (int64_t i = 0; i < hid; ++i) out[t * hid + i] += bag[static_cast<size_t>(i)] * gain[i];
-  }
-  l2NormalizeRows(out, static_cast<size_t>(texts), static_cast<size_t>(hid));
 }
 
 namespace {
@@ -175,8 +165,7 @@ Result<std::string> fingerprintOf(const std::filesystem::path& dir) {
 
 BertModel onDevice(const BertModel& m, torch::Device device) {
   BertWeights w = m.weights();
-  for (torch::Tensor* t : {&w.word, &w.position, &w.tokenType, &w.embedNorm, &w.embedNormBias, &w.lexicalWeight,
-                           &w.lexicalGain})
+  for (torch::Tensor* t : {&w.word, &w.position, &w.tokenType, &w.embedNorm, &w.embedNormBias, &w.lexicalWeight})
     if (t->defined()) *t = t->to(device);
   for (BertLayerWeights& l : w.layers)
     for (torch::Tensor* t : {&l.q, &l.qBias, &l.k, &l.kBias, &l.v, &l.vBias, &l.attnOut, &l.attnOutBias, &l.attnNorm,
@@ -213,8 +202,7 @@ Result<std::unique_ptr<TextEmbedder>> TextEmbedder::load(const std::filesystem::
     RAG_ASSIGN_OR_RETURN(std::string fp, fingerprintOf(dir));
     const torch::Device dev = device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
     if (dev.is_cuda()) model = onDevice(model, dev);
-    auto impl = std::make_unique<Impl>(Impl{std::move(model), std::move(tokenizer), 0, std::move(fp), dev, {}, {}});
-    if (impl->model.config().lexicalBuckets > 0) impl->words.emplace(impl->tokenizer);
+    auto impl = std::make_unique<Impl>(Impl{std::move(model), std::move(tokenizer), 0, std::move(fp), dev, {}});
     if (dev.is_cpu() && dtype == "f32" && impl->model.config().hiddenAct == "gelu") {
       auto transposed = [](const torch::Tensor& t) { return t.t().contiguous(); };
       for (const BertLayerWeights& l : impl->model.weights().layers)
@@ -230,7 +218,8 @@ Result<std::unique_ptr<TextEmbedder>> TextEmbedder::load(const std::filesystem::
 
 bool cudaAvailable() { return torch::cuda::is_available(); }
 
-int64_t TextEmbedder::dim() const { return m_impl->model.config().hiddenSize; }
+int64_t TextEmbedder::dim() const { return m_impl->model.config().embeddingDim(); }
+int64_t TextEmbedder::pooledDim() const { return m_impl->model.config().hiddenSize; }
 int64_t TextEmbedder::maxTokens() const { return m_impl->maxTokens; }
 const std::string& TextEmbedder::fingerprint() const { return m_impl->fingerprint; }
 
@@ -246,8 +235,9 @@ Result<std::vector<float>> TextEmbedder::embed(std::span<const std::string> text
                                      "at least one token");
     if (static_cast<int64_t>(ids[i].size()) > m_impl->maxTokens) ids[i].resize(static_cast<size_t>(m_impl->maxTokens));
   }
-  std::vector<std::vector<uint64_t>> words(m_impl->words ? texts.size() : 0);
-  for (size_t i = 0; i < words.size(); ++i) words[i] = m_impl->words->hashes(ids[i]);  // of the tokens embedded
+  // The lexical branch reads every word of a text: the encoder's window cuts only its tokens.
+  std::vector<Words> words(m_impl->model.config().lexicalBuckets > 0 ? texts.size() : 0);
+  for (size_t i = 0; i < words.size(); ++i) words[i] = textWords(texts[i]);
   std::vector<size_t> order(texts.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
@@ -263,7 +253,7 @@ Result<std::vector<float>> TextEmbedder::embed(std::span<const std::string> text
           std::copy(src + r * static_cast<size_t>(d), src + (r + 1) * static_cast<size_t>(d),
                     out.begin() + static_cast<std::ptrdiff_t>(order[first + r] * static_cast<size_t>(d)));
       };
-      std::vector<std::vector<uint64_t>> batchWords;
+      std::vector<Words> batchWords;
       for (size_t r = 0; r < n && !words.empty(); ++r) batchWords.push_back(std::move(words[order[first + r]]));
       if (!m_impl->kernels.empty()) {
         std::vector<const std::vector<int32_t>*> batchIds;
@@ -298,6 +288,36 @@ Result<std::vector<float>> TextEmbedder::embed(std::span<const std::string> text
     return Status::internal(std::string("libtorch failed embedding: ") + e.what_without_backtrace());
   }
   return out;
+}
+
+Status saveEmbedderWithLexical(const std::filesystem::path& from, const std::filesystem::path& to,
+                               const LexicalStatistics& stats, int64_t dim, double lambda) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(to, ec))
+    return Status::invalidArgument(to.string() + " exists; give --out a new directory (nothing is overwritten)");
+  if (!fs::exists(from / "tokenizer.json", ec))
+    return Status::notFound(from.string() + " has no tokenizer.json; an embedder directory holds config.json, "
+                            "model.safetensors and tokenizer.json");
+  try {
+    RAG_ASSIGN_OR_RETURN(BertModel model, BertModel::load(from, torch::kFloat32));
+    RAG_ASSIGN_OR_RETURN(BertModel lexical, model.withLexical(stats, dim, lambda));
+    fs::path partial = to;
+    partial += ".partial";
+    fs::remove_all(partial, ec);
+    RAG_RETURN_IF_ERROR(lexical.save(partial));
+    fs::copy_file(from / "tokenizer.json", partial / "tokenizer.json", ec);
+    if (!ec && fs::exists(from / "tokenizer_config.json"))
+      fs::copy_file(from / "tokenizer_config.json", partial / "tokenizer_config.json", ec);
+    if (!ec) fs::rename(partial, to, ec);
+    if (ec) {
+      fs::remove_all(partial);
+      return Status::ioError("cannot write " + to.string() + ": " + ec.message());
+    }
+    return Status::ok();
+  } catch (const c10::Error& e) {
+    return Status::internal(std::string("libtorch failed adding the lexical branch: ") + e.what_without_backtrace());
+  }
 }
 
 Status saveRandomEmbedder(const BertConfig& config, uint64_t seed, const std::filesystem::path& dir) {

@@ -1,6 +1,8 @@
-// Text -> unit vector, for dense retrieval: a BERT encoder (model/bert.h) and its tokenizer
-// loaded from one Hugging Face directory, batched, with a fingerprint that names exactly which
-// weights made a vector (the index refuses vectors of another embedder).
+// Text -> vector, for dense retrieval: a BERT encoder (model/bert.h) and its tokenizer loaded
+// from one Hugging Face directory, batched, with a fingerprint that names exactly which weights
+// made a vector (the index refuses vectors of another embedder). The vector is the unit pooled
+// embedding, followed, when the model has a lexical branch, by the text's bag of words
+// (model/lexical_words.h: inner products are then cosine plus a BM25-like score).
 //
 //   RAG_ASSIGN_OR_RETURN(auto e, TextEmbedder::load("datasets/models/rag-embedder"));
 //   RAG_ASSIGN_OR_RETURN(std::vector<float> v, e->embed(texts));   // texts.size() x e->dim()
@@ -36,6 +38,16 @@ struct BertConfig;
 // tokenizer.json to load as a TextEmbedder.
 Status saveRandomEmbedder(const BertConfig& config, uint64_t seed, const std::filesystem::path& dir);
 
+struct LexicalStatistics;  // model/lexical_words.h
+
+// Writes the embedder in `from` (an HF directory with its tokenizer.json) to `to` with a new
+// lexical branch (BertModel::withLexical: `dim` components, weight `lambda`, for a collection of
+// `stats`), its tokenizer copied beside it; the directory is written whole or not at all (a
+// temporary sibling renamed into place). InvalidArgument when `from` has a branch already or `to`
+// exists; the load errors of `from`.
+Status saveEmbedderWithLexical(const std::filesystem::path& from, const std::filesystem::path& to,
+                               const LexicalStatistics& stats, int64_t dim, double lambda);
+
 class TextEmbedder {
 public:
   // dir holds config.json (a BERT architecture), model.safetensors and tokenizer.json. dtype
@@ -47,13 +59,18 @@ public:
                                                     std::string_view device = "cpu");
   ~TextEmbedder();
 
+  // Components of a vector: the hidden size, plus lexical_dim with a lexical branch.
   int64_t dim() const;
+  // The unit pooled part's components (the first of each vector): the hidden size.
+  int64_t pooledDim() const;
   int64_t maxTokens() const;
   // "bert-<16 hex digits>": FNV-1a over config.json, model.safetensors and tokenizer.json, so
   // any change of weights or tokenizer changes it and a copy of the same files keeps it.
   const std::string& fingerprint() const;
 
-  // One unit vector per text, row-major [texts.size() x dim()], in the order given. Batches of
+  // One vector per text, row-major [texts.size() x dim()], in the order given: unit, or a unit
+  // part and a bag of words with a lexical branch (whose words are all the text's, beyond the
+  // encoder's maxTokens). Batches of
   // `batch` texts of similar length (sorted internally), so padding costs little; the result
   // does not depend on the batching. With a `team`, the F32 CPU kernels split each product's
   // output tiles, each text's attention and the row-wise ops over it: the same vectors, bit for

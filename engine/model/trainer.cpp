@@ -343,8 +343,8 @@ public:
   Status fresh(uint64_t seed) override {
     RAG_RETURN_IF_ERROR(ModelObjective::fresh(seed));
     const ModelSpec& spec = m_setup.model;
-    if (!spec.lexicalWeights.empty()) {
-      Result<BertModel> m = m_model->withLexical(spec.lexicalWeights, spec.lexicalScale);
+    if (spec.lexicalDim > 0) {
+      Result<BertModel> m = m_model->withLexical(spec.lexical, spec.lexicalDim, spec.lexicalWeight);
       if (!m) return m.status().withContext(spec.initFrom.empty() ? "the new embedder" : spec.initFrom.string());
       m_model.emplace(std::move(*m));
     }
@@ -399,9 +399,9 @@ public:
           valid[static_cast<size_t>(r * len) + j] = 1;
         }
       }
-      std::vector<std::vector<uint64_t>> words;
+      std::vector<Words> words;
       if (m_words)
-        for (const std::vector<int32_t>* t : texts) words.push_back(m_words->hashes(*t));
+        for (const std::vector<int32_t>* t : texts) words.push_back(m_words->words(*t));
       return work.embed(torch::tensor(ids, torch::kLong).view({n, len}),
                         torch::from_blob(valid.data(), {n, len}, torch::kUInt8).to(torch::kBool), words);
     };

@@ -117,11 +117,13 @@ struct ModelSpec {
   std::filesystem::path initFrom;  // an HF model directory; empty: initRandom(config, params.seed)
   LlamaConfig config;              // trainLanguageModel: used when initFrom is empty
   BertConfig encoder;              // trainEmbedder: used when initFrom is empty
-  // trainEmbedder: when not empty, a lexical branch (BertModel::withLexical) is added to the
-  // model a run starts from (random or initFrom), with these bucket weights and starting scale.
-  // Training it needs setup.tokenizerDir (words come from token bytes).
-  std::vector<float> lexicalWeights;
-  double lexicalScale = kLexicalScale;
+  // trainEmbedder: when lexicalDim > 0, a lexical branch (BertModel::withLexical) of lexicalDim
+  // components for a collection of `lexical` statistics, weighted lexicalWeight, is added to the
+  // model a run starts from (random or initFrom). Training it needs setup.tokenizerDir (words
+  // come from token bytes).
+  LexicalStatistics lexical;
+  int64_t lexicalDim = 0;
+  double lexicalWeight = kLexicalWeight;
 };
 
 struct TrainSetup {

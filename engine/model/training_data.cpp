@@ -488,11 +488,11 @@ Result<std::vector<std::string>> passageTexts(sql::Db& db, const std::filesystem
 
 }  // namespace
 
-Result<std::vector<float>> passageWordWeights(const std::filesystem::path& corpus, int64_t buckets) {
+Result<LexicalStatistics> passageWordStatistics(const std::filesystem::path& corpus, int64_t buckets) {
   if (buckets < 1) return Status::invalidArgument("a lexical branch needs at least one word bucket");
   RAG_ASSIGN_OR_RETURN(sql::Db db, corpus::openCorpus(corpus));
   RAG_ASSIGN_OR_RETURN(std::vector<std::string> texts, passageTexts(db, corpus, "to weigh words by"));
-  return inverseDocumentFrequency(texts, buckets);
+  return lexicalStatistics(texts, buckets);
 }
 
 Result<std::vector<std::string>> tokenizerTrainingTexts(const std::filesystem::path& corpus,

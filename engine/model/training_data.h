@@ -167,10 +167,10 @@ std::string passageSpan(std::string_view text, size_t start, size_t words);
 // A passage title without its part of speech: "southern flounder (noun)" -> "southern flounder".
 std::string_view plainTitle(std::string_view title);
 
-// Starting weights of an embedder's lexical branch (BertModel::withLexical): the inverse document
-// frequency of each word bucket over the corpus's passages (lexical_words.h). Errors as
-// CorpusExampleSource::open, NotFound for a corpus without passages.
-Result<std::vector<float>> passageWordWeights(const std::filesystem::path& corpus, int64_t buckets);
+// What an embedder's lexical branch needs from the corpus (BertModel::withLexical): the inverse
+// document frequency of each word bucket over its passages and their mean length in words
+// (lexical_words.h). Errors as CorpusExampleSource::open, NotFound for a corpus without passages.
+Result<LexicalStatistics> passageWordStatistics(const std::filesystem::path& corpus, int64_t buckets);
 
 // The texts a tokenizer for this corpus is trained on: every passage, and the questions and
 // answers of `split`. Errors as CorpusExampleSource::open.

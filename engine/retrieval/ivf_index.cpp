@@ -3,6 +3,8 @@
 // cost models' calibration in ivf_cost_model.cpp, the internals they share in ivf_index_impl.h.
 #include "retrieval/ivf_index.h"
 
+#include <faiss/Clustering.h>
+#include <faiss/IndexFlat.h>
 #include <faiss/impl/FaissException.h>
 #include <faiss/utils/distances.h>
 #include <omp.h>
@@ -115,7 +117,7 @@ int64_t IvfIndex::defaultNlist(int64_t n) {
 }
 
 Result<IvfIndex> IvfIndex::build(std::span<const float> vectors, int64_t dim, int64_t nlist,
-                                 uint64_t seed, const ProgressFn& progress) {
+                                 uint64_t seed, const ProgressFn& progress, int64_t clusterDims) {
   if (dim <= 0)
     return Status::invalidArgument("vector dimension must be positive (got " +
                                    std::to_string(dim) + "); pass the embedder's output size");
@@ -142,6 +144,10 @@ Result<IvfIndex> IvfIndex::build(std::span<const float> vectors, int64_t dim, in
           "vector " + std::to_string(i / static_cast<size_t>(dim)) +
           " has a NaN or infinite component; fix the embedder's output before indexing");
 
+  if (clusterDims < 0 || clusterDims > dim)
+    return Status::invalidArgument("the clustered components must be 1.." + std::to_string(dim) + " (got " +
+                                   std::to_string(clusterDims) + "); 0 clusters whole vectors");
+  const bool partial = clusterDims > 0 && clusterDims < dim;
   auto report = [&](std::string_view phase, uint64_t done, uint64_t total) {
     if (progress) progress(phase, done, total);
   };
@@ -155,7 +161,22 @@ Result<IvfIndex> IvfIndex::build(std::span<const float> vectors, int64_t dim, in
     ivf->cp.seed = static_cast<int>((seed ^ (seed >> 32)) & 0x7fffffff);
     ivf->cp.spherical = true;  // unit-norm centroids for unit-norm vectors
     report("k-means (coarse quantizer)", 0, 1);
-    ivf->train(n, vectors.data());
+    if (!partial) {
+      ivf->train(n, vectors.data());
+    } else {
+      // k-means over the first clusterDims components, the centroids padded with zeros.
+      std::vector<float> head(static_cast<size_t>(n * clusterDims));
+      for (int64_t i = 0; i < n; ++i)
+        std::copy_n(vectors.data() + i * dim, clusterDims, head.data() + i * clusterDims);
+      faiss::Clustering kmeans(static_cast<int>(clusterDims), static_cast<int>(nlist), ivf->cp);
+      faiss::IndexFlatIP assign(clusterDims);
+      kmeans.train(n, head.data(), assign);
+      std::vector<float> centroids(static_cast<size_t>(nlist * dim), 0.0f);
+      for (int64_t c = 0; c < nlist; ++c)
+        std::copy_n(kmeans.centroids.data() + c * clusterDims, clusterDims, centroids.data() + c * dim);
+      ivf->quantizer->add(nlist, centroids.data());
+      ivf->is_trained = true;
+    }
     report("k-means (coarse quantizer)", 1, 1);
     constexpr int64_t kChunk = 16384;
     for (int64_t i = 0; i < n; i += kChunk) {

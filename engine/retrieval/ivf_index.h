@@ -145,9 +145,16 @@ public:
 
   // Trains the coarse quantizer (spherical k-means, FAISS defaults, seeded) on `vectors`
   // (row-major, size n * dim) and adds them with ids 0..n-1, then calibrates the cost model.
-  // Vectors are expected L2-normalised (the similarity is the plain inner product).
+  // The similarity is the plain inner product. With 0 < clusterDims < dim the k-means sees only
+  // each vector's first clusterDims components (unit-norm there) and the centroids are 0 in the
+  // rest, so a query's clusters are ranked by that part alone while every scan still scores whole
+  // vectors: an embedder whose vectors append a lexical bag (model/lexical_words.h) clusters by
+  // its dense part, as its questions (few words, short bags) are probed by it. Measured on
+  // rag-embedder-lex's 131,666 passages and 1,000 test questions, recall@5 at nprobe 32 / 128 /
+  // 256 / 512: 0.763 / 0.880 / 0.917 / 0.960 clustered by the 256 dense components, 0.716 /
+  // 0.868 / 0.918 / 0.954 clustered whole: better early steps, the same at the calibrated nprobe.
   static Result<IvfIndex> build(std::span<const float> vectors, int64_t dim, int64_t nlist,
-                                uint64_t seed, const ProgressFn& progress = {});
+                                uint64_t seed, const ProgressFn& progress = {}, int64_t clusterDims = 0);
 
   // Writes the index and `fingerprint` (which embedder made the vectors) to a temp file beside
   // `path`, then renames it over `path`. The file carries a checksum.

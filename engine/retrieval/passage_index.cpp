@@ -135,7 +135,7 @@ Result<PassageIndexBuild> buildPassageIndex(const PassageIndexParams& p, const E
   Stopwatch indexWatch;
   RAG_ASSIGN_OR_RETURN(std::vector<float> vectors, readRows(vectorsFile, head.size(), n * p.dim));
   out.nlist = p.nlist > 0 ? p.nlist : IvfIndex::defaultNlist(n);
-  RAG_ASSIGN_OR_RETURN(IvfIndex ivf, IvfIndex::build(vectors, p.dim, out.nlist, p.seed, p.progress));
+  RAG_ASSIGN_OR_RETURN(IvfIndex ivf, IvfIndex::build(vectors, p.dim, out.nlist, p.seed, p.progress, p.clusterDims));
   RAG_RETURN_IF_ERROR(ivf.save(withSuffix(base, ".ivf"), p.fingerprint));
   out.indexSeconds = indexWatch.elapsedSeconds();
   return out;

@@ -32,6 +32,7 @@ struct PassageIndexParams {
   std::filesystem::path base;  // empty: <corpus>.index
   std::string fingerprint;     // which embedder (TextEmbedder::fingerprint)
   int64_t dim = 0;
+  int64_t clusterDims = 0;     // the IVF's k-means sees the first clusterDims components (0: all)
   int64_t batch = 256;         // passages per embed call (and per flush)
   int64_t nlist = 0;           // 0: IvfIndex::defaultNlist(passages)
   uint64_t seed = 1;

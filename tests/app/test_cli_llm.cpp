@@ -123,13 +123,14 @@ private Q_SLOTS:
     QVERIFY2(r.err.contains("--init"), qPrintable(r.err));
     r = runRagraph({"train", "embedder", "--corpus", corpus(), "--init", path("emb"), "--out", path("emb-self"),
                     "--hard-negatives", "1", "--self-negatives", "1", "--span-pairs", "0.2", "--lexical-buckets", "1024",
-                    "--steps", "1", "--batch", "4", "--seq-len", "32", "--threads", "1"});
+                    "--lexical-dim", "64", "--steps", "1", "--batch", "4", "--seq-len", "32", "--threads", "1"});
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY2(r.out.contains("self-mined") || r.err.contains("self-mined"), qPrintable(r.out + r.err));
-    QVERIFY2((r.out + r.err).contains("lexical branch of 1024 word buckets"), qPrintable(r.out + r.err));
+    QVERIFY2((r.out + r.err).contains("lexical branch of 1024 word buckets in 64 components"), qPrintable(r.out + r.err));
     QFile config(path("emb-self") + "/config.json");
     QVERIFY(config.open(QIODevice::ReadOnly));
-    QVERIFY(config.readAll().contains("\"lexical_buckets\": 1024"));
+    const QByteArray configText = config.readAll();
+    QVERIFY(configText.contains("\"lexical_buckets\": 1024") && configText.contains("\"lexical_dim\": 64"));
     r = runRagraph({"train", "embedder", "--corpus", corpus(), "--init", path("emb-self"), "--out", path("emb-lex2"),
                     "--lexical-buckets", "1024", "--steps", "1", "--batch", "4", "--seq-len", "32", "--threads", "1"});
     QCOMPARE(r.code, 2);
@@ -138,6 +139,28 @@ private Q_SLOTS:
                     "--lexical-buckets", "99999999", "--steps", "1", "--threads", "1"});
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains("--lexical-buckets must be at most"), qPrintable(r.err));
+    // An untrained branch added to a trained embedder (`model lexical`): its index holds the wider
+    // vectors, and retrieval evaluates over them.
+    r = runRagraph({"model", "lexical", "--corpus", corpus(), "--embedder", path("emb"), "--out", path("emb-lex"),
+                    "--buckets", "1024", "--dim", "48", "--json"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QCOMPARE(*parseJson(r.out.toStdString())->find("dim")->asInt64(), int64_t{48});
+    r = runRagraph({"model", "lexical", "--corpus", corpus(), "--embedder", path("emb"), "--out", path("emb-lex")});
+    QCOMPARE(r.code, 2);  // nothing is overwritten
+    QVERIFY2(r.err.contains("exists"), qPrintable(r.err));
+    r = runRagraph({"model", "lexical", "--corpus", corpus(), "--embedder", path("emb-lex"), "--out", path("emb-lex3")});
+    QVERIFY2(r.code != 0 && r.err.contains("lexical branch already"), qPrintable(r.err));
+    r = runRagraph({"model", "lexical", "--corpus", corpus(), "--embedder", path("emb"), "--out", path("emb-lex3"),
+                    "--dim", "0"});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("--dim must be"), qPrintable(r.err));
+    QVERIFY(!QFile::exists(path("emb-lex3")));
+    r = runRagraph({"index", "build", "--corpus", corpus(), "--embedder", path("emb-lex"), "--index",
+                    path("lex/corpus.index"), "--nlist", "4", "--quiet", "--json"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    r = runRagraph({"eval", "retrieval", "--corpus", corpus(), "--split", "train", "--embedder", path("emb-lex"),
+                    "--index", path("lex/corpus.index"), "--json"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
     for (const QString& dir : {path("emb-self"), path("emb")}) {
       r = runRagraph({"index", "build", "--corpus", corpus(), "--embedder", dir, "--nlist", "4", "--if-needed",
                       "--quiet", "--json"});

@@ -186,6 +186,56 @@ private Q_SLOTS:
     m_index->calibrateCostModel();
   }
 
+  // Vectors whose tail has a structure of its own, longer than the head and unrelated to it (an
+  // embedder's lexical bags: a passage's words, shared by passages of any topic), while a query's
+  // tail is short (a question's few words): clustered by their first components, the clusters
+  // are the heads' topics and nprobe 2 finds a query's neighbour; clustered whole, the tails
+  // decide the clusters and the queries, which probe by their heads, look in mixed ones. Scans
+  // score whole vectors either way (at nprobe = nlist both equal exact search).
+  void clusteringTheFirstComponentsIgnoresAnUnrelatedTail() {
+    const int64_t head = 16, tail = 64, dim = head + tail, n = 6000, nlist = 32, styles = 8;
+    const std::vector<float> dense = clusteredVectors(n, head, 32, 3);
+    const std::vector<float> style = clusteredVectors(styles, tail, styles, 4);  // unit rows
+    std::mt19937_64 rng(5);
+    std::normal_distribution<float> noise(0.0f, 0.05f), queryNoise(0.0f, 0.04f);
+    std::vector<float> data(static_cast<size_t>(n * dim)), queries;
+    for (int64_t i = 0; i < n; ++i) {
+      std::copy_n(dense.data() + i * head, head, data.data() + i * dim);
+      const int64_t st = static_cast<int64_t>(rng() % styles);
+      for (int64_t j = 0; j < tail; ++j)
+        data[static_cast<size_t>(i * dim + head + j)] = 1.5f * style[static_cast<size_t>(st * tail + j)] + noise(rng);
+    }
+    const int64_t nq = 100;
+    for (int64_t q = 0; q < nq; ++q) {  // row 60q's head, a short tail of its own
+      queries.insert(queries.end(), dense.data() + q * 60 * head, dense.data() + (q * 60 + 1) * head);
+      for (int64_t j = head; j < dim; ++j) queries.push_back(queryNoise(rng));
+    }
+    auto byHead = IvfIndex::build(data, dim, nlist, 1, {}, head);
+    auto whole = IvfIndex::build(data, dim, nlist, 1);
+    QVERIFY2(byHead.isOk(), byHead.status().toString().c_str());
+    QVERIFY2(whole.isOk(), whole.status().toString().c_str());
+    auto found = [&](const IvfIndex& idx) {
+      auto r = idx.search(queries, 10, 2);
+      int hits = 0;
+      for (int64_t q = 0; q < nq; ++q)
+        for (const SearchHit& h : r->row(q)) hits += h.id == q * 60;
+      return hits;
+    };
+    auto exact = searchFlat(data, dim, queries, 10);
+    QVERIFY(exact.isOk());
+    int reachable = 0;
+    for (int64_t q = 0; q < nq; ++q)
+      for (const SearchHit& h : exact->row(q)) reachable += h.id == q * 60;
+    const int a = found(*byHead), b = found(*whole);
+    qInfo("neighbour in the top 10 at nprobe 2: %d of %d clustered by the head, %d whole", a, reachable, b);
+    QVERIFY(a >= reachable * 9 / 10);
+    QVERIFY(a >= b + 15);
+    auto all = byHead->search(queries, 10, nlist);
+    QVERIFY(all.isOk());
+    for (int64_t q = 0; q < nq; ++q) QVERIFY(sameHits(all->row(q), exact->row(q)));
+    QVERIFY(!IvfIndex::build(data, dim, nlist, 1, {}, dim + 1));
+  }
+
   void allNegativeSimilaritiesStillFillTopK() {
     // Every vector has positive components and every query negative ones, so every similarity
     // is negative: a heap started at +infinity (instead of -infinity) would return nothing.

@@ -137,21 +137,31 @@ private Q_SLOTS:
     QCOMPARE(expectedBertTensors(*c).size(), size_t{5 + 6 * 16});
   }
 
-  // The lexical branch's size round-trips through config.json and adds two tensors.
+  // The lexical branch's size round-trips through config.json, adds one tensor and widens the
+  // embedding; a branch without its dim or mean length is refused.
   void bertLexicalBranch() {
     BertConfig c = *parseBertConfig(kBert);
+    QCOMPARE(c.embeddingDim(), int64_t{384});
     c.lexicalBuckets = 1 << 19;
+    c.lexicalDim = 512;
+    c.lexicalAvgWords = 41.25;
     Result<BertConfig> back = parseBertConfig(bertConfigJson(c));
     QVERIFY2(back.isOk(), back.status().toString().c_str());
     QCOMPARE(back->lexicalBuckets, int64_t{1} << 19);
+    QCOMPARE(back->lexicalDim, int64_t{512});
+    QCOMPARE(back->lexicalAvgWords, 41.25);
+    QCOMPARE(back->embeddingDim(), int64_t{384 + 512});
     const std::vector<ExpectedTensor> t = expectedBertTensors(*back, "bert.");
-    QCOMPARE(t.size(), size_t{5 + 6 * 16 + 2});
-    QCOMPARE(t[t.size() - 2].name, std::string("bert.lexical.word_weight"));
-    QCOMPARE(t[t.size() - 2].shape, (std::vector<int64_t>{1 << 19}));
-    QCOMPARE(t.back().name, std::string("bert.lexical.gain"));
-    QCOMPARE(t.back().shape, (std::vector<int64_t>{384}));
-    QVERIFY(!parseBertConfig(R"({"architectures": ["BertModel"], "hidden_size": 8, "num_hidden_layers": 1,
-        "num_attention_heads": 2, "intermediate_size": 16, "vocab_size": 10, "lexical_buckets": -3})"));
+    QCOMPARE(t.size(), size_t{5 + 6 * 16 + 1});
+    QCOMPARE(t.back().name, std::string("bert.lexical.word_weight"));
+    QCOMPARE(t.back().shape, (std::vector<int64_t>{1 << 19}));
+    const std::string base = R"({"architectures": ["BertModel"], "hidden_size": 8, "num_hidden_layers": 1,
+        "num_attention_heads": 2, "intermediate_size": 16, "vocab_size": 10, )";
+    QVERIFY(!parseBertConfig(base + R"("lexical_buckets": -3})"));
+    Result<BertConfig> noDim = parseBertConfig(base + R"("lexical_buckets": 8, "lexical_avg_words": 3})");
+    QVERIFY(!noDim && noDim.status().message().find("lexical_dim") != std::string::npos);
+    Result<BertConfig> noAvg = parseBertConfig(base + R"("lexical_buckets": 8, "lexical_dim": 4})");
+    QVERIFY(!noAvg && noAvg.status().message().find("lexical_avg_words") != std::string::npos);
   }
 
   void unsupportedArchitecture() {
