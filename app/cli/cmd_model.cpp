@@ -59,7 +59,7 @@ Status checkLexicalOptions(const std::string& flag, int64_t buckets, int64_t dim
                                    " (e.g. 512: more components, less noise between words, a larger index)");
   if (!(weight >= 0 && weight <= 10))
     return Status::invalidArgument(flag + "weight must be between 0 and 10 (the BM25-like score's weight beside "
-                                   "the dense cosine; e.g. 0.03)");
+                                   "the dense cosine; e.g. 0.05)");
   return Status::ok();
 }
 

@@ -6,6 +6,7 @@
 //   ragraph index build [--embedder DIR] [--nlist N] [--batch 64] [--dtype bf16]
 //   ragraph index calibrate [--queries 2000] [--target 0.95] [--confidence 0.95] [--force]
 //   ragraph eval retrieval --split test --limit 2000 --json [--reworded] [--fusion-sweep]
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <numeric>
@@ -32,10 +33,12 @@ namespace rag::cli {
 namespace fs = std::filesystem;
 
 // Questions of a split (spread evenly over it, all when limit is 0) with the first gold passage
-// of each: the one the question's entity names (-1 when it has none).
+// of each: the one the question's entity names (-1 when it has none), and all of them (a two-hop
+// question's second hop too).
 struct LabelledQuestions {
   std::vector<std::string> questions;
   std::vector<int64_t> gold;
+  std::vector<std::vector<int64_t>> allGold;
   std::vector<std::string> goldText;  // the gold passage's text ("" when none)
   std::vector<std::string> type;      // single_hop | definition | two_hop | foldoc
 };
@@ -48,6 +51,8 @@ Result<LabelledQuestions> labelledQuestions(const fs::path& corpus, const std::s
     RAG_ASSIGN_OR_RETURN(auto item, reader.item(id));
     out.questions.push_back(item.question);
     out.gold.push_back(item.goldPassages.empty() ? -1 : item.goldPassages.front().id);
+    out.allGold.emplace_back();
+    for (const auto& g : item.goldPassages) out.allGold.back().push_back(g.id);
     out.goldText.push_back(item.goldPassages.empty() ? std::string() : item.goldPassages.front().text);
     out.type.push_back(item.type);
   }
@@ -272,7 +277,9 @@ int cmdEvalRetrieval(Args& args) {
   constexpr int32_t kTop = 20;
   struct Recall {
     double at1 = 0, at5 = 0, at20 = 0, seconds = 0;
-    std::map<std::string, double> at5ByType;  // recall@5 per question type
+    double every5 = 0;                           // every gold passage of the question in the top 5
+    std::map<std::string, double> at5ByType;     // recall@5 per question type
+    std::map<std::string, double> every5ByType;
   };
   auto recall = [&](const std::vector<std::vector<int64_t>>& hits, double seconds) {
     Recall out;
@@ -282,6 +289,13 @@ int cmdEvalRetrieval(Args& args) {
       const std::string& type = labelled->type[i];
       questionsOfType[type] += 1;
       out.at5ByType[type] += 0;
+      const std::vector<int64_t> top5(hits[i].begin(), hits[i].begin() + std::min<ptrdiff_t>(5, std::ssize(hits[i])));
+      const bool every = !labelled->allGold[i].empty() &&
+                         std::all_of(labelled->allGold[i].begin(), labelled->allGold[i].end(), [&](int64_t g) {
+                           return std::find(top5.begin(), top5.end(), g) != top5.end();
+                         });
+      out.every5 += every;
+      out.every5ByType[type] += every;
       for (size_t rank = 0; rank < hits[i].size(); ++rank)
         if (hits[i][rank] == gold[i]) {
           out.at1 += rank < 1;
@@ -295,7 +309,9 @@ int cmdEvalRetrieval(Args& args) {
     out.at1 /= n;
     out.at5 /= n;
     out.at20 /= n;
+    out.every5 /= n;
     for (auto& [type, hit] : out.at5ByType) hit /= questionsOfType[type];
+    for (auto& [type, hit] : out.every5ByType) hit /= questionsOfType[type];
     return out;
   };
   Stopwatch exactWatch;
@@ -355,6 +371,10 @@ int cmdEvalRetrieval(Args& args) {
     w.key("seconds").value(x.seconds);
     w.key("recall@5_by_type").beginObject();
     for (const auto& [type, r] : x.at5ByType) w.key(type).value(r);
+    w.endObject();
+    w.key("every_gold@5").value(x.every5);
+    w.key("every_gold@5_by_type").beginObject();
+    for (const auto& [type, r] : x.every5ByType) w.key(type).value(r);
     w.endObject();
     w.endObject();
   };
@@ -420,7 +440,8 @@ int cmdEvalRetrieval(Args& args) {
     auto byType = [](const char* name, const Recall& x) {
       std::printf("  %-10s recall@5 by type:", name);
       for (const auto& [type, r] : x.at5ByType) std::printf("  %s %.3f", type.c_str(), r);
-      std::printf("\n");
+      std::printf("; every gold passage in the top 5 %.3f (two-hop %.3f)\n", x.every5,
+                  x.every5ByType.count("two_hop") ? x.every5ByType.at("two_hop") : 0.0);
     };
     byType("exact", flat);
     byType("bm25", lexical);

@@ -47,7 +47,7 @@ const std::vector<Command>& commands() {
       {"train", "embedder",
        "--out DIR [--corpus PATH] [--tokenizer DIR] [--init DIR | --layers 4 --hidden 256 "
        "--heads 4 --ffn 1024] [--temperature 0.05] [--title-pairs 0.3] [--span-pairs 0] [--hard-negatives 0] "
-       "[--self-negatives 0 [--index BASE]] [--lexical-buckets 0 [--lexical-dim 512] [--lexical-weight 0.03]] [--steps 1000] "
+       "[--self-negatives 0 [--index BASE]] [--lexical-buckets 0 [--lexical-dim 512] [--lexical-weight 0.05]] [--steps 1000] "
        "[--batch 64] [--seq-len 128] [--lr 5e-4] [--min-lr LR/10] [--warmup 100] "
        "[--weight-decay 0.1] [--clip-norm 1] [--seed 1] [--dtype f32|bf16] [--threads N] "
        "[--checkpoint-every 200] [--log-every 10] [--eval-every N --eval-examples 64] [--resume] "
@@ -88,7 +88,7 @@ const std::vector<Command>& commands() {
        {"json", "synthetic"}, cmdBenchLlm},
       {"model", "gguf", "--model DIR --out FILE.gguf [--tokenizer FILE] [--name NAME] [--json]", {"json"}, cmdModelGguf},
       {"model", "lexical",
-       "--embedder DIR --out DIR [--corpus PATH] [--buckets 524288] [--dim 512] [--weight 0.03] [--json]", {"json"},
+       "--embedder DIR --out DIR [--corpus PATH] [--buckets 524288] [--dim 512] [--weight 0.05] [--json]", {"json"},
        cmdModelLexical},
       {"workflow", "run",
        "FILE|--builtin NAME \"question\" [--mode hedra] [--nprobe 128] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] "

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/hash.h"
 #include "core/random.h"
@@ -30,23 +31,30 @@ public:
       return;
     }
     if (c >= 'A' && c <= 'Z') c = static_cast<unsigned char>(c - 'A' + 'a');
-    m_hash = fnv1a(&c, 1, m_hash);
-    m_inWord = true;
+    m_word.push_back(static_cast<char>(c));
   }
   void finish() {
-    if (m_inWord) m_out.hashes.push_back(m_hash);
-    m_inWord = false;
-    m_hash = kFnvOffset;
+    if (!m_word.empty() && !isStopword(m_word)) m_out.hashes.push_back(fnv1a(m_word.data(), m_word.size()));
+    m_word.clear();
   }
 
 private:
   Words& m_out;
-  uint64_t m_hash = kFnvOffset;
-  bool m_inWord = false;
+  std::string m_word;       // the word so far, lower-cased
   bool m_headSeen = false;  // only the first ':' can end a head
 };
 
 }  // namespace
+
+bool isStopword(std::string_view w) {
+  static const std::unordered_set<std::string_view> kStop = {
+      "a",     "about", "an",    "and",   "are",  "as",    "at",    "be",    "by",    "can",  "did",  "do",
+      "does",  "for",   "from",  "had",   "has",  "have",  "he",    "her",   "his",   "how",  "i",    "in",
+      "into",  "is",    "it",    "its",   "of",   "on",    "or",    "she",   "so",    "than", "that", "the",
+      "their", "them",  "then",  "there", "these", "they", "this",  "those", "to",    "was",  "we",   "were",
+      "what",  "when",  "where", "which", "who",  "whom",  "whose", "why",   "will",  "with", "you"};
+  return kStop.count(w) > 0;
+}
 
 Words textWords(std::string_view text) {
   Words out;

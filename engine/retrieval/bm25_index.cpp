@@ -9,6 +9,7 @@
 
 #include "core/fs.h"
 #include "corpus/corpus_db.h"
+#include "model/lexical_words.h"
 #include "storage/sqlite.h"
 
 namespace fs = std::filesystem;
@@ -18,18 +19,6 @@ namespace rag::retrieval {
 namespace {
 
 constexpr std::string_view kFormat = "ragraph-bm25-1";
-
-// English function words: in most passages, so they add almost nothing to BM25's ranking (their
-// IDF is near 0) but make FTS5 walk their huge posting lists (a query of them took ~230 ms).
-bool isStopword(std::string_view w) {
-  static const std::unordered_set<std::string_view> kStop = {
-      "a",     "about", "an",    "and",   "are",  "as",    "at",    "be",    "by",    "can",  "did",  "do",
-      "does",  "for",   "from",  "had",   "has",  "have",  "he",    "her",   "his",   "how",  "i",    "in",
-      "into",  "is",    "it",    "its",   "of",   "on",    "or",    "she",   "so",    "than", "that", "the",
-      "their", "them",  "then",  "there", "these", "they", "this",  "those", "to",    "was",  "we",   "were",
-      "what",  "when",  "where", "which", "who",  "whom",  "whose", "why",   "will",  "with", "you"};
-  return kStop.count(w) > 0;
-}
 
 // What ties an index to its corpus: the corpus's build time and passage count.
 Result<std::string> corpusIdentity(sql::Db& corpus) {
@@ -136,7 +125,9 @@ std::vector<std::string> Bm25Index::queryWords(std::string_view query) {
   std::vector<std::string> words;
   std::string word;
   auto flush = [&] {
-    if (!word.empty() && !isStopword(word)) words.push_back(word);
+    // Stopwords are in most passages, so they add almost nothing to BM25's ranking (their IDF is
+    // near 0) but make FTS5 walk their huge posting lists (a query of them took ~230 ms).
+    if (!word.empty() && !model::isStopword(word)) words.push_back(word);
     word.clear();
   };
   for (char ch : query) {
