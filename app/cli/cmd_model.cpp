@@ -49,11 +49,12 @@ int cmdModelGguf(Args& args) {
   return 0;
 }
 
-Status checkLexicalOptions(const std::string& flag, int64_t buckets, int64_t dim, double weight) {
+Status checkLexicalOptions(const std::string& flag, int64_t minBuckets, int64_t buckets, int64_t dim,
+                           double weight) {
   constexpr int64_t kMaxBuckets = int64_t{1} << 24, kMaxDim = 8192;
-  if (buckets < 0 || buckets > kMaxBuckets)
-    return Status::invalidArgument(flag + "buckets must be at most " + std::to_string(kMaxBuckets) +
-                                   " (e.g. 524288: few words share a bucket's weight)");
+  if (buckets < minBuckets || buckets > kMaxBuckets)
+    return Status::invalidArgument(flag + "buckets must be at most " + std::to_string(kMaxBuckets) + " and at least " +
+                                   std::to_string(minBuckets) + " (e.g. 524288: few words share a bucket's weight)");
   if (dim < 1 || dim > kMaxDim)
     return Status::invalidArgument(flag + "dim must be 1.." + std::to_string(kMaxDim) +
                                    " (e.g. 512: more components, less noise between words, a larger index)");
@@ -76,8 +77,7 @@ int cmdModelLexical(Args& args) {
   if (!embedder || !out)
     return fail(Status::invalidArgument("--embedder DIR and --out DIR are required (e.g. --embedder "
                                         "datasets/models/rag-embedder --out runs/embedder-lexical)"));
-  if (Status s = checkLexicalOptions("--", *buckets, *dim, *weight); !s) return fail(s);
-  if (*buckets < 1) return fail(Status::invalidArgument("--buckets must be at least 1 (e.g. 524288)"));
+  if (Status s = checkLexicalOptions("--", 1, *buckets, *dim, *weight); !s) return fail(s);
   Result<model::LexicalStatistics> stats = model::passageWordStatistics(corpus, *buckets);
   if (!stats) return fail(stats.status().withContext("weighing words by the corpus's passages"));
   if (Status s = model::saveEmbedderWithLexical(*embedder, *out, *stats, *dim, *weight); !s) return fail(s);

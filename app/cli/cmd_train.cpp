@@ -510,7 +510,7 @@ int cmdTrainEmbedder(Args& args) {
   if (selfMining && !init)
     return fail(Status::invalidArgument("--self-negatives mines with the embedder training starts from: give --init DIR "
                                         "(its passage index must be built: `ragraph index build --embedder DIR`)"));
-  if (Status l = checkLexicalOptions("--lexical-", *lexicalBuckets, *lexicalDim, *lexicalWeight); !l) return fail(l);
+  if (Status l = checkLexicalOptions("--lexical-", 0, *lexicalBuckets, *lexicalDim, *lexicalWeight); !l) return fail(l);
   if (init && *lexicalBuckets > 0) {
     Result<BertConfig> initConfig = model::loadBertConfig(fs::path(*init) / "config.json");
     if (!initConfig) return fail(initConfig.status());

@@ -41,8 +41,9 @@ int cmdModelGguf(Args& args);         // cmd_model.cpp
 int cmdModelLexical(Args& args);      // cmd_model.cpp
 
 // The lexical branch's options (`model lexical --buckets`, `train embedder --lexical-buckets`:
-// `flag` is "--" or "--lexical-"): at most 2^24 buckets, a dim of 1..8192, a weight in [0, 10];
-// InvalidArgument naming the option.
-Status checkLexicalOptions(const std::string& flag, int64_t buckets, int64_t dim, double weight);  // cmd_model.cpp
+// `flag` is "--" or "--lexical-"): minBuckets..2^24 buckets (train takes 0: no branch), a dim of
+// 1..8192, a weight in [0, 10]; InvalidArgument naming the option.
+Status checkLexicalOptions(const std::string& flag, int64_t minBuckets, int64_t buckets, int64_t dim,
+                           double weight);  // cmd_model.cpp
 
 }  // namespace rag::cli

@@ -292,29 +292,20 @@ Result<std::vector<float>> TextEmbedder::embed(std::span<const std::string> text
 
 Status saveEmbedderWithLexical(const std::filesystem::path& from, const std::filesystem::path& to,
                                const LexicalStatistics& stats, int64_t dim, double lambda) {
-  namespace fs = std::filesystem;
   std::error_code ec;
-  if (fs::exists(to, ec))
+  if (std::filesystem::exists(to, ec))
     return Status::invalidArgument(to.string() + " exists; give --out a new directory (nothing is overwritten)");
-  if (!fs::exists(from / "tokenizer.json", ec))
-    return Status::notFound(from.string() + " has no tokenizer.json; an embedder directory holds config.json, "
-                            "model.safetensors and tokenizer.json");
   try {
     RAG_ASSIGN_OR_RETURN(BertModel model, BertModel::load(from, torch::kFloat32));
     RAG_ASSIGN_OR_RETURN(BertModel lexical, model.withLexical(stats, dim, lambda));
-    fs::path partial = to;
-    partial += ".partial";
-    fs::remove_all(partial, ec);
-    RAG_RETURN_IF_ERROR(lexical.save(partial));
-    fs::copy_file(from / "tokenizer.json", partial / "tokenizer.json", ec);
-    if (!ec && fs::exists(from / "tokenizer_config.json"))
-      fs::copy_file(from / "tokenizer_config.json", partial / "tokenizer_config.json", ec);
-    if (!ec) fs::rename(partial, to, ec);
-    if (ec) {
-      fs::remove_all(partial);
-      return Status::ioError("cannot write " + to.string() + ": " + ec.message());
+    RAG_ASSIGN_OR_RETURN(std::filesystem::path staging, stageDirectory(to));
+    Status written = lexical.save(staging);
+    if (written) written = copyTokenizerFiles(from, staging);
+    if (!written) {
+      std::filesystem::remove_all(staging, ec);  // nothing half-written is left beside `to`
+      return written;
     }
-    return Status::ok();
+    return commitStagedDirectory(staging, to);
   } catch (const c10::Error& e) {
     return Status::internal(std::string("libtorch failed adding the lexical branch: ") + e.what_without_backtrace());
   }

@@ -42,9 +42,9 @@ struct LexicalStatistics;  // model/lexical_words.h
 
 // Writes the embedder in `from` (an HF directory with its tokenizer.json) to `to` with a new
 // lexical branch (BertModel::withLexical: `dim` components, weight `lambda`, for a collection of
-// `stats`), its tokenizer copied beside it; the directory is written whole or not at all (a
-// temporary sibling renamed into place). InvalidArgument when `from` has a branch already or `to`
-// exists; the load errors of `from`.
+// `stats`), its tokenizer files copied beside it; the directory is written whole or not at all
+// (core/fs.h's stageDirectory). InvalidArgument when `from` has a branch already or `to` exists;
+// the load errors of `from` (NotFound for a missing tokenizer.json).
 Status saveEmbedderWithLexical(const std::filesystem::path& from, const std::filesystem::path& to,
                                const LexicalStatistics& stats, int64_t dim, double lambda);
 

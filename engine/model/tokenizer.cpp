@@ -1038,4 +1038,16 @@ std::vector<std::string> Tokenizer::preTokenize(std::string_view text) const {
   return {views.begin(), views.end()};
 }
 
+Status copyTokenizerFiles(const fs::path& from, const fs::path& to) {
+  if (from.empty()) return Status::ok();
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
+    std::error_code ec;
+    const bool required = std::string_view(name) == "tokenizer.json";
+    if (!required && !fs::exists(from / name, ec)) continue;
+    RAG_ASSIGN_OR_RETURN(std::string text, readFile(from / name));
+    RAG_RETURN_IF_ERROR(writeFileAtomic(to / name, text));
+  }
+  return Status::ok();
+}
+
 }  // namespace rag::model

@@ -117,4 +117,9 @@ private:
   std::shared_ptr<const Impl> m_impl;
 };
 
+// Copies a model directory's tokenizer files from `from` into `to` (each written atomically):
+// tokenizer.json, required, and tokenizer_config.json when `from` has one. Nothing when `from`
+// is empty. NotFound naming a missing tokenizer.json.
+Status copyTokenizerFiles(const std::filesystem::path& from, const std::filesystem::path& to);
+
 }  // namespace rag::model

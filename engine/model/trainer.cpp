@@ -245,18 +245,6 @@ Status checkSameRun(const std::vector<std::pair<std::string, std::string>>& save
   return Status::ok();
 }
 
-Status copyTokenizer(const fs::path& from, const fs::path& to) {
-  if (from.empty()) return Status::ok();
-  for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
-    std::error_code ec;
-    const bool required = std::string_view(name) == "tokenizer.json";
-    if (!required && !fs::exists(from / name, ec)) continue;
-    RAG_ASSIGN_OR_RETURN(std::string text, readFile(from / name));
-    RAG_RETURN_IF_ERROR(writeFileAtomic(to / name, text));
-  }
-  return Status::ok();
-}
-
 // ---- What is trained -----------------------------------------------------------------------
 
 // The model a Run trains and the loss it minimises: the language model (next-token loss over
@@ -624,7 +612,7 @@ Status Run::writeCheckpoint() {
     return Status::ioError("cannot write the optimizer state to " + staging.string() + ": " +
                            e.what_without_backtrace());
   }
-  RAG_RETURN_IF_ERROR(copyTokenizer(m_setup.tokenizerDir, staging));
+  RAG_RETURN_IF_ERROR(copyTokenizerFiles(m_setup.tokenizerDir, staging));
   RAG_RETURN_IF_ERROR(writeFileAtomic(staging / kStateFile, stateJson(m_state)));
   RAG_RETURN_IF_ERROR(commitStagedDirectory(staging, m_checkpointDir));
   m_lastCheckpoint = m_state.step;
@@ -684,7 +672,7 @@ Result<TrainResult> Run::run() {
     // The final checkpoint first: if writing the model fails, a resume only writes it again.
     if (m_lastCheckpoint != m_state.step) RAG_RETURN_IF_ERROR(writeCheckpoint());
     RAG_RETURN_IF_ERROR(m_objective.save(m_setup.outDir));
-    RAG_RETURN_IF_ERROR(copyTokenizer(m_setup.tokenizerDir, m_setup.outDir));
+    RAG_RETURN_IF_ERROR(copyTokenizerFiles(m_setup.tokenizerDir, m_setup.outDir));
     m_result.completed = true;
   }
   m_result.step = m_state.step;
