@@ -19,11 +19,11 @@ if [ -z "${RAGRAPH_CORPUS:-}" ]; then
   fi
   "$bin/ragraph" index build --dtype f32 --if-needed
 fi
-# The index's default nprobe, measured once on dev questions (index build does it too; this
-# covers indexes built before it did). About a minute.
-if [ -f "$root/build/data/corpus.db.index.ivf" ] && [ ! -f "$root/build/data/corpus.db.index.nprobe.json" ] &&
-   [ -z "${RAGRAPH_CORPUS:-}" ]; then
-  echo "Measuring the passage index's default nprobe (once, about a minute)..." >&2
+# The index's default nprobe and hybrid fusion, measured once on dev questions (index build does
+# it too; this covers indexes built before it did). About a minute each.
+if [ -f "$root/build/data/corpus.db.index.ivf" ] && [ -z "${RAGRAPH_CORPUS:-}" ] &&
+   { [ ! -f "$root/build/data/corpus.db.index.nprobe.json" ] || [ ! -f "$root/build/data/corpus.db.index.fusion.json" ]; }; then
+  echo "Measuring the passage index's default nprobe and hybrid fusion (once, a minute or two)..." >&2
   "$bin/ragraph" index calibrate --quiet
 fi
 if [ -n "${DISPLAY:-}" ] || [ -n "${WAYLAND_DISPLAY:-}" ] || [ "${QT_QPA_PLATFORM:-}" = "offscreen" ]; then

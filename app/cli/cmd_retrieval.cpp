@@ -24,6 +24,7 @@
 #include "model/training_data.h"
 #include "retriever.h"
 #include "retrieval/bm25_index.h"
+#include "retrieval/fusion_calibration.h"
 #include "retrieval/reword.h"
 #include "retrieval/locality.h"
 #include "retrieval/nprobe_calibration.h"
@@ -81,39 +82,98 @@ Result<WordingShift> rewordQuestions(const fs::path& corpus, LabelledQuestions& 
   return shift;
 }
 
-// Measures and stores the default nprobe of `index` (files at `base`), on dev questions: not the
-// train split (the embedder learned those, so they find their passages more easily: calibrated
-// there, 238 kept only 0.937 on test) and not the test split. Kept when one is stored for this
-// embedder already, unless `force`.
-Result<retrieval::NprobeCalibration> calibrateIndex(const model::TextEmbedder& embedder,
-                                                   const retrieval::PassageIndex& index, const fs::path& base,
-                                                   const fs::path& corpus, const std::string& split, int64_t queries,
-                                                   const retrieval::NprobeCalibrationParams& params, bool force,
-                                                   bool quiet) {
+// Measures and stores the index's defaults (`base`), on dev questions: not the train split (the
+// embedder learned those, so they find their passages more easily: calibrated there, nprobe 238
+// kept only 0.937 on test) and not the test split. First the default nprobe
+// (retrieval/nprobe_calibration.h), then hybrid retrieval's fusion constants over the IVF's
+// ranking at that nprobe and BM25's (retrieval/fusion_calibration.h). Each is kept when one is
+// stored for this embedder already, unless `force`. The fusion needs the BM25 index (built beside
+// the corpus when missing); when it cannot be measured the nprobe still stands, and `fusionError`
+// says why.
+struct IndexCalibration {
+  retrieval::NprobeCalibration nprobe;
+  std::optional<retrieval::FusionCalibration> fusion;
+  Status fusionError;
+};
+
+Result<IndexCalibration> calibrateIndex(const model::TextEmbedder& embedder, const retrieval::PassageIndex& index,
+                                        const fs::path& base, const fs::path& corpus, const std::string& split,
+                                        int64_t queries, const retrieval::NprobeCalibrationParams& params, bool force,
+                                        bool quiet) {
+  IndexCalibration out;
+  std::optional<retrieval::NprobeCalibration> storedNprobe;
   if (!force) {
-    RAG_ASSIGN_OR_RETURN(auto stored, retrieval::loadNprobeCalibration(base, embedder.fingerprint()));
-    if (stored) return *stored;
+    RAG_ASSIGN_OR_RETURN(storedNprobe, retrieval::loadNprobeCalibration(base, embedder.fingerprint()));
+    RAG_ASSIGN_OR_RETURN(out.fusion, retrieval::loadFusionCalibration(base, embedder.fingerprint()));
+    if (storedNprobe && out.fusion) {
+      out.nprobe = *storedNprobe;
+      return out;
+    }
   }
   RAG_ASSIGN_OR_RETURN(LabelledQuestions dev, labelledQuestions(corpus, split, queries));
   if (dev.questions.empty())
     return Status::notFound("the corpus has no " + split + " questions to calibrate nprobe on; pick another with --split");
   RAG_ASSIGN_OR_RETURN(std::vector<float> q, embedder.embed(dev.questions, 32, model::sharedComputeTeam().get()));
-  ProgressPrinter printer(quiet);
-  retrieval::NprobeCalibrationParams p = params;
-  p.progress = [&printer](std::string_view phase, uint64_t done, uint64_t total) { printer(phase, done, total); };
-  auto c = retrieval::calibrateNprobe(index, q, dev.gold, embedder.fingerprint(), p);
-  printer.finish();
-  if (!c) return c.status();
-  RAG_RETURN_IF_ERROR(retrieval::saveNprobeCalibration(base, *c));
-  return c;
+  if (storedNprobe) {
+    out.nprobe = *storedNprobe;
+  } else {
+    ProgressPrinter printer(quiet);
+    retrieval::NprobeCalibrationParams p = params;
+    p.progress = [&printer](std::string_view phase, uint64_t done, uint64_t total) { printer(phase, done, total); };
+    auto c = retrieval::calibrateNprobe(index, q, dev.gold, embedder.fingerprint(), p);
+    printer.finish();
+    if (!c) return c.status();
+    RAG_RETURN_IF_ERROR(retrieval::saveNprobeCalibration(base, *c));
+    out.nprobe = std::move(*c);
+  }
+  if (out.fusion) return out;
+  // The fusion, over the top 20 of each ranking as the serving engine fuses them.
+  auto measureFusion = [&]() -> Result<retrieval::FusionCalibration> {
+    constexpr int32_t kDepth = 20;
+    RAG_ASSIGN_OR_RETURN(auto dense, index.searchIvf(q, kDepth, std::min(out.nprobe.nprobe, index.ivf().nlist())));
+    RAG_ASSIGN_OR_RETURN(auto bm25, retrieval::Bm25Index::openOrBuild(corpus, {}, [quiet](const std::string& m) {
+                           if (!quiet) std::fprintf(stderr, "%s\n", m.c_str());
+                         }));
+    ProgressPrinter printer(quiet);
+    std::vector<std::vector<int64_t>> lexical;
+    for (const std::string& question : dev.questions) {
+      RAG_ASSIGN_OR_RETURN(auto hits, bm25.search(question, kDepth));
+      lexical.push_back(std::move(hits));
+      printer("calibrating hybrid fusion (BM25)", lexical.size(), dev.questions.size());
+    }
+    printer.finish();
+    RAG_ASSIGN_OR_RETURN(auto c, retrieval::calibrateFusion(dense, lexical, dev.gold, dev.allGold,
+                                                            embedder.fingerprint(), out.nprobe.nprobe));
+    RAG_RETURN_IF_ERROR(retrieval::saveFusionCalibration(base, c));
+    return c;
+  };
+  Result<retrieval::FusionCalibration> fusion = measureFusion();
+  if (fusion) {
+    out.fusion = std::move(*fusion);
+  } else {
+    out.fusionError = fusion.status();
+  }
+  return out;
 }
 
-void printCalibration(const retrieval::NprobeCalibration& c, const fs::path& base) {
+void printCalibration(const IndexCalibration& c, const fs::path& base) {
+  const retrieval::NprobeCalibration& n = c.nprobe;
   std::printf("default nprobe %lld: IVF recall@%d %.3f = %.3f of exact %.3f on %lld questions (at least %.3f with "
               "confidence %.2f; target %.2f); stored in %s\n",
-              static_cast<long long>(c.nprobe), c.k, c.ivfRecall, c.flatRecall > 0 ? c.ivfRecall / c.flatRecall : 0.0,
-              c.flatRecall, static_cast<long long>(c.queries), c.ratioLowerBound, c.confidence, c.target,
+              static_cast<long long>(n.nprobe), n.k, n.ivfRecall, n.flatRecall > 0 ? n.ivfRecall / n.flatRecall : 0.0,
+              n.flatRecall, static_cast<long long>(n.queries), n.ratioLowerBound, n.confidence, n.target,
               retrieval::nprobeCalibrationPath(base).c_str());
+  if (c.fusion) {
+    const retrieval::FusionCalibration& f = *c.fusion;
+    std::printf("hybrid fusion c %g, dense weight %g: recall@%d %.3f against IVF %.3f and BM25 %.3f alone (%.3f with "
+                "the defaults c %g, dense weight %g); stored in %s\n",
+                f.fusion.c, f.fusion.denseWeight, f.k, f.recall, f.denseRecall, f.lexicalRecall, f.defaultRecall,
+                retrieval::HybridFusion{}.c, retrieval::HybridFusion{}.denseWeight,
+                retrieval::fusionCalibrationPath(base).c_str());
+  } else {
+    std::fprintf(stderr, "ragraph: warning: hybrid fusion not measured (%s); hybrid retrieval uses c %g, dense weight %g\n",
+                 c.fusionError.message().c_str(), retrieval::HybridFusion{}.c, retrieval::HybridFusion{}.denseWeight);
+  }
 }
 
 int cmdIndexCalibrate(Args& args) {
@@ -140,7 +200,10 @@ int cmdIndexCalibrate(Args& args) {
   auto c = calibrateIndex(*r->embedder, *r->index, r->base, corpus, split, *queries, params, force, quiet);
   if (!c) return fail(c.status().withContext("calibrating the default nprobe"));
   if (json) {
-    std::fputs(readFile(retrieval::nprobeCalibrationPath(r->base)).valueOr("{}").c_str(), stdout);
+    // {"nprobe": B.nprobe.json, "fusion": B.fusion.json (null when not measured)}
+    std::printf("{\"nprobe\": %s, \"fusion\": %s}\n",
+                readFile(retrieval::nprobeCalibrationPath(r->base)).valueOr("null").c_str(),
+                c->fusion ? readFile(retrieval::fusionCalibrationPath(r->base)).valueOr("null").c_str() : "null");
   } else {
     printCalibration(*c, r->base);
   }
@@ -209,6 +272,7 @@ int cmdIndexBuild(Args& args) {
   // the fallback nprobe, and says so.
   std::error_code ec;
   fs::remove(retrieval::nprobeCalibrationPath(where), ec);
+  fs::remove(retrieval::fusionCalibrationPath(where), ec);
   auto index = retrieval::PassageIndex::load(where, (*embedder)->fingerprint());
   if (!index) return fail(index.status());
   auto calibration = calibrateIndex(**embedder, *index, where, corpus, "dev", retrieval::kDefaultCalibrationQueries,
@@ -229,8 +293,12 @@ int cmdIndexBuild(Args& args) {
     w.key("nlist").value(built->nlist);
     w.key("embed_seconds").value(built->embedSeconds);
     w.key("index_seconds").value(built->indexSeconds);
-    w.key("default_nprobe").value(calibration ? calibration->nprobe : kDefaultNprobe);
+    w.key("default_nprobe").value(calibration ? calibration->nprobe.nprobe : kDefaultNprobe);
     w.key("default_nprobe_measured").value(calibration.isOk());
+    const bool fused = calibration && calibration->fusion;
+    const retrieval::HybridFusion f = fused ? calibration->fusion->fusion : retrieval::HybridFusion{};
+    w.key("hybrid_fusion").beginObject().key("c").value(f.c).key("dense_weight").value(f.denseWeight);
+    w.key("measured").value(fused).endObject();
     w.endObject();
     std::cout << std::endl;
   } else {
@@ -347,21 +415,17 @@ int cmdEvalRetrieval(Args& args) {
     for (size_t i = 0; i < bm25Hits.size(); ++i) fused.push_back(retrieval::hybridFusion((*defHits)[i], bm25Hits[i], kTop, f));
     return recall(fused, def.seconds + lexical.seconds);
   };
-  const retrieval::HybridFusion used;  // what hybrid retrieval serves with
+  const retrieval::HybridFusion used = r->fusion;  // what hybrid retrieval serves with
   const Recall hybrid = fuse(used);
-  // --fusion-sweep: hybrid's recall over a grid of RRF constants and dense weights (BM25's weight
-  // 1), from the same two rankings: how HybridFusion's defaults were chosen (on the dev split).
+  // --fusion-sweep: hybrid's recall over the grid `index calibrate` chooses the fusion from, over
+  // the same two rankings.
   struct SweepPoint {
     retrieval::HybridFusion fusion;
     Recall recall;
   };
   std::vector<SweepPoint> sweepPoints;
   if (sweep)
-    for (double c : {1.0, 5.0, 20.0, 60.0})
-      for (double w : {0.0, 0.1, 0.25, 0.5, 0.75, 1.0}) {
-        const retrieval::HybridFusion f{.c = c, .denseWeight = w, .lexicalWeight = 1.0};
-        sweepPoints.push_back({f, fuse(f)});
-      }
+    for (const retrieval::HybridFusion& f : retrieval::fusionGrid()) sweepPoints.push_back({f, fuse(f)});
 
   auto write = [](JsonWriter& w, const Recall& x) {
     w.beginObject();
@@ -414,6 +478,7 @@ int cmdEvalRetrieval(Args& args) {
         .key("c").value(used.c)
         .key("dense_weight").value(used.denseWeight)
         .key("lexical_weight").value(used.lexicalWeight)
+        .key("from").value(r->fusionFrom)
         .endObject();
     if (sweep) {
       w.key("fusion_sweep").beginArray();
@@ -452,8 +517,9 @@ int cmdEvalRetrieval(Args& args) {
     std::printf("  bm25       recall@1 %.3f  @5 %.3f  @20 %.3f  (%.3f s)\n", lexical.at1, lexical.at5, lexical.at20,
                 lexical.seconds);
     std::printf("  hybrid     recall@1 %.3f  @5 %.3f  @20 %.3f  (IVF at nprobe %lld + BM25, reciprocal-rank fusion, "
-                "c %g, dense weight %g)\n",
-                hybrid.at1, hybrid.at5, hybrid.at20, static_cast<long long>(r->nprobe), used.c, used.denseWeight);
+                "c %g, dense weight %g: %s)\n",
+                hybrid.at1, hybrid.at5, hybrid.at20, static_cast<long long>(r->nprobe), used.c, used.denseWeight,
+                r->fusionFrom == "calibration" ? "measured for this embedder" : "the defaults");
     for (const SweepPoint& p : sweepPoints)
       std::printf("  fusion c %-3g dense weight %-4g recall@1 %.3f  @5 %.3f  @20 %.3f\n", p.fusion.c,
                   p.fusion.denseWeight, p.recall.at1, p.recall.at5, p.recall.at20);

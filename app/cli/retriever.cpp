@@ -3,6 +3,7 @@
 #include "rag/engine.h"
 
 #include "core/fs.h"
+#include "retrieval/fusion_calibration.h"
 #include "retrieval/nprobe_calibration.h"
 
 namespace rag::cli {
@@ -31,6 +32,11 @@ Result<Retriever> Retriever::load(const std::filesystem::path& embedderDir, cons
                                   " --index BASE`, then pass --index BASE)");
   if (!index) return index.status().withContext("passage index for embedder " + embedderDir.string());
   r.index.emplace(std::move(*index));
+  RAG_ASSIGN_OR_RETURN(auto fusion, retrieval::loadFusionCalibration(r.base, r.embedder->fingerprint()));
+  if (fusion) {
+    r.fusion = fusion->fusion;
+    r.fusionFrom = "calibration";
+  }
   return r;
 }
 

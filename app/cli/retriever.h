@@ -1,7 +1,8 @@
 // The retrieval the CLI commands share: the embedder (--embedder DIR, else the shipped
 // datasets/models/rag-embedder) and the passage index built from it next to the corpus
 // (--index BASE, else <corpus>.index), searched through the IVF at --nprobe clusters (without
-// it: the nprobe `ragraph index calibrate` measured for this index, else 64). Queries
+// it: the nprobe `ragraph index calibrate` measured for this index, else 64), and fused with BM25
+// for hybrid retrieval by the constants measured with it (else HybridFusion's defaults). Queries
 // are embedded in --embedder-dtype (f32 by default; the index may have been built in bf16).
 #pragma once
 
@@ -33,11 +34,13 @@ struct Retriever {
   std::filesystem::path base;  // the index files' base path
   int64_t nprobe = kDefaultNprobe;
   std::string nprobeFrom = "fallback";  // "option" (--nprobe), "calibration" or "fallback"
+  retrieval::HybridFusion fusion;
+  std::string fusionFrom = "default";   // "calibration" or "default"
 
   // Reads --embedder, --index and --nprobe (from args) and loads both.
   static Result<Retriever> open(Args& args, const std::filesystem::path& corpus);
-  // The embedder at `embedderDir` (queries in `dtype`) and the index at `base` it built; nprobe
-  // stays the fallback.
+  // The embedder at `embedderDir` (queries in `dtype`), the index at `base` it built and its
+  // measured fusion; nprobe stays the fallback.
   static Result<Retriever> load(const std::filesystem::path& embedderDir, const std::filesystem::path& base,
                                 const std::string& dtype);
   // The top-k passage ids of each text, best first.

@@ -83,6 +83,8 @@ std::vector<int64_t> reciprocalRankFusion(std::span<const std::vector<int64_t>> 
 // dev --fusion-sweep` (README: a retrieval node's methods, under "Serving RAGraph workflows"): on
 // 2,000 dev questions recall@5 was 0.971 for BM25 alone, 0.961 for plain RRF (c 60, equal
 // weights: the dense side's confident misses pushed BM25's hits out of the top 5), 0.980 here.
+// They are what serves when an index has no constants of its own: `ragraph index build` measures
+// them per embedder (fusion_calibration.h), since they suit a weak dense side, not a strong one.
 struct HybridFusion {
   double c = 5.0;
   double denseWeight = 0.5;

@@ -59,6 +59,7 @@ Result<std::unique_ptr<RetrievalExecutor>> RetrievalExecutor::create(const Servi
                                                   : std::nullopt,
                             .corpus = assets.corpus,
                             .bm25Path = {},  // <corpus>.fts
+                            .fusion = assets.fusion,
                             .turns = turns,
                             .ring = ring,
                             .load = &ex->m_load,

@@ -247,7 +247,8 @@ RetrievalUpdate RetrievalWorker::finalUpdate(Live& l) {
   std::vector<retrieval::SearchHit> all = l.task.topK();
   u.cache = retrieval::LocalCache::remember(l.task, m_clusterOfIds, m_params.localCacheKeep);
   if (l.job.method == RetrievalMethod::Hybrid) {
-    // The dense top-20 (see admit) fused with BM25's top-20 (retrieval::hybridFusion).
+    // The dense top-20 (see admit) fused with BM25's top-20 (retrieval::hybridFusion), by the
+    // constants measured for this embedder (ServingAssets::fusion).
     const int32_t depth = std::max<int32_t>(l.job.k, static_cast<int32_t>(m_params.localCacheKeep));
     Result<std::vector<retrieval::SearchHit>> lexical = lexicalHits(l.job.query, depth);
     if (!lexical) {
@@ -258,7 +259,7 @@ RetrievalUpdate RetrievalWorker::finalUpdate(Live& l) {
     for (const retrieval::SearchHit& h : all) dense.push_back(h.id);
     for (const retrieval::SearchHit& h : *lexical) bm25.push_back(h.id);
     std::vector<retrieval::SearchHit> fused;
-    for (int64_t row : retrieval::hybridFusion(dense, bm25, l.job.k)) {
+    for (int64_t row : retrieval::hybridFusion(dense, bm25, l.job.k, m_params.fusion)) {
       auto hit = std::find_if(all.begin(), all.end(), [&](const retrieval::SearchHit& h) { return h.id == row; });
       fused.push_back({row, hit != all.end() ? hit->similarity : 0.0f});
     }

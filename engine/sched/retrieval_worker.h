@@ -107,6 +107,7 @@ struct RetrievalWorkerParams {
   // <corpus>.fts), opened at the first such job.
   std::filesystem::path corpus;
   std::filesystem::path bm25Path;
+  retrieval::HybridFusion fusion;  // hybrid jobs: how the dense and BM25 rankings are fused
   TurnLock* turns = nullptr;
   TraceRing* ring = nullptr;
   LoadGauge* load = nullptr;  // told the time of each turn (embedding and search)

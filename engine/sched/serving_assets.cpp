@@ -3,6 +3,7 @@
 #include "model/runner.h"
 #include "model/text_embedder.h"
 #include "model/tokenizer.h"
+#include "retrieval/fusion_calibration.h"
 #include "retrieval/passage_index.h"
 
 namespace rag {
@@ -23,6 +24,8 @@ Result<std::shared_ptr<const ServingAssets>> loadServingAssets(const ServingPara
   RAG_ASSIGN_OR_RETURN(std::unique_ptr<model::TextEmbedder> emb, model::TextEmbedder::load(params.embedderDir));
   const std::filesystem::path base = params.indexBase.empty() ? retrieval::defaultIndexBase(corpus) : params.indexBase;
   RAG_ASSIGN_OR_RETURN(retrieval::PassageIndex index, retrieval::PassageIndex::load(base, emb->fingerprint()));
+  RAG_ASSIGN_OR_RETURN(auto fusion, retrieval::loadFusionCalibration(base, emb->fingerprint()));
+  if (fusion) a->fusion = fusion->fusion;
   a->embedder = std::shared_ptr<const model::TextEmbedder>(std::move(emb));
   a->index = std::make_shared<const retrieval::PassageIndex>(std::move(index));
   return std::shared_ptr<const ServingAssets>(std::move(a));

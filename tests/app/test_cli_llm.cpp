@@ -181,14 +181,24 @@ private Q_SLOTS:
     QVERIFY2(r.code == 0, qPrintable(r.err));
     auto calibrated = parseJson(r.out.toStdString());
     QVERIFY2(calibrated.isOk(), qPrintable(r.out));
-    const int64_t nprobe = *calibrated->find("nprobe")->asInt64();
+    const int64_t nprobe = *calibrated->find("nprobe")->find("nprobe")->asInt64();
     QVERIFY(nprobe >= 1 && nprobe <= 4);
+    // ... and hybrid's fusion over that nprobe, the best of its grid, which retrieval then uses.
+    const JsonValue* fusion = calibrated->find("fusion");
+    QVERIFY2(fusion && fusion->isObject(), qPrintable(r.out));
+    QCOMPARE(*fusion->find("nprobe")->asInt64(), nprobe);
+    QCOMPARE(fusion->find("grid")->size(), size_t{24});
+    for (const JsonValue& p : fusion->find("grid")->asArray())
+      QVERIFY(p.find("recall")->asDouble() <= fusion->find("recall")->asDouble());
     r = runRagraph({"eval", "retrieval", "--corpus", corpus(), "--embedder", path("emb"), "--json"});
     QVERIFY2(r.code == 0, qPrintable(r.err));
     auto measured = parseJson(r.out.toStdString());
     QVERIFY2(measured.isOk(), qPrintable(r.out));
     QCOMPARE(*measured->find("default_nprobe")->asInt64(), nprobe);
     QCOMPARE(measured->find("default_nprobe_from")->asString(), std::string("calibration"));
+    QCOMPARE(measured->find("hybrid_fusion")->find("from")->asString(), std::string("calibration"));
+    QCOMPARE(measured->find("hybrid_fusion")->find("c")->asDouble(), fusion->find("c")->asDouble());
+    QCOMPARE(measured->find("hybrid_fusion")->find("dense_weight")->asDouble(), fusion->find("dense_weight")->asDouble());
     r = runRagraph({"eval", "retrieval", "--corpus", corpus(), "--embedder", path("emb"), "--nprobe", "4", "--fusion-sweep", "--json"});
     QVERIFY2(r.code == 0, qPrintable(r.err));
     auto rec = parseJson(r.out.toStdString());

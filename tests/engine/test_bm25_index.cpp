@@ -1,13 +1,16 @@
 // BM25 retrieval through SQLite FTS5 (retrieval/bm25_index.h): built from the corpus on first
 // use and rebuilt when the corpus changes, ranks the passage that holds a query's rare words
-// first, survives queries full of FTS5 syntax, and fuses rankings by reciprocal rank.
+// first, survives queries full of FTS5 syntax, and fuses rankings by reciprocal rank, with
+// constants measured per embedder (retrieval/fusion_calibration.h).
 #include <QtTest>
 #include <QTemporaryDir>
 
 #include <filesystem>
 
 #include "../fixtures/workload/tiny_corpus.h"
+#include "core/fs.h"
 #include "retrieval/bm25_index.h"
+#include "retrieval/fusion_calibration.h"
 #include "storage/sqlite.h"
 
 using namespace rag;
@@ -102,6 +105,70 @@ private Q_SLOTS:
     const std::vector<std::vector<int64_t>> r = {dense, lexical};
     const double oneWeight[] = {1.0};
     QCOMPARE(reciprocalRankFusion(r, 4, 60, oneWeight), reciprocalRankFusion(r, 4));
+  }
+  // The calibration keeps the grid's best point: a dense ranking that always holds the gold
+  // passage first needs weight on the dense side, one that never holds it none.
+  void fusionCalibrationKeepsTheBestConstants() {
+    std::vector<std::vector<int64_t>> goldFirst, noGold, allGold;
+    std::vector<int64_t> gold;
+    for (int64_t q = 0; q < 20; ++q) {
+      const int64_t g = 1000 + q;
+      gold.push_back(g);
+      allGold.push_back({g});
+      std::vector<int64_t> first = {g}, without;
+      for (int64_t i = 0; i < 20; ++i) {
+        if (i < 19) first.push_back(100 * (q + 1) + i);
+        without.push_back(5000 + 100 * q + i);
+      }
+      goldFirst.push_back(first);
+      noGold.push_back(without);
+    }
+    // Strong dense side (gold first), BM25 without the gold passage.
+    auto strong = calibrateFusion(goldFirst, noGold, gold, allGold, "emb-a", 7);
+    QVERIFY2(strong.isOk(), strong.status().toString().c_str());
+    QCOMPARE(strong->recall, 1.0);
+    QCOMPARE(strong->denseRecall, 1.0);
+    QCOMPARE(strong->lexicalRecall, 0.0);
+    QVERIFY(strong->fusion.denseWeight > 0);
+    QCOMPARE(strong->grid.size(), fusionGrid().size());
+    QCOMPARE(strong->defaultRecall, scoreFusion(HybridFusion{}, goldFirst, noGold, gold, allGold, 5).recall);
+    for (const FusionPoint& p : strong->grid) {
+      QVERIFY(p.recall <= strong->recall);
+      // Dense at weight 0 is BM25's order: the gold passage (dense only) falls behind its 20.
+      if (p.fusion.denseWeight == 0) QCOMPARE(p.recall, 0.0);
+    }
+    // The other way round: every point with weight on BM25 finds it; the first such is kept.
+    auto weak = calibrateFusion(noGold, goldFirst, gold, allGold, "emb-b", 7);
+    QVERIFY2(weak.isOk(), weak.status().toString().c_str());
+    QCOMPARE(weak->recall, 1.0);
+    QCOMPARE(weak->fusion.c, fusionGrid().front().c);
+    QCOMPARE(weak->fusion.denseWeight, fusionGrid().front().denseWeight);
+
+    // Stored beside the index for its embedder, and read back.
+    const fs::path base = path("fused.index");
+    QVERIFY(saveFusionCalibration(base, *strong).isOk());
+    auto back = loadFusionCalibration(base, "emb-a");
+    QVERIFY2(back.isOk() && back->has_value(), back.status().toString().c_str());
+    QCOMPARE((*back)->fusion.c, strong->fusion.c);
+    QCOMPARE((*back)->fusion.denseWeight, strong->fusion.denseWeight);
+    QCOMPARE((*back)->nprobe, int64_t{7});
+    QCOMPARE((*back)->grid.size(), strong->grid.size());
+    QVERIFY(!loadFusionCalibration(base, "emb-b")->has_value());  // another embedder's
+    QVERIFY(!loadFusionCalibration(path("absent.index"), "emb-a")->has_value());
+    QVERIFY(writeFileAtomic(fusionCalibrationPath(base), R"({"fingerprint": "emb-a", "c": 5, "dense_weight": -1,
+                                                            "lexical_weight": 1})").isOk());
+    auto negative = loadFusionCalibration(base, "emb-a");
+    QCOMPARE(negative.status().code(), StatusCode::Corrupt);
+    QVERIFY(negative.status().message().find("ragraph index calibrate") != std::string::npos);
+    QVERIFY(writeFileAtomic(fusionCalibrationPath(base), "{not json").isOk());
+    QCOMPARE(loadFusionCalibration(base, "emb-a").status().code(), StatusCode::Corrupt);
+
+    // Bad input names the problem.
+    const std::vector<int64_t> noGoldIds(20, -1);
+    auto none = calibrateFusion(goldFirst, noGold, noGoldIds, allGold, "x", 1);
+    QVERIFY(!none.isOk() && none.status().message().find("no calibration question has a gold passage") != std::string::npos);
+    auto uneven = calibrateFusion(std::span(goldFirst).first(3), noGold, gold, allGold, "x", 1);
+    QVERIFY(!uneven.isOk() && uneven.status().message().find("got 3, 20, 20 and 20") != std::string::npos);
   }
 };
 

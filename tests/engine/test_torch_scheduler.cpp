@@ -14,7 +14,10 @@
 
 #include "../fixtures/serving/tiny_serving.h"
 #include "corpus/qa_prompt.h"
+#include "model/text_embedder.h"
 #include "rag/engine.h"
+#include "retrieval/fusion_calibration.h"
+#include "retrieval/passage_index.h"
 #include "status_checks.h"
 
 using namespace rag;
@@ -162,6 +165,47 @@ private Q_SLOTS:
         }
       }
     }
+  }
+
+  // Hybrid retrieval serves with the fusion constants stored for the index's embedder
+  // (retrieval/fusion_calibration.h): all weight on BM25 serves BM25's passages, all on the dense
+  // side the dense search's; another embedder's constants are not used.
+  void hybridServesTheFusionMeasuredForItsEmbedder() {
+    auto graph = builtinWorkflow(Workflow::OneShot);
+    QVERIFY(graph.isOk());
+    auto passagesBy = [&](RetrievalMethod method) {
+      WorkflowGraph g = *graph;
+      g.setRetrievalMethod(method);
+      auto e = engine(params("hedra"));
+      std::vector<std::vector<int64_t>> out;
+      if (!e) return out;
+      for (const RequestResult& r : runAll(*e, g)) out.push_back(r.lastPassages);
+      return out;
+    };
+    const auto bm25 = passagesBy(RetrievalMethod::Bm25), dense = passagesBy(RetrievalMethod::Dense);
+    QCOMPARE(bm25.size(), m_questions.size());
+    QVERIFY2(bm25 != dense, "the two rankings agree on this corpus: the check would prove nothing");
+    auto emb = model::TextEmbedder::load(m_emb);
+    QVERIFY(emb.isOk());
+    const fs::path base = retrieval::defaultIndexBase(m_corpus);
+    auto store = [&](std::string fingerprint, retrieval::HybridFusion f) {
+      retrieval::FusionCalibration c{.fingerprint = std::move(fingerprint), .fusion = f, .nprobe = 8, .k = 5};
+      return retrieval::saveFusionCalibration(base, c).isOk();
+    };
+    QVERIFY(store((*emb)->fingerprint(), {.c = 1, .denseWeight = 0, .lexicalWeight = 1}));
+    const auto lexicalFirst = passagesBy(RetrievalMethod::Hybrid);
+    QCOMPARE(lexicalFirst.size(), bm25.size());
+    for (size_t i = 0; i < bm25.size(); ++i) {  // BM25's hits first (it may find fewer than 5), then dense ones
+      QVERIFY(lexicalFirst[i].size() >= bm25[i].size());
+      QCOMPARE(std::vector<int64_t>(lexicalFirst[i].begin(), lexicalFirst[i].begin() + std::ssize(bm25[i])), bm25[i]);
+    }
+    QVERIFY(store((*emb)->fingerprint(), {.c = 1, .denseWeight = 1, .lexicalWeight = 0}));
+    QCOMPARE(passagesBy(RetrievalMethod::Hybrid), dense);
+    QVERIFY(store("another-embedder", {.c = 1, .denseWeight = 1, .lexicalWeight = 0}));
+    const auto defaults = passagesBy(RetrievalMethod::Hybrid);
+    std::error_code ec;
+    fs::remove(retrieval::fusionCalibrationPath(base), ec);
+    QCOMPARE(defaults, passagesBy(RetrievalMethod::Hybrid));  // as with no file at all
   }
 
   // The prefix cache (on above, by default) changes no token: every policy with the cache off
