@@ -67,7 +67,7 @@ public:
       RAG_ASSIGN_OR_RETURN(auto hits, m_assets.index->searchIvf(q, static_cast<int32_t>(m_retrieval->topk),
                                                                  m_retrieval->retrieval.nprobe > 0 ? m_retrieval->retrieval.nprobe : m_nprobe));
       for (size_t i = 0; i < questions.size(); ++i) {
-        Variables vars{{m_retrieval->queryVar, questions[i]}};
+        Variables vars{{std::string(kQuestionVar), questions[i]}};
         model::PassageVariables passages;
         std::string& text = vars[m_retrieval->outputVar];
         for (int64_t id : hits[i]) {

@@ -269,10 +269,10 @@ WorkflowGraph applySamplingOptions(const WorkflowGraph& graph, const CompletionR
   for (const WorkflowNode& n : graph.nodes()) {
     switch (n.kind) {
       case NodeKind::Retrieval:
-        g.addRetrieval(n.id, n.topk, n.queryVar, n.outputVar, n.retrieval);
+        g.addRetrieval(n.id, n.topk, n.query, n.outputVar, n.retrieval);
         break;
       case NodeKind::Knowledge:
-        g.addKnowledge(n.id, n.topk, n.queryVar, n.outputVar, n.knowledge);
+        g.addKnowledge(n.id, n.topk, n.query, n.outputVar, n.knowledge);
         break;
       case NodeKind::Generation: {
         GenerationOptions o = n.generation;

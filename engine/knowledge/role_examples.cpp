@@ -130,6 +130,7 @@ struct RoleExampleSource::Impl {
   DiscreteSampler roles;
   std::vector<Role> roleOf;        // sampler index -> role
   std::map<Role, std::string> templates;
+  std::string irgQuery;  // the query IRG's later rounds retrieve with (its retrieve_again node's)
 
   Result<RoleItem> item(int64_t qaId);
   Result<std::vector<model::PassageText>> retrieve(std::string_view query, int32_t k, const RoleItem& item,
@@ -239,6 +240,11 @@ Result<std::unique_ptr<RoleExampleSource>> RoleExampleSource::open(const std::fi
                               std::string(s.node) + "' for the " + std::string(roleName(s.role)) + " role");
     impl->templates[s.role] = node->promptTemplate;
   }
+  RAG_ASSIGN_OR_RETURN(WorkflowGraph irg, builtinWorkflow(Workflow::Irg));
+  const WorkflowNode* again = irg.findNode("retrieve_again");
+  if (!again || again->kind != NodeKind::Retrieval)
+    return Status::internal("the built-in irg workflow has no retrieval node 'retrieve_again' for the irg role");
+  impl->irgQuery = again->query;
   return std::unique_ptr<RoleExampleSource>(new RoleExampleSource(std::move(impl), tokenizer));
 }
 
@@ -283,10 +289,10 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
       break;
     }
     case Role::Irg: {
-      // The previous round's output, as IRG retrieves with it.
+      // The previous round's output, retrieved with as IRG does (with the question: Iter-RetGen).
       std::string previous = hops ? it.intermediate : (rng.uniform01() < 0.5 ? answer : it.topic);
-      if (previous.empty()) previous = it.qa.question;
-      RAG_ASSIGN_OR_RETURN(docs, m.retrieve(previous, 5, it, dropGold));
+      const Variables round = {{std::string(kQuestionVar), it.qa.question}, {"answer", previous}};
+      RAG_ASSIGN_OR_RETURN(docs, m.retrieve(queryText(m.irgQuery, round), 5, it, dropGold));
       completion = answer;
       break;
     }

@@ -72,14 +72,18 @@ Result<std::unique_ptr<RetrievalExecutor>> RetrievalExecutor::create(const Servi
   return ex;
 }
 
+bool RetrievalExecutor::reads(const WorkflowNode& node, std::string_view var) const {
+  Result<std::vector<std::string>> vars = queryVariables(node.query);
+  return vars && std::find(vars->begin(), vars->end(), var) != vars->end();
+}
+
 Status RetrievalExecutor::start(const StageJob& job) {
   const WorkflowNode& node = *job.node;
   const Variables& vars = job.inputs->vars;
   RetrievalJob r;
   r.key = job.key;
   r.requestId = job.requestId;
-  auto q = vars.find(node.queryVar);
-  r.query = q == vars.end() ? std::string() : trimmedText(q->second);
+  r.query = trimmedText(queryText(node.query, vars));
   if (r.query.empty()) {  // nothing to search with: the question
     auto question = vars.find(kQuestionVar);
     r.query = question == vars.end() ? std::string() : question->second;

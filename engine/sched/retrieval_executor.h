@@ -42,7 +42,7 @@ public:
   void cancel(JobKey key) override;
   void collect(std::vector<StageUpdate>& out) override;
   void forget(uint32_t requestId) override { m_localCache.erase(requestId); }
-  bool reads(const WorkflowNode& node, std::string_view var) const override { return node.queryVar == var; }
+  bool reads(const WorkflowNode& node, std::string_view var) const override;
   SpeculationKind speculation() const override { return SpeculationKind::Prefetch; }
   bool roomToSpeculate() const override;
   void sampleLoad(uint64_t nowNs) override { (void)m_load.load(nowNs); }

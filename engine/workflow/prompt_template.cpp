@@ -110,4 +110,28 @@ Result<std::string> renderTemplate(std::string_view tmpl, const Variables& vars)
   return out;
 }
 
+Result<std::vector<std::string>> queryVariables(std::string_view query) {
+  if (workflow::isVariableName(query)) return std::vector<std::string>{std::string(query)};
+  Result<std::vector<std::string>> names = templateVariables(query);
+  if (!names || names->empty())
+    return Status::invalidArgument("the query '" + std::string(query) +
+                                   "' is neither a variable's name (letters, digits and '_', not starting with a "
+                                   "digit) nor a template of variables such as \"{answer} {question}\"" +
+                                   (names ? std::string() : ": " + names.status().message()));
+  return names;
+}
+
+std::string queryText(std::string_view query, const Variables& vars) {
+  auto value = [&](const std::string& name) {
+    auto it = vars.find(name);
+    return it == vars.end() ? std::string() : it->second;
+  };
+  if (workflow::isVariableName(query)) return value(std::string(query));
+  Result<std::vector<Piece>> pieces = parseTemplate(query);
+  std::string out;
+  if (pieces)
+    for (const Piece& p : *pieces) out += p.isVariable ? value(p.text) : p.text;
+  return out;
+}
+
 }  // namespace rag

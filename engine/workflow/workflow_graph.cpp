@@ -148,26 +148,26 @@ WorkflowGraph& WorkflowGraph::addGeneration(std::string id, std::string promptTe
   return *this;
 }
 
-WorkflowGraph& WorkflowGraph::addRetrieval(std::string id, int64_t topk, std::string queryVar,
+WorkflowGraph& WorkflowGraph::addRetrieval(std::string id, int64_t topk, std::string query,
                                            std::string outputVar, RetrievalOptions options) {
   WorkflowNode n;
   n.id = std::move(id);
   n.kind = NodeKind::Retrieval;
   n.topk = topk;
-  n.queryVar = std::move(queryVar);
+  n.query = std::move(query);
   n.outputVar = std::move(outputVar);
   n.retrieval = options;
   m_nodes.push_back(std::move(n));
   return *this;
 }
 
-WorkflowGraph& WorkflowGraph::addKnowledge(std::string id, int64_t subgraphs, std::string queryVar,
+WorkflowGraph& WorkflowGraph::addKnowledge(std::string id, int64_t subgraphs, std::string query,
                                            std::string outputVar, KnowledgeOptions options) {
   WorkflowNode n;
   n.id = std::move(id);
   n.kind = NodeKind::Knowledge;
   n.topk = subgraphs;
-  n.queryVar = std::move(queryVar);
+  n.query = std::move(query);
   n.outputVar = std::move(outputVar);
   n.knowledge = options;
   m_nodes.push_back(std::move(n));

@@ -225,7 +225,7 @@ Result<WorkflowNode> readNode(const JsonValue& v, const std::string& path) {
     n.kind = NodeKind::Retrieval;
     RAG_RETURN_IF_ERROR(
         r.checkKeys({"id", "kind", "query", "output", "topk", "method", "nprobe"}, "a retrieval node"));
-    RAG_ASSIGN_OR_RETURN(n.queryVar, r.string("query", "\"question\""));
+    RAG_ASSIGN_OR_RETURN(n.query, r.string("query", "\"question\""));
     RAG_ASSIGN_OR_RETURN(n.outputVar, r.string("output", "\"docs\""));
     RAG_ASSIGN_OR_RETURN(n.topk, r.integer("topk", "5"));
     RAG_ASSIGN_OR_RETURN(const std::string method,
@@ -240,7 +240,7 @@ Result<WorkflowNode> readNode(const JsonValue& v, const std::string& path) {
     RAG_RETURN_IF_ERROR(
         r.checkKeys({"id", "kind", "query", "output", "subgraphs", "hops", "fanout", "paths"}, "a knowledge node"));
     const KnowledgeOptions defaults;
-    RAG_ASSIGN_OR_RETURN(n.queryVar, r.string("query", "\"question\""));
+    RAG_ASSIGN_OR_RETURN(n.query, r.string("query", "\"question\""));
     RAG_ASSIGN_OR_RETURN(n.outputVar, r.string("output", "\"graph\""));
     RAG_ASSIGN_OR_RETURN(n.topk, r.integer("subgraphs", "5"));
     RAG_ASSIGN_OR_RETURN(n.knowledge.hops, r.integerOr("hops", defaults.hops, "2"));
@@ -349,14 +349,14 @@ std::string WorkflowGraph::toJson() const {
       for (const std::string& s : n.generation.stop) w.value(s);
       w.endArray();
     } else if (n.kind == NodeKind::Knowledge) {
-      w.key("query").value(n.queryVar);
+      w.key("query").value(n.query);
       w.key("output").value(n.outputVar);
       w.key("subgraphs").value(n.topk);
       w.key("hops").value(n.knowledge.hops);
       w.key("fanout").value(n.knowledge.fanout);
       w.key("paths").value(n.knowledge.paths);
     } else {
-      w.key("query").value(n.queryVar);
+      w.key("query").value(n.query);
       w.key("output").value(n.outputVar);
       w.key("topk").value(n.topk);
       w.key("method").value(retrievalMethodName(n.retrieval.method));

@@ -156,9 +156,7 @@ private:
     if (n.topk < 1)
       add(n.id, -1,
           at + ": topk is " + std::to_string(n.topk) + "; it must be >= 1 (passages to retrieve)");
-    if (!isVariableName(n.queryVar))
-      add(n.id, -1,
-          at + ": its query variable '" + n.queryVar + "' is not a variable name" + kNameRule);
+    if (Result<std::vector<std::string>> vars = queryVariables(n.query); !vars) add(n.id, -1, at + ": " + vars.status().message());
     if (n.retrieval.nprobe < 0)
       add(n.id, -1,
           at + ": nprobe is " + std::to_string(n.retrieval.nprobe) +
@@ -168,8 +166,7 @@ private:
   void checkKnowledge(const WorkflowNode& n, const std::string& at) {
     if (n.topk < 1 || n.topk > 64)
       add(n.id, -1, at + ": subgraphs is " + std::to_string(n.topk) + "; it must be in [1, 64] (entities to expand)");
-    if (!isVariableName(n.queryVar))
-      add(n.id, -1, at + ": its query variable '" + n.queryVar + "' is not a variable name" + kNameRule);
+    if (Result<std::vector<std::string>> vars = queryVariables(n.query); !vars) add(n.id, -1, at + ": " + vars.status().message());
     const KnowledgeOptions& o = n.knowledge;
     if (o.hops < 1 || o.hops > 4)
       add(n.id, -1, at + ": hops is " + std::to_string(o.hops) + "; it must be in [1, 4] (the subgraph's depth)");
@@ -465,8 +462,8 @@ private:
         if (Result<std::vector<std::string>> vars = templateVariables(n.promptTemplate); vars)
           for (const std::string& var : *vars)
             requireSet(var, v, n.id, -1, at + ": its prompt uses the variable");
-      } else {
-        requireSet(n.queryVar, v, n.id, -1, at + ": it queries with the variable");
+      } else if (Result<std::vector<std::string>> vars = queryVariables(n.query); vars) {
+        for (const std::string& var : *vars) requireSet(var, v, n.id, -1, at + ": it queries with the variable");
       }
       for (const Arc& a : m_out[v]) {
         const EdgeCondition& c = m_g.edges()[a.edge].when;

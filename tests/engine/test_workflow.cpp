@@ -124,7 +124,7 @@ FakeRun simulate(
       }
       out = generate(*n, *prompt);
     } else {
-      out = "passage for [" + run.vars[n->queryVar] + "]\n";
+      out = "passage for [" + queryText(n->query, run.vars) + "]\n";
     }
     run.vars[n->outputVar] = out;
     runs[n->id]++;
@@ -164,7 +164,7 @@ private Q_SLOTS:
     QVERIFY(search);
     QCOMPARE(search->kind, NodeKind::Retrieval);
     QCOMPARE(search->topk, int64_t{4});
-    QCOMPARE(search->queryVar, std::string("draft"));
+    QCOMPARE(search->query, std::string("draft"));
     QCOMPARE(search->retrieval.nprobe, int64_t{256});
     QVERIFY(!g.findNode("nope"));
     // Edges leaving a node keep the order they were added in.
@@ -434,7 +434,7 @@ private Q_SLOTS:
       if (n.kind == NodeKind::Generation)
         broken.addGeneration(n.id, n.promptTemplate, n.outputVar, n.generation);
       else
-        broken.addRetrieval(n.id, n.topk, n.queryVar, n.outputVar, n.retrieval);
+        broken.addRetrieval(n.id, n.topk, n.query, n.outputVar, n.retrieval);
     }
     for (const WorkflowEdge& e : g->edges())
       if (e.when.kind == ConditionKind::Always && e.to != "answer") broken.addEdge(e.from, e.to);
@@ -461,6 +461,16 @@ private Q_SLOTS:
     WorkflowGraph h = oneShot("hypothesis");
     QVERIFY(hasIssue(h, "retrieve",
                      {"queries with the variable 'hypothesis'", "no node writes it", "question"}));
+
+    // A query template reading a variable nobody has written yet, and a query that is neither a
+    // name nor a template.
+    WorkflowGraph t = oneShot("{draft} {question}");
+    QVERIFY(hasIssue(t, "retrieve", {"queries with the variable 'draft'", "no node writes it"}));
+    QVERIFY(!hasIssue(t, "retrieve", {"queries with the variable 'question'"}));
+    for (const char* bad : {"two words", "{question", "no {{variables}}"}) {
+      WorkflowGraph b = oneShot(bad);
+      QVERIFY2(hasIssue(b, "retrieve", {"neither a variable's name", "{answer} {question}"}), bad);
+    }
 
     // A condition that tests a variable not yet set, and an answer variable END may lack.
     WorkflowGraph k =
@@ -546,6 +556,19 @@ private Q_SLOTS:
     QVERIFY(!missing.isOk());
     QCOMPARE(missing.status().code(), StatusCode::InvalidArgument);
     QVERIFY(mentions(missing.status(), {"{summary}", "not set", "docs, question"}));
+  }
+
+  // A retrieval node's query: a variable's text, or a template with unset variables read as "".
+  void queriesAreVariablesOrTemplates() {
+    QCOMPARE(queryVariables("question").value(), std::vector<std::string>{"question"});
+    QCOMPARE(queryVariables("{answer} {question}").value(), (std::vector<std::string>{"answer", "question"}));
+    QVERIFY(mentions(queryVariables("").status(), {"neither a variable's name"}));
+    QVERIFY(mentions(queryVariables("{a").status(), {"unclosed '{'"}));
+    const Variables vars{{"question", "What is a cat?"}, {"answer", "a feline"}};
+    QCOMPARE(queryText("question", vars), std::string("What is a cat?"));
+    QCOMPARE(queryText("{answer} {question}", vars), std::string("a feline What is a cat?"));
+    QCOMPARE(queryText("{draft} {question}", vars), std::string(" What is a cat?"));
+    QCOMPARE(queryText("draft", vars), std::string());
   }
 
   // ---- conditions and the next node ----------------------------------------------------
@@ -686,7 +709,8 @@ private Q_SLOTS:
                          "subanswer answer"));
     QCOMPARE(limit.vars["docs"], std::string("passage for [another sub-question]\n"));
 
-    // IRG: three generations; each later retrieval queries with the previous generation.
+    // IRG: three generations; each later retrieval queries with the previous generation and the
+    // question (Iter-RetGen's y_{t-1} || q).
     FakeRun irg = simulate(builtinWorkflow(Workflow::Irg).value(), "what?",
                            [n = 0](const WorkflowNode&, const std::string&) mutable {
                              return "gen" + std::to_string(++n);
@@ -695,7 +719,7 @@ private Q_SLOTS:
     QCOMPARE(joined(irg.order),
              std::string("retrieve generate retrieve_again generate retrieve_again generate"));
     QCOMPARE(irg.vars["answer"], std::string("gen3"));
-    QCOMPARE(irg.vars["docs"], std::string("passage for [gen2]\n"));
+    QCOMPARE(irg.vars["docs"], std::string("passage for [gen2 what?]\n"));
 
     // RECOMP: the answer sees the compressed summary, not the passages.
     WorkflowGraph recomp = builtinWorkflow(Workflow::Recomp).value();

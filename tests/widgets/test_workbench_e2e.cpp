@@ -44,7 +44,7 @@ private Q_SLOTS:
     GraphModel* m = editor.model();
     // One-shot RAG, built node by node.
     QVERIFY(m->addNode(GraphModel::defaultNode(rag::NodeKind::Retrieval, "find"), {0, 100}).isOk());
-    QVERIFY(m->setNodeProperty("find", GraphModel::NodeProperty::QueryVar, "question").isOk());
+    QVERIFY(m->setNodeProperty("find", GraphModel::NodeProperty::Query, "question").isOk());
     QVERIFY(m->setNodeProperty("find", GraphModel::NodeProperty::OutputVar, "docs").isOk());
     QVERIFY(m->setNodeProperty("find", GraphModel::NodeProperty::TopK, 3).isOk());
     QVERIFY(m->addNode(GraphModel::defaultNode(rag::NodeKind::Generation, "answer"), {0, 200}).isOk());

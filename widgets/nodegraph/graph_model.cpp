@@ -27,7 +27,7 @@ rag::WorkflowGraph rebuilt(const rag::WorkflowGraph& meta,
     if (n.kind == rag::NodeKind::Generation)
       g.addGeneration(n.id, n.promptTemplate, n.outputVar, n.generation);
     else
-      g.addRetrieval(n.id, n.topk, n.queryVar, n.outputVar, n.retrieval);
+      g.addRetrieval(n.id, n.topk, n.query, n.outputVar, n.retrieval);
   }
   for (const rag::WorkflowEdge& e : edges) g.addEdge(e.from, e.to, e.when);
   return g;
@@ -140,11 +140,11 @@ rag::WorkflowNode GraphModel::defaultNode(rag::NodeKind kind, const QString& id)
     n.generation.stop = {"\n"};
   } else if (kind == rag::NodeKind::Knowledge) {
     n.topk = 5;
-    n.queryVar = std::string(rag::kQuestionVar);
+    n.query = std::string(rag::kQuestionVar);
     n.outputVar = "graph";
   } else {
     n.topk = 5;
-    n.queryVar = std::string(rag::kQuestionVar);
+    n.query = std::string(rag::kQuestionVar);
     n.outputVar = "docs";
   }
   return n;
@@ -275,7 +275,7 @@ rag::Status GraphModel::setNodeProperty(const QString& id, NodeProperty property
   const bool forGeneration = property == NodeProperty::Prompt ||
                              property == NodeProperty::MaxTokens ||
                              property == NodeProperty::Temperature || property == NodeProperty::Stop;
-  const bool forRetrieval = property == NodeProperty::QueryVar || property == NodeProperty::TopK ||
+  const bool forRetrieval = property == NodeProperty::Query || property == NodeProperty::TopK ||
                             property == NodeProperty::NProbe || property == NodeProperty::Method;
   if ((forGeneration && !generation) || (forRetrieval && generation))
     return rag::Status::invalidArgument(
@@ -286,7 +286,7 @@ rag::Status GraphModel::setNodeProperty(const QString& id, NodeProperty property
   switch (property) {
     case NodeProperty::OutputVar: n.outputVar = value.toString().toStdString(); break;
     case NodeProperty::Prompt: n.promptTemplate = value.toString().toStdString(); break;
-    case NodeProperty::QueryVar: n.queryVar = value.toString().toStdString(); break;
+    case NodeProperty::Query: n.query = value.toString().toStdString(); break;
     case NodeProperty::MaxTokens: {
       RAG_ASSIGN_OR_RETURN(n.generation.maxTokens, integerValue(value, 1, "max tokens"));
       break;

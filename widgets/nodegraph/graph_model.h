@@ -52,7 +52,7 @@ public:
     MaxTokens,    // integer, generation
     Temperature,  // double, generation
     Stop,         // QStringList, generation
-    QueryVar,     // QString, retrieval
+    Query,     // QString, retrieval
     TopK,         // integer, retrieval
     NProbe,       // integer, retrieval
     Method,       // QString "dense" | "bm25" | "hybrid", retrieval

@@ -10,6 +10,11 @@ namespace ragwb {
 
 namespace {
 
+// A node's query as a label: {question} for a variable, a template as it is written.
+QString queryLabel(const std::string& query) {
+  return query.find('{') == std::string::npos ? QStringLiteral("{%1}").arg(toQString(query)) : toQString(query);
+}
+
 constexpr double kPortRadius = 6.0;
 constexpr double kBadgeRadius = 10.0;
 const QSizeF kNodeSize(200, 64);
@@ -40,27 +45,27 @@ void NodeItem::setNode(const rag::WorkflowNode& node) {
     m_summary = QStringLiteral("Generation node. Prompt:\n%1").arg(toQString(node.promptTemplate));
   } else if (node.kind == rag::NodeKind::Knowledge) {
     m_detail = QStringLiteral("knowledge graph · %1 subgraphs").arg(node.topk);
-    m_summary = QStringLiteral("Knowledge-graph retrieval node: the %1 entities of {%2}, each one's %3-hop "
+    m_summary = QStringLiteral("Knowledge-graph retrieval node: the %1 entities of %2, each one's %3-hop "
                                "subgraph (%4 edges per entity), its %5 paths most similar to the query")
                     .arg(node.topk)
-                    .arg(toQString(node.queryVar))
+                    .arg(queryLabel(node.query))
                     .arg(node.knowledge.hops)
                     .arg(node.knowledge.fanout)
                     .arg(node.knowledge.paths);
   } else {
     const QString method = toQString(rag::retrievalMethodName(node.retrieval.method));
     m_detail = QStringLiteral("%1 · top-%2").arg(method).arg(node.topk);
-    m_summary = QStringLiteral("Retrieval node (%1): the top %2 passages for {%3}%4")
+    m_summary = QStringLiteral("Retrieval node (%1): the top %2 passages for %3%4")
                     .arg(method)
                     .arg(node.topk)
-                    .arg(toQString(node.queryVar),
+                    .arg(queryLabel(node.query),
                          node.retrieval.nprobe > 0
                              ? QStringLiteral(", %1 clusters probed").arg(node.retrieval.nprobe)
                              : QString());
   }
   m_output = node.kind == rag::NodeKind::Generation
                  ? QStringLiteral("→ {%1}").arg(toQString(node.outputVar))
-                 : QStringLiteral("{%1} → {%2}").arg(toQString(node.queryVar), toQString(node.outputVar));
+                 : QStringLiteral("%1 → {%2}").arg(queryLabel(node.query), toQString(node.outputVar));
   updateToolTip();
   update();
 }

@@ -134,6 +134,8 @@ void PropertyPanel::buildNodePage(QWidget* page) {
   m_stop = new QLineEdit;
   m_stop->setToolTip(tr("A JSON array of strings; generation ends at the first one: [\"\\n\"]"));
   m_query = new QLineEdit;
+  m_query->setToolTip(tr("A variable's name (question) or a template of variables ({answer} {question}: IRG's "
+                         "query, the last answer and the question)"));
   m_topk = spinBox(1, 1000);
   m_nprobe = spinBox(0, 1 << 20);
   m_nprobe->setSpecialValueText(tr("engine default"));
@@ -150,7 +152,7 @@ void PropertyPanel::buildNodePage(QWidget* page) {
   addRow(m_nodeColumn, tr("Max tokens"), m_maxTokens);
   addRow(m_nodeColumn, tr("Temperature"), m_temperature);
   addRow(m_nodeColumn, tr("Stop strings"), m_stop);
-  addRow(m_nodeColumn, tr("Query variable"), m_query);
+  addRow(m_nodeColumn, tr("Query"), m_query);
   addRow(m_nodeColumn, tr("Top-k"), m_topk);
   addRow(m_nodeColumn, tr("Method"), m_method);
   addRow(m_nodeColumn, tr("nprobe"), m_nprobe);
@@ -166,7 +168,7 @@ void PropertyPanel::buildNodePage(QWidget* page) {
           [this](double v) { setNodeProperty(Prop::Temperature, v); });
   connect(m_stop, &QLineEdit::editingFinished, this, &PropertyPanel::commitStop);
   connect(m_query, &QLineEdit::editingFinished, this,
-          [this] { setNodeProperty(Prop::QueryVar, m_query->text()); });
+          [this] { setNodeProperty(Prop::Query, m_query->text()); });
   connect(m_topk, &QSpinBox::valueChanged, this, [this](int v) { setNodeProperty(Prop::TopK, v); });
   connect(m_nprobe, &QSpinBox::valueChanged, this,
           [this](int v) { setNodeProperty(Prop::NProbe, v); });
@@ -297,7 +299,7 @@ void PropertyPanel::refreshNode(const rag::WorkflowNode& n) {
     for (const std::string& s : n.generation.stop) stops.append(toQString(s));
     setText(m_stop, QString::fromUtf8(QJsonDocument(stops).toJson(QJsonDocument::Compact)));
   } else {
-    setText(m_query, toQString(n.queryVar));
+    setText(m_query, toQString(n.query));
     m_topk->setValue(int(n.topk));
     m_nprobe->setValue(int(n.retrieval.nprobe));
     m_method->setCurrentText(toQString(rag::retrievalMethodName(n.retrieval.method)));

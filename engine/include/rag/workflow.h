@@ -23,7 +23,8 @@
 // Variables. A request carries a map of named text variables. `question` holds the request's
 // input before the first node runs. A Generation node renders its prompt template ({name} is
 // replaced by the variable, {{ and }} are literal braces) and stores the generated text in its
-// output variable; a Retrieval node searches with the text of its query variable and stores the
+// output variable; a Retrieval node searches with the text of its query (a variable's name, or a
+// template of variables such as IRG's "{answer} {question}": unset ones read as "") and stores the
 // passages as text, one passage per line, each ending with '\n' (the prompt format of
 // corpus/qa_prompt.h, so "{docs}Question: {question}\nAnswer:" reads like the prompts the
 // shipped models were trained on). A node run again (in a loop) overwrites its output.
@@ -136,7 +137,7 @@ struct WorkflowNode {
   GenerationOptions generation;
   // Retrieval and Knowledge
   int64_t topk = 0;  // >= 1: passages (Retrieval) or subgraphs (Knowledge)
-  std::string queryVar;
+  std::string query;  // a variable's name or a template of variables (queryVariables)
   RetrievalOptions retrieval;
   KnowledgeOptions knowledge;
   bool operator==(const WorkflowNode&) const = default;
@@ -202,6 +203,15 @@ Result<std::vector<std::string>> templateVariables(std::string_view tmpl);
 // not in `vars` (and the ones that are), or the template's syntax error.
 Result<std::string> renderTemplate(std::string_view tmpl, const Variables& vars);
 
+// A retrieval or knowledge node's query: one variable's name ("question": searches with its text)
+// or a template of variables ("{answer} {question}": Iter-RetGen's query, the last generation
+// and the question). The variables it reads; InvalidArgument when it is neither a name nor a
+// template using at least one variable.
+Result<std::vector<std::string>> queryVariables(std::string_view query);
+// The query's text with `vars`; a variable that is not set reads as "" (the retrieval executor
+// falls back to the question when nothing is left).
+std::string queryText(std::string_view query, const Variables& vars);
+
 // ---- the graph ---------------------------------------------------------------------------
 
 class WorkflowGraph {
@@ -213,10 +223,10 @@ public:
   // editor can hold a half-built graph).
   WorkflowGraph& addGeneration(std::string id, std::string promptTemplate, std::string outputVar,
                                GenerationOptions options = {});
-  WorkflowGraph& addRetrieval(std::string id, int64_t topk, std::string queryVar,
+  WorkflowGraph& addRetrieval(std::string id, int64_t topk, std::string query,
                               std::string outputVar, RetrievalOptions options = {});
-  // A knowledge-graph retrieval node: `subgraphs` entities' subgraphs for the text of `queryVar`.
-  WorkflowGraph& addKnowledge(std::string id, int64_t subgraphs, std::string queryVar, std::string outputVar,
+  // A knowledge-graph retrieval node: `subgraphs` entities' subgraphs for the text of `query`.
+  WorkflowGraph& addKnowledge(std::string id, int64_t subgraphs, std::string query, std::string outputVar,
                               KnowledgeOptions options = {});
   // Edges leaving one node are checked in the order they are added (first match wins).
   WorkflowGraph& addEdge(std::string from, std::string to, EdgeCondition when = {});
