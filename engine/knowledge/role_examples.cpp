@@ -130,7 +130,8 @@ struct RoleExampleSource::Impl {
   DiscreteSampler roles;
   std::vector<Role> roleOf;        // sampler index -> role
   std::map<Role, std::string> templates;
-  std::string irgQuery;  // the query IRG's later rounds retrieve with (its retrieve_again node's)
+  std::string irgQuery;        // the query IRG's later rounds retrieve with (its retrieve_again node's)
+  std::string multistepQuery;  // the query Multistep's sub-questions retrieve with (its retrieve node's)
 
   Result<RoleItem> item(int64_t qaId);
   Result<std::vector<model::PassageText>> retrieve(std::string_view query, int32_t k, const RoleItem& item,
@@ -240,11 +241,17 @@ Result<std::unique_ptr<RoleExampleSource>> RoleExampleSource::open(const std::fi
                               std::string(s.node) + "' for the " + std::string(roleName(s.role)) + " role");
     impl->templates[s.role] = node->promptTemplate;
   }
-  RAG_ASSIGN_OR_RETURN(WorkflowGraph irg, builtinWorkflow(Workflow::Irg));
-  const WorkflowNode* again = irg.findNode("retrieve_again");
-  if (!again || again->kind != NodeKind::Retrieval)
-    return Status::internal("the built-in irg workflow has no retrieval node 'retrieve_again' for the irg role");
-  impl->irgQuery = again->query;
+  // ... and the retrievals behind them search with the built-in's own queries.
+  auto queryOf = [](Workflow w, std::string_view node) -> Result<std::string> {
+    RAG_ASSIGN_OR_RETURN(WorkflowGraph g, builtinWorkflow(w));
+    const WorkflowNode* n = g.findNode(node);
+    if (!n || n->kind != NodeKind::Retrieval)
+      return Status::internal("the built-in " + std::string(workflowName(w)) + " workflow has no retrieval node '" +
+                              std::string(node) + "'");
+    return n->query;
+  };
+  RAG_ASSIGN_OR_RETURN(impl->irgQuery, queryOf(Workflow::Irg, "retrieve_again"));
+  RAG_ASSIGN_OR_RETURN(impl->multistepQuery, queryOf(Workflow::Multistep, "retrieve"));
   return std::unique_ptr<RoleExampleSource>(new RoleExampleSource(std::move(impl), tokenizer));
 }
 
@@ -306,7 +313,7 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
     case Role::Decompose: completion = hops ? it.firstHop : it.qa.question; break;
     case Role::SubAnswer: {
       vars["subquestion"] = subquestion;
-      RAG_ASSIGN_OR_RETURN(docs, m.retrieve(subquestion, 2, it, false));
+      RAG_ASSIGN_OR_RETURN(docs, m.retrieve(queryText(m.multistepQuery, vars), 2, it, false));
       completion = fact;
       break;
     }
@@ -318,7 +325,8 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
     }
     case Role::MultistepAnswer: {
       vars["fact"] = fact;
-      RAG_ASSIGN_OR_RETURN(docs, m.retrieve(subquestion, 2, it, false));
+      vars["subquestion"] = subquestion;
+      RAG_ASSIGN_OR_RETURN(docs, m.retrieve(queryText(m.multistepQuery, vars), 2, it, false));
       completion = answer;
       break;
     }

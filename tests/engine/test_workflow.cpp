@@ -707,7 +707,8 @@ private Q_SLOTS:
     QCOMPARE(joined(limit.order),
              std::string("decompose retrieve subanswer next retrieve subanswer next retrieve "
                          "subanswer answer"));
-    QCOMPARE(limit.vars["docs"], std::string("passage for [another sub-question]\n"));
+    // Each retrieval searches for the sub-question and the question.
+    QCOMPARE(limit.vars["docs"], std::string("passage for [another sub-question what?]\n"));
 
     // IRG: three generations; each later retrieval queries with the previous generation and the
     // question (Iter-RetGen's y_{t-1} || q).
