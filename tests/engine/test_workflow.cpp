@@ -686,11 +686,12 @@ private Q_SLOTS:
     QCOMPARE(joined(one.order), std::string("retrieve answer"));
     QCOMPARE(one.vars["docs"], std::string("passage for [what?]\n"));
 
-    // HyDE: a hypothetical passage is the query.
+    // HyDE: a hypothetical passage and the question are the query.
     FakeRun hyde = simulate(builtinWorkflow(Workflow::Hyde).value(), "what?", answerFor);
     QVERIFY(hyde.status.isOk());
     QCOMPARE(joined(hyde.order), std::string("hypothesis retrieve answer"));
     QVERIFY(hyde.vars["docs"].find("[hypothesis(") != std::string::npos);
+    QVERIFY(hyde.vars["docs"].find(") what?]") != std::string::npos);
 
     // Multistep: stops when the model says DONE ...
     WorkflowGraph multistep = builtinWorkflow(Workflow::Multistep).value();
