@@ -108,7 +108,7 @@ private Q_SLOTS:
     editor.scene()->selectNode("retrieve");
     QCOMPARE(panel->nodeId(), QString("retrieve"));
     QCOMPARE(panel->topkBox()->value(), 2);
-    QCOMPARE(panel->queryEdit()->text(), QString("subquestion"));
+    QCOMPARE(panel->queryEdit()->text(), QString("{subquestion} {question}"));
     QCOMPARE(panel->nprobeBox()->text(), QString("engine default"));
     QCOMPARE(panel->methodBox()->currentText(), QString("dense"));
     panel->methodBox()->setCurrentText("hybrid");  // the panel edits the model
