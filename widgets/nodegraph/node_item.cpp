@@ -151,7 +151,7 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
                 sm.elidedText(m_detail, Qt::ElideRight, text.width()));
     p->setPen(accent.darker(120));
     p->drawText(QRectF(text.left(), y + sm.height(), text.width(), sm.height()), Qt::AlignLeft,
-                sm.elidedText(m_output, Qt::ElideRight, text.width()));
+                sm.elidedText(m_output, Qt::ElideMiddle, text.width()));
   }
 
   p->setPen(QPen(Qt::white, 1.5));
