@@ -233,25 +233,25 @@ Result<std::unique_ptr<RoleExampleSource>> RoleExampleSource::open(const std::fi
                             {Role::MultistepAnswer, Workflow::Multistep, "answer"},
                             {Role::Compress, Workflow::Recomp, "compress"},
                             {Role::RecompAnswer, Workflow::Recomp, "answer"}};
+  auto builtinNode = [](Workflow w, std::string_view id, NodeKind kind) -> Result<WorkflowNode> {
+    RAG_ASSIGN_OR_RETURN(WorkflowGraph g, builtinWorkflow(w));
+    const WorkflowNode* n = g.findNode(id);
+    if (!n || n->kind != kind)
+      return Status::internal("the built-in " + std::string(workflowName(w)) + " workflow has no " +
+                              (kind == NodeKind::Generation ? "generation" : "retrieval") + " node '" + std::string(id) +
+                              "'");
+    return *n;
+  };
   for (const Source& s : sources) {
-    RAG_ASSIGN_OR_RETURN(WorkflowGraph g, builtinWorkflow(s.workflow));
-    const WorkflowNode* node = g.findNode(s.node);
-    if (!node || node->promptTemplate.empty())
-      return Status::internal("the built-in " + std::string(workflowName(s.workflow)) + " workflow has no generation node '" +
-                              std::string(s.node) + "' for the " + std::string(roleName(s.role)) + " role");
-    impl->templates[s.role] = node->promptTemplate;
+    Result<WorkflowNode> n = builtinNode(s.workflow, s.node, NodeKind::Generation);
+    if (!n) return n.status().withContext("the " + std::string(roleName(s.role)) + " role");
+    impl->templates[s.role] = n->promptTemplate;
   }
   // ... and the retrievals behind them search with the built-in's own queries.
-  auto queryOf = [](Workflow w, std::string_view node) -> Result<std::string> {
-    RAG_ASSIGN_OR_RETURN(WorkflowGraph g, builtinWorkflow(w));
-    const WorkflowNode* n = g.findNode(node);
-    if (!n || n->kind != NodeKind::Retrieval)
-      return Status::internal("the built-in " + std::string(workflowName(w)) + " workflow has no retrieval node '" +
-                              std::string(node) + "'");
-    return n->query;
-  };
-  RAG_ASSIGN_OR_RETURN(impl->irgQuery, queryOf(Workflow::Irg, "retrieve_again"));
-  RAG_ASSIGN_OR_RETURN(impl->multistepQuery, queryOf(Workflow::Multistep, "retrieve"));
+  RAG_ASSIGN_OR_RETURN(WorkflowNode irgRetrieval, builtinNode(Workflow::Irg, "retrieve_again", NodeKind::Retrieval));
+  RAG_ASSIGN_OR_RETURN(WorkflowNode multistepRetrieval, builtinNode(Workflow::Multistep, "retrieve", NodeKind::Retrieval));
+  impl->irgQuery = irgRetrieval.query;
+  impl->multistepQuery = multistepRetrieval.query;
   return std::unique_ptr<RoleExampleSource>(new RoleExampleSource(std::move(impl), tokenizer));
 }
 

@@ -110,9 +110,17 @@ Result<std::string> renderTemplate(std::string_view tmpl, const Variables& vars)
   return out;
 }
 
+namespace {
+
+// A query as a template: a bare variable's name is "{name}".
+std::string queryTemplate(std::string_view query) {
+  return workflow::isVariableName(query) ? "{" + std::string(query) + "}" : std::string(query);
+}
+
+}  // namespace
+
 Result<std::vector<std::string>> queryVariables(std::string_view query) {
-  if (workflow::isVariableName(query)) return std::vector<std::string>{std::string(query)};
-  Result<std::vector<std::string>> names = templateVariables(query);
+  Result<std::vector<std::string>> names = templateVariables(queryTemplate(query));
   if (!names || names->empty())
     return Status::invalidArgument("the query '" + std::string(query) +
                                    "' is neither a variable's name (letters, digits and '_', not starting with a "
@@ -122,15 +130,16 @@ Result<std::vector<std::string>> queryVariables(std::string_view query) {
 }
 
 std::string queryText(std::string_view query, const Variables& vars) {
-  auto value = [&](const std::string& name) {
-    auto it = vars.find(name);
-    return it == vars.end() ? std::string() : it->second;
-  };
-  if (workflow::isVariableName(query)) return value(std::string(query));
-  Result<std::vector<Piece>> pieces = parseTemplate(query);
+  Result<std::vector<Piece>> pieces = parseTemplate(queryTemplate(query));
   std::string out;
-  if (pieces)
-    for (const Piece& p : *pieces) out += p.isVariable ? value(p.text) : p.text;
+  if (!pieces) return out;
+  for (const Piece& p : *pieces) {
+    if (!p.isVariable) {
+      out += p.text;
+    } else if (auto it = vars.find(p.text); it != vars.end()) {
+      out += it->second;
+    }
+  }
   return out;
 }
 

@@ -152,11 +152,16 @@ private:
         add(n.id, -1, at + ": stop sequence #" + std::to_string(s) + " is empty; remove it");
   }
 
+  // A retrieval or knowledge node's query: a variable's name or a template of variables.
+  void checkQuery(const WorkflowNode& n, const std::string& at) {
+    if (Result<std::vector<std::string>> vars = queryVariables(n.query); !vars) add(n.id, -1, at + ": " + vars.status().message());
+  }
+
   void checkRetrieval(const WorkflowNode& n, const std::string& at) {
     if (n.topk < 1)
       add(n.id, -1,
           at + ": topk is " + std::to_string(n.topk) + "; it must be >= 1 (passages to retrieve)");
-    if (Result<std::vector<std::string>> vars = queryVariables(n.query); !vars) add(n.id, -1, at + ": " + vars.status().message());
+    checkQuery(n, at);
     if (n.retrieval.nprobe < 0)
       add(n.id, -1,
           at + ": nprobe is " + std::to_string(n.retrieval.nprobe) +
@@ -166,7 +171,7 @@ private:
   void checkKnowledge(const WorkflowNode& n, const std::string& at) {
     if (n.topk < 1 || n.topk > 64)
       add(n.id, -1, at + ": subgraphs is " + std::to_string(n.topk) + "; it must be in [1, 64] (entities to expand)");
-    if (Result<std::vector<std::string>> vars = queryVariables(n.query); !vars) add(n.id, -1, at + ": " + vars.status().message());
+    checkQuery(n, at);
     const KnowledgeOptions& o = n.knowledge;
     if (o.hops < 1 || o.hops > 4)
       add(n.id, -1, at + ": hops is " + std::to_string(o.hops) + "; it must be in [1, 4] (the subgraph's depth)");
