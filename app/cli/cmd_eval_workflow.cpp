@@ -4,7 +4,8 @@
 // to one engine serving the workflow (a built-in or a file) under --mode, and every answer is
 // scored with the accuracy rule of every evaluation (a gold answer string in the answer). Reports
 // accuracy overall and per question type, and per request the retrievals run and the tokens
-// generated (the workflow's cost), JSON with --json.
+// generated (the workflow's cost), JSON with --json. --answers FILE writes every question's
+// answer and variables (JSON Lines, in the questions' order), to see where a workflow goes wrong.
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -22,6 +23,30 @@ namespace rag::cli {
 
 namespace {
 
+namespace fs = std::filesystem;
+
+// One --answers line: the question, its gold answers, what the workflow answered (or why it
+// failed), whether that counts as correct, and every variable the workflow set.
+std::string answerLine(const workload::TraceRequest& q, const Result<RequestResult>& r, bool correct) {
+  std::ostringstream out;
+  JsonWriter w(out, false);
+  w.beginObject();
+  w.key("qa_id").value(q.qaId).key("type").value(q.type).key("question").value(q.question);
+  w.key("gold").beginArray();
+  for (const std::string& a : q.answers) w.value(a);
+  w.endArray();
+  if (r) {
+    w.key("answer").value(r->answer).key("correct").value(correct);
+    w.key("variables").beginObject();
+    for (const auto& [name, value] : r->variables) w.key(name).value(value);
+    w.endObject();
+  } else {
+    w.key("error").value(r.status().message()).key("correct").value(false);
+  }
+  w.endObject();
+  return out.str();
+}
+
 struct TypeTally {
   int64_t questions = 0, correct = 0, failed = 0;
   double accuracy() const { return questions > 0 ? static_cast<double>(correct) / static_cast<double>(questions) : 0.0; }
@@ -38,6 +63,7 @@ int cmdEvalWorkflow(Args& args) {
   auto nprobe = args.getInt("nprobe", 128);
   const bool json = args.flag("json");
   const std::optional<std::string> method = args.get("method");
+  const std::optional<std::string> answersPath = args.get("answers");
   auto serving = readServingParams(args, "hedra");
   if (!serving) return fail(serving.status());
   if (!limit) return fail(limit.status());
@@ -47,6 +73,12 @@ int cmdEvalWorkflow(Args& args) {
     return fail(Status::invalidArgument("name the workflow: --builtin oneshot|hyde|multistep|irg|recomp, or --file FILE"));
   if (*limit < 1) return fail(Status::invalidArgument("--limit must be at least 1"));
   if (*nprobe < 1) return fail(Status::invalidArgument("--nprobe must be at least 1"));
+  if (answersPath) {  // refused before any work rather than after it
+    const fs::path where = fs::absolute(*answersPath).parent_path();
+    if (answersPath->empty() || fs::is_directory(*answersPath) || !fs::is_directory(where))
+      return fail(Status::invalidArgument("--answers " + *answersPath +
+                                          ": give a file in an existing directory (JSON Lines, one question a line)"));
+  }
 
   Result<WorkflowGraph> graph = loadWorkflowChoice(builtin, file.value_or(""));
   if (!graph) return fail(graph.status());
@@ -83,6 +115,7 @@ int cmdEvalWorkflow(Args& args) {
   TypeTally all;
   int64_t retrievals = 0, generated = 0;
   std::vector<std::pair<size_t, std::string>> examples;  // a few answers to show
+  std::vector<std::string> answerLines(answersPath ? trace.size() : 0);  // --answers, by question
   const Stopwatch wall;
   auto f = serveRun(
       *assets, corpusPath, *serving, trace, [&](const workload::TraceRequest&) { return &*graph; }, 1e9, {},
@@ -90,11 +123,12 @@ int cmdEvalWorkflow(Args& args) {
         const workload::TraceRequest& q = trace[i];
         TypeTally& t = byType[q.type];
         ++t.questions, ++all.questions;
+        const bool ok = r && corpus::answerMatches(r->answer, q.answers);
+        if (answersPath) answerLines[i] = answerLine(q, r, ok);
         if (!r) {
           ++t.failed, ++all.failed;
           return;
         }
-        const bool ok = corpus::answerMatches(r->answer, q.answers);
         t.correct += ok, all.correct += ok;
         for (const StageTiming& s : r->stages) {
           if (s.kind == NodeKind::Retrieval) ++retrievals;
@@ -104,6 +138,12 @@ int cmdEvalWorkflow(Args& args) {
       });
   if (!f) return fail(f.status());
   const double seconds = wall.elapsedSeconds();
+  if (answersPath) {
+    std::string text;
+    for (const std::string& line : answerLines) text += line + "\n";
+    if (Status st = writeFileAtomic(*answersPath, text); !st) return fail(st);
+    std::fprintf(stderr, "answers written to %s\n", answersPath->c_str());
+  }
   const double n = static_cast<double>(std::max<int64_t>(1, all.questions - all.failed));
 
   if (json) {

@@ -76,7 +76,9 @@ void writeRun(JsonWriter& w, const RunFigures& f) {
   w.key("wall_s").value(m.wallSeconds);
   w.key("busy_ms_per_request").beginObject();
   w.key("generation").value(f.generationBusyPerRequest * 1e3).key("retrieval").value(f.retrievalBusyPerRequest * 1e3);
+  w.key("embedding").value(f.embeddingBusyPerRequest * 1e3);  // the embedding thread (embedAhead), else 0
   w.endObject();
+  w.key("cpu_ms_per_request").value(f.cpuPerRequest * 1e3);
   w.key("ceiling_rps").value(f.ceilingRps);
   // Where the generation worker's steps went, per request: the forward pass, the rest of the
   // runner's step, the worker's own handling; and the mean rows of a step (the batch).

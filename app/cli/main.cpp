@@ -108,7 +108,8 @@ const std::vector<Command>& commands() {
       {"eval", "workflow",
        "--builtin oneshot|hyde|multistep|irg|recomp|graphrag | --file FILE [--split test] [--limit 400] [--method dense|bm25|hybrid] [--mode hedra] "
        "[--nprobe 128] [--deterministic] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--embedder DIR] [--index BASE] "
-       "[--corpus PATH] [--prefix-cache on|off] [--graph-attention dependency|causal] [--block-attention on|off] [--gkvr on|off] [--json]",
+       "[--corpus PATH] [--prefix-cache on|off] [--graph-attention dependency|causal] [--block-attention on|off] [--gkvr on|off] "
+       "[--answers FILE.jsonl] [--json]",
        {"json", "deterministic"}, cmdEvalWorkflow},
       {"bench", "prefix",
        "[--quick] [--requests 800] [--rps 16] [--popularity zipf:1.1] [--sim-requests 2000] "

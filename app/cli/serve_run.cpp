@@ -73,11 +73,12 @@ Result<ServingParams> readServingParams(Args& args, const std::string& defaultMo
   return p;
 }
 
-double ceilingRps(double genSec, double retSec, double genThreads, double retThreads, double cores) {
+double ceilingRps(const WorkPerRequest& work, double genThreads, double retThreads, double cores) {
   double c = std::numeric_limits<double>::infinity();
-  if (genSec > 0) c = std::min(c, 1.0 / genSec);
-  if (retSec > 0) c = std::min(c, 1.0 / retSec);
-  const double threadSeconds = genSec * std::min(genThreads, cores) + retSec * std::min(retThreads, cores);
+  for (double seconds : {work.generation, work.retrieval, work.embedding})
+    if (seconds > 0) c = std::min(c, 1.0 / seconds);
+  const double threadSeconds = work.generation * std::min(genThreads, cores) +
+                               (work.retrieval + work.embedding) * std::min(retThreads, cores);
   if (threadSeconds > 0) c = std::min(c, cores / threadSeconds);
   return std::isfinite(c) ? c : 0.0;
 }
@@ -121,7 +122,7 @@ Result<RunFigures> serveRun(const std::shared_ptr<const ServingAssets>& assets, 
       return Status::invalidArgument("the trace asks for workflow " + std::string(workflowName(r.workflow)) +
                                      ", which this run was not given");
   RunFigures f;
-  const uint64_t start = nowNs();
+  const uint64_t start = nowNs(), cpuStart = processCpuNs();
   std::vector<workload::Submission> subs = workload::replayTrace(
       trace, [&](const workload::TraceRequest& r) { return engine->submit(r.question, *graphFor(r)); });
   std::vector<RequestRecord> records;
@@ -156,6 +157,7 @@ Result<RunFigures> serveRun(const std::shared_ptr<const ServingAssets>& assets, 
   }
   f.m = computeRunMetrics(records, static_cast<int64_t>(trace.size()), slo,
                           static_cast<double>(nowNs() - start) * 1e-9);
+  const uint64_t cpuEnd = processCpuNs();
   f.stats = engine->servingStats();
   f.subStages = f.stats.subStages;
   f.subStageBudget = f.stats.subStageBudgetSeconds;
@@ -163,7 +165,10 @@ Result<RunFigures> serveRun(const std::shared_ptr<const ServingAssets>& assets, 
     const double n = static_cast<double>(f.m.completed);
     f.generationBusyPerRequest = f.stats.generationBusySeconds / n;
     f.retrievalBusyPerRequest = f.stats.retrievalBusySeconds / n;
-    f.ceilingRps = ceilingRps(f.generationBusyPerRequest, f.retrievalBusyPerRequest, params.generationThreads,
+    f.embeddingBusyPerRequest = f.stats.embeddingBusySeconds / n;
+    f.cpuPerRequest = static_cast<double>(cpuEnd - cpuStart) * 1e-9 / n;
+    f.ceilingRps = ceilingRps({f.generationBusyPerRequest, f.retrievalBusyPerRequest, f.embeddingBusyPerRequest},
+                              params.generationThreads,
                               params.retrievalThreads, std::max(1u, std::thread::hardware_concurrency()));
   }
   if (traceOut.events) {

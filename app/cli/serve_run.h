@@ -29,11 +29,15 @@ struct RunFigures {
   double rps = 0;
   int64_t busy = 0, subStages = 0;
   double subStageBudget = 0;  // the last Eq. (1) budget (sub-stage policies)
-  // Each worker's busy time per completed request (retrieval: embedding and search), and the
-  // rate at which this run's work per request would fill a worker (it steps one sub-stage at a
-  // time) or the cores (both workers' thread-seconds). The work per request depends on the load
-  // (batching, shared scans), so this is the capacity at this run's load.
-  double generationBusyPerRequest = 0, retrievalBusyPerRequest = 0;
+  // Each worker thread's busy time per completed request (retrieval: the search, and the queries'
+  // embedding unless the embedding thread did it), and the rate at which this run's work per
+  // request would fill a worker thread (it steps one sub-stage at a time) or the cores (every
+  // thread's seconds). The work per request depends on the load (batching, shared scans), so
+  // this is the capacity at this run's load.
+  double generationBusyPerRequest = 0, retrievalBusyPerRequest = 0, embeddingBusyPerRequest = 0;
+  // The process's CPU time per completed request over the run (every thread: workers, their
+  // teams, the scheduler, the load generator); reported beside the busy times, not a bound's input.
+  double cpuPerRequest = 0;
   double ceilingRps = 0;
   // Time to first token of every generation node run (its start to its first token), seconds.
   std::vector<double> ttft;
@@ -44,9 +48,17 @@ struct RunFigures {
   std::string firstError;  // why the first failed request failed ("" when none did)
 };
 
-// The highest request rate at which `genSec` and `retSec` seconds of work per request fit (each
-// worker at most 1 / its time; both on `cores` at most cores / their thread-seconds). 0: no work.
-double ceilingRps(double genSec, double retSec, double genThreads, double retThreads, double cores);
+// Seconds of work per request on each worker thread: generation, retrieval's search thread, and
+// the embedding thread (the policy's embedAhead; 0 when the search thread embeds).
+struct WorkPerRequest {
+  double generation = 0, retrieval = 0, embedding = 0;
+};
+// The highest request rate at which that work fits: each thread at most 1 / its busy time, all of
+// them on `cores` at most cores / their thread-seconds (the retrieval and embedding threads each
+// with a team of `retThreads`). Busy time is wall time at work, so a thread preempted mid-work (by
+// another worker, or by the host: steal time on a VM) counts that time as its own: the bound is
+// what this run's threads could do on the cores they got. 0: no work.
+double ceilingRps(const WorkPerRequest& work, double genThreads, double retThreads, double cores);
 
 // The graph a request of a trace runs (non-null for every request of the trace).
 using GraphFor = std::function<const WorkflowGraph*(const workload::TraceRequest&)>;

@@ -2,6 +2,8 @@
 // so spans from different threads line up on one axis.
 #pragma once
 
+#include <time.h>
+
 #include <chrono>
 #include <cstdint>
 
@@ -13,6 +15,13 @@ using Clock = std::chrono::steady_clock;
 inline uint64_t nowNs() {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+}
+
+// CPU time this process has used, on all its threads (not time waiting or preempted).
+inline uint64_t processCpuNs() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(t.tv_nsec);
 }
 
 class Stopwatch {

@@ -11,8 +11,10 @@
 // thread (one matmul per projection over every token of a batch, no padding: `index build`
 // embedded about 260 passages/s on one core here, against 130 with libtorch's ops in BF16 on
 // two); other dtypes and activations run on libtorch ops, whose threads setComputeThreads sets.
-// This header is torch-free (pimpl): the index and the CLI compile without libtorch. Not
-// thread-safe.
+// This header is torch-free (pimpl): the index and the CLI compile without libtorch. embed() may
+// run on several threads at once (its buffers are per call; the tokenizer's cache takes a lock):
+// the serving engine's embedding thread and its knowledge-graph linking do; a `team` is one
+// caller's at a time.
 #pragma once
 
 #include <cstdint>

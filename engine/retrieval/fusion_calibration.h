@@ -57,7 +57,7 @@ struct FusionCalibration {
   double denseRecall = 0;    // the dense ranking's alone
   double lexicalRecall = 0;  // BM25's alone
   double defaultRecall = 0;  // with HybridFusion's defaults
-  std::vector<FusionPoint> grid;  // every candidate tried
+  std::vector<FusionPoint> grid = {};  // every candidate tried
 };
 
 // Scores every candidate (fusionGrid() when empty) and keeps the best by recall@k, ties broken by

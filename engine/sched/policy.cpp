@@ -14,7 +14,8 @@ const std::vector<ServePolicy>& policies() {
     const ServePolicy hedra{
         .name = "hedra",
         .description = "HedraRAG: continuous decoding, retrieval in time-budgeted sub-stages (oldest searches "
-                       "first, shared cluster scans), similarity-aware cluster order, speculation, GPU cluster cache",
+                       "first, shared cluster scans, queries embedded ahead on their own thread), similarity-aware "
+                       "cluster order, speculation, GPU cluster cache",
     };
     auto ablation = [&](const char* name, const char* what, auto change) {
       ServePolicy p = hedra;
@@ -31,7 +32,8 @@ const std::vector<ServePolicy>& policies() {
          .sharedScans = false,
          .speculation = false,
          .reorder = false,
-         .gpuCache = false},
+         .gpuCache = false,
+         .embedAhead = false},
         {.name = "flashrag",
          .description = "FlashRAG, strengthened: asynchronous workers, each retrieval turn searches every queued "
                         "query to the end in one batch, generation runs stage batches",
@@ -40,7 +42,8 @@ const std::vector<ServePolicy>& policies() {
          .sharedScans = false,
          .speculation = false,
          .reorder = false,
-         .gpuCache = false},
+         .gpuCache = false,
+         .embedAhead = false},
         hedra,
         ablation("hedra-nospec", "without speculation", [](ServePolicy& p) { p.speculation = false; }),
         ablation("hedra-noreorder", "without the local cache and cluster reordering", [](ServePolicy& p) { p.reorder = false; }),
@@ -49,6 +52,8 @@ const std::vector<ServePolicy>& policies() {
                  [](ServePolicy& p) { p.planning = SubStagePlanning::RoundRobin; }),
         ablation("hedra-noshare", "without shared cluster scans (every search reads its clusters alone)",
                  [](ServePolicy& p) { p.sharedScans = false; }),
+        ablation("hedra-noembedahead", "with queries embedded on the search thread before each sub-stage",
+                 [](ServePolicy& p) { p.embedAhead = false; }),
     };
   }();
   return all;

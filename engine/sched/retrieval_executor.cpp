@@ -16,6 +16,7 @@ RetrievalExecutor::RetrievalExecutor(const ServingAssets& assets, const ServingP
     : m_assets(assets),
       m_params(params),
       m_load(kWorkerLoopThreads),
+      m_embedLoad(kWorkerLoopThreads),
       m_reader(std::move(reader)) {}
 
 RetrievalExecutor::~RetrievalExecutor() { m_worker.reset(); }
@@ -60,9 +61,11 @@ Result<std::unique_ptr<RetrievalExecutor>> RetrievalExecutor::create(const Servi
                             .corpus = assets.corpus,
                             .bm25Path = {},  // <corpus>.fts
                             .fusion = assets.fusion,
+                            .embedAhead = subStages && policy.embedAhead,
                             .turns = turns,
                             .ring = ring,
                             .load = &ex->m_load,
+                            .embedLoad = &ex->m_embedLoad,
                             .post = [self](std::vector<RetrievalUpdate> us) {
                               for (RetrievalUpdate& u : us) self->m_updates.push(std::move(u));
                               self->m_wake();

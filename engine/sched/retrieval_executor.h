@@ -49,6 +49,8 @@ public:
 
   const RetrievalWorker& worker() const { return *m_worker; }
   LoadGauge& load() { return m_load; }
+  // The embedding thread's work (the policy's embedAhead; else nothing: the search thread embeds).
+  const LoadGauge& embedLoad() const { return m_embedLoad; }
 
 private:
   RetrievalExecutor(const ServingAssets& assets, const ServingParams& params, corpus::QaPromptReader reader);
@@ -57,7 +59,8 @@ private:
 
   const ServingAssets& m_assets;
   ServingParams m_params;
-  LoadGauge m_load;
+  LoadGauge m_load;       // the search thread (and, inline, its embedding)
+  LoadGauge m_embedLoad;  // the embedding thread
   corpus::QaPromptReader m_reader;  // passage text, on the scheduler thread
   std::unordered_map<int64_t, std::string> m_passageText;
   Mailbox<RetrievalUpdate> m_updates;

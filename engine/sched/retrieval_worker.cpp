@@ -44,11 +44,14 @@ RetrievalWorker::RetrievalWorker(const model::TextEmbedder& embedder, const retr
     m_embedLane = m_params.ring->registerLane("embedding", LaneKind::Embedding);
   }
   m_thread = std::thread([this] { loop(); });
+  if (m_params.embedAhead) m_embedThread = std::thread([this] { embedLoop(); });
 }
 
 RetrievalWorker::~RetrievalWorker() {
   m_stop = true;
   m_inbox.poke();
+  m_embedded.poke();
+  if (m_embedThread.joinable()) m_embedThread.join();
   if (m_thread.joinable()) m_thread.join();
 }
 
@@ -144,7 +147,10 @@ RetrievalUpdate RetrievalWorker::knowledgeUpdate(const RetrievalJob& job) {
     }
     m_reader.emplace(std::move(*reader));
     m_kg = std::make_unique<knowledge::KgRetriever>(
-        std::move(*kg), [this](std::span<const std::string> texts) { return m_embedder.embed(texts, 32, m_embedTeam.get()); },
+        std::move(*kg),
+        [this](std::span<const std::string> texts) {
+          return m_embedder.embed(texts, 32, m_params.embedAhead ? nullptr : m_embedTeam.get());
+        },
         [this](std::string_view q, int32_t k) -> Result<std::vector<int64_t>> {
           RAG_ASSIGN_OR_RETURN(std::vector<retrieval::SearchHit> hits, lexicalHits(std::string(q), k));
           std::vector<int64_t> ids;
@@ -168,17 +174,73 @@ RetrievalUpdate RetrievalWorker::knowledgeUpdate(const RetrievalJob& job) {
   return u;
 }
 
-void RetrievalWorker::admit(std::vector<RetrievalJob>& jobs, std::vector<RetrievalUpdate>& out) {
+void RetrievalWorker::embedQueries(std::span<Command* const> jobs, ForkJoin* team) {
+  if (jobs.empty()) return;
+  std::vector<std::string> texts;
+  for (const Command* c : jobs) texts.push_back(c->job.query.empty() ? std::string(" ") : c->job.query);
+  Result<std::vector<float>> vectors = Status::internal("not embedded");
+  {
+    RAG_TRACE_ZONE(zone, m_params.ring, m_embedLane, TraceStage::Embed, jobs.size() == 1 ? jobs[0]->job.requestId : 0);
+    zone.setArgs(static_cast<uint32_t>(jobs.size()));
+    if (!m_params.deterministic || texts.size() == 1) {
+      vectors = m_embedder.embed(texts, 32, team);
+    } else {
+      std::vector<float> all;
+      for (const std::string& t : texts) {
+        Result<std::vector<float>> one = m_embedder.embed(std::span<const std::string>(&t, 1), 32, team);
+        if (!one) { vectors = one.status(); break; }
+        all.insert(all.end(), one->begin(), one->end());
+      }
+      if (all.size() == texts.size() * static_cast<size_t>(m_embedder.dim())) vectors = std::move(all);
+    }
+  }
+  const auto dim = static_cast<std::ptrdiff_t>(m_embedder.dim());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (!vectors) {
+      jobs[i]->vector.emplace(vectors.status());
+      continue;
+    }
+    const auto first = vectors->begin() + static_cast<std::ptrdiff_t>(i) * dim;
+    jobs[i]->vector.emplace(std::vector<float>(first, first + dim));
+  }
+}
+
+// The embedding lane (embedAhead): takes the scheduler's commands, embeds every new job that
+// searches the IVF in one batch, and hands all of them, in order, to the search thread.
+void RetrievalWorker::embedLoop() {
+  if (m_params.threads > 1) m_embedTeam = std::make_unique<ForkJoin>(m_params.threads);
+  std::vector<Command> commands;
+  std::vector<Command*> toEmbed;
+  while (!m_stop.load()) {
+    m_inbox.takeAll(commands, std::chrono::milliseconds(50));
+    if (commands.empty()) continue;
+    toEmbed.clear();
+    for (Command& c : commands)
+      if (!c.cancel && searchesIvf(c.job)) toEmbed.push_back(&c);
+    if (!toEmbed.empty()) {
+      m_embedding.store(static_cast<int32_t>(toEmbed.size()), std::memory_order_relaxed);
+      const uint64_t t0 = nowNs();
+      embedQueries(toEmbed, m_embedTeam.get());
+      if (m_params.embedLoad) m_params.embedLoad->addBusy(nowNs() - t0);
+    }
+    for (Command& c : commands) m_embedded.push(std::move(c));
+    m_embedding.store(0, std::memory_order_relaxed);
+    commands.clear();
+  }
+}
+
+// Answers knowledge and BM25 jobs in full, embeds the IVF jobs not embedded yet, and makes
+// their search tasks (cluster order and local-cache answer).
+void RetrievalWorker::admit(std::vector<Command>& jobs, std::vector<RetrievalUpdate>& out) {
   // Knowledge and BM25 jobs need no IVF: answered here, in full.
-  std::erase_if(jobs, [&](const RetrievalJob& job) {
-    if (!job.knowledge) return false;
+  std::erase_if(jobs, [&](const Command& c) {
+    const RetrievalJob& job = c.job;
+    if (searchesIvf(job)) return false;
     RAG_TRACE_ZONE(zone, m_params.ring, m_lane, TraceStage::RetrievalStep, job.requestId);
-    out.push_back(knowledgeUpdate(job));
-    return true;
-  });
-  std::erase_if(jobs, [&](const RetrievalJob& job) {
-    if (job.method != RetrievalMethod::Bm25) return false;
-    RAG_TRACE_ZONE(zone, m_params.ring, m_lane, TraceStage::RetrievalStep, job.requestId);
+    if (job.knowledge) {
+      out.push_back(knowledgeUpdate(job));
+      return true;
+    }
     Result<std::vector<retrieval::SearchHit>> hits = lexicalHits(job.query, job.k);
     RetrievalUpdate u{.key = job.key, .final = true};
     if (hits) u.top = std::move(*hits);
@@ -187,33 +249,18 @@ void RetrievalWorker::admit(std::vector<RetrievalJob>& jobs, std::vector<Retriev
     return true;
   });
   if (jobs.empty()) return;
-  std::vector<std::string> texts;
-  for (const RetrievalJob& j : jobs) texts.push_back(j.query.empty() ? std::string(" ") : j.query);
-  Result<std::vector<float>> vectors = Status::internal("not embedded");
-  {
-    RAG_TRACE_ZONE(zone, m_params.ring, m_embedLane, TraceStage::Embed, jobs.size() == 1 ? jobs[0].requestId : 0);
-    zone.setArgs(static_cast<uint32_t>(jobs.size()));
-    if (m_params.deterministic && jobs.size() > 1) {
-      std::vector<float> all;
-      for (const std::string& t : texts) {
-        Result<std::vector<float>> one = m_embedder.embed(std::span<const std::string>(&t, 1), 32, m_embedTeam.get());
-        if (!one) { all.clear(); vectors = one.status(); break; }
-        all.insert(all.end(), one->begin(), one->end());
-      }
-      if (!all.empty()) vectors = std::move(all);
-    } else {
-      vectors = m_embedder.embed(texts, 32, m_embedTeam.get());
-    }
-  }
-  const int64_t dim = m_embedder.dim();
+  std::vector<Command*> toEmbed;
+  for (Command& c : jobs)
+    if (!c.vector) toEmbed.push_back(&c);
+  embedQueries(toEmbed, m_embedTeam.get());
   const bool subStages = m_params.pacing == RetrievalPacing::SubStages;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    RetrievalJob& job = jobs[i];
-    if (!vectors) {
-      out.push_back(RetrievalUpdate{.key = job.key, .final = true, .error = vectors.status()});
+  for (Command& c : jobs) {
+    RetrievalJob& job = c.job;
+    if (!*c.vector) {
+      out.push_back(RetrievalUpdate{.key = job.key, .final = true, .error = c.vector->status()});
       continue;
     }
-    std::span<const float> q(vectors->data() + static_cast<int64_t>(i) * dim, static_cast<size_t>(dim));
+    std::span<const float> q(**c.vector);
     // The larger top-k is kept for the next retrieval's local cache; the first k of a top-20
     // are the top-k.
     // Hybrid fuses the dense top-20 whatever the policy, so its results never depend on it.
@@ -379,7 +426,9 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
 
 void RetrievalWorker::loop() {
   omp_set_num_threads(std::max(1, m_params.threads));
-  if (m_params.threads > 1) m_embedTeam = std::make_unique<ForkJoin>(m_params.threads);
+  if (m_params.threads > 1 && !m_params.embedAhead) m_embedTeam = std::make_unique<ForkJoin>(m_params.threads);
+  // The scheduler's commands, or (embedAhead) the same commands with their vectors.
+  Mailbox<Command>& inbox = m_params.embedAhead ? m_embedded : m_inbox;
   std::vector<Command> commands;
   std::vector<RetrievalUpdate> out;
   auto flush = [&] {
@@ -388,18 +437,18 @@ void RetrievalWorker::loop() {
   };
   while (!m_stop.load()) {
     const bool idle = m_pending.empty() && m_live.empty();
-    m_inbox.takeAll(commands, idle ? std::chrono::milliseconds(50) : std::chrono::milliseconds(0));
+    inbox.takeAll(commands, idle ? std::chrono::milliseconds(50) : std::chrono::milliseconds(0));
     for (Command& c : commands) {
       if (!c.cancel) {
-        m_pending.push_back(std::move(c.job));
+        m_pending.push_back(std::move(c));
         continue;
       }
-      std::erase_if(m_pending, [&](const RetrievalJob& j) { return j.key == c.job.key; });
+      std::erase_if(m_pending, [&](const Command& p) { return p.job.key == c.job.key; });
       std::erase_if(m_live, [&](const Live& l) { return l.job.key == c.job.key; });
     }
     commands.clear();
     // Embedding and search, timed for the load gauge (an idle pass adds microseconds).
-    auto work = [&](std::vector<RetrievalJob>& jobs) {
+    auto work = [&](std::vector<Command>& jobs) {
       const uint64_t t0 = nowNs();
       admit(jobs, out);
       searchTurn(out);
@@ -410,7 +459,7 @@ void RetrievalWorker::loop() {
       // wait is not work).
       if (!m_pending.empty()) {
         TurnGuard turn(m_params.turns);
-        std::vector<RetrievalJob> one;
+        std::vector<Command> one;
         one.push_back(std::move(m_pending.front()));
         m_pending.erase(m_pending.begin());
         work(one);

@@ -1,7 +1,13 @@
-// The retrieval worker: one thread that embeds queries and runs step-wise IVF search over the
+// The retrieval worker: a thread that embeds queries and runs step-wise IVF search over the
 // passage index (HedraRAG §5's retrieval worker with its extended `step`). The scheduler adds
 // and cancels jobs through a mailbox; the worker posts one partial top-k per job for speculation
 // (when asked to) and the final top-k when a job's cluster list is done.
+//
+// With embedAhead the queries are embedded on a second thread, the embedding lane, which hands
+// each job with its vector to the search thread: a new query's encoder pass then overlaps the
+// sub-stages in progress instead of holding them up, and runs on whatever core the search leaves
+// (on a CPU host, the generation thread's idle time). Without it the search thread embeds every
+// queued job itself before its next turn, as FlashRAG's retriever encodes then searches.
 //
 // How a turn looks depends on the pacing (rag/engine.h's RetrievalPacing):
 //   Turns      one job at a time, its whole search in one call, holding the TurnLock;
@@ -22,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -108,9 +115,12 @@ struct RetrievalWorkerParams {
   std::filesystem::path corpus;
   std::filesystem::path bm25Path;
   retrieval::HybridFusion fusion;  // hybrid jobs: how the dense and BM25 rankings are fused
+  // Embed queries on a thread of their own, ahead of the search (see the top of this file).
+  bool embedAhead = false;
   TurnLock* turns = nullptr;
   TraceRing* ring = nullptr;
-  LoadGauge* load = nullptr;  // told the time of each turn (embedding and search)
+  LoadGauge* load = nullptr;       // told the time of each search-thread turn (with embedAhead: search only)
+  LoadGauge* embedLoad = nullptr;  // embedAhead: told the time of each embedding on the embedding thread
   std::function<void(std::vector<RetrievalUpdate>)> post;  // called on the worker thread
   // SubStages with a GPU: hot clusters on this device store (§4.4); null: every cluster on the CPU.
   std::unique_ptr<retrieval::ClusterStore> clusterStore;
@@ -128,7 +138,10 @@ public:
   void add(RetrievalJob job);
   void cancel(JobKey key);
 
-  int32_t liveTasks() const { return m_liveCount.load(std::memory_order_relaxed); }
+  // Jobs taken and not yet answered: embedding, waiting for their first sub-stage, or searching.
+  int32_t liveTasks() const {
+    return m_liveCount.load(std::memory_order_relaxed) + m_embedding.load(std::memory_order_relaxed);
+  }
   // GPU cluster cache: null when there is none; else its visits on the device so far.
   bool clusterCacheActive() const { return m_cache.has_value(); }
   double clusterCacheHitRate() const { return m_cacheHitRate.load(std::memory_order_relaxed); }
@@ -146,9 +159,20 @@ private:
   struct Command {
     bool cancel = false;
     RetrievalJob job;
+    // Set on the embedding thread (embedAhead) for a job that searches the IVF: its query's
+    // vector, or why it has none. Unset: the search thread embeds the job itself.
+    std::optional<Result<std::vector<float>>> vector = {};
   };
+  // Does this job search the IVF (and so need its query embedded)? Knowledge and BM25 jobs do not.
+  static bool searchesIvf(const RetrievalJob& job) {
+    return !job.knowledge && job.method != RetrievalMethod::Bm25;
+  }
   void loop();
-  void admit(std::vector<RetrievalJob>& jobs, std::vector<RetrievalUpdate>& out);
+  void embedLoop();
+  // Sets each job's vector (each searchesIvf): one encoder batch (one text at a time when
+  // deterministic), traced on the embedding lane; every job gets the error when it fails.
+  void embedQueries(std::span<Command* const> jobs, ForkJoin* team);
+  void admit(std::vector<Command>& jobs, std::vector<RetrievalUpdate>& out);
   void searchTurn(std::vector<RetrievalUpdate>& out);
   RetrievalUpdate finalUpdate(Live& l);
   // BM25's top `k` for `query`, best first, as index rows (what SearchHit ids are).
@@ -170,21 +194,25 @@ private:
   std::atomic<double> m_cacheHitRate{0};
   mutable std::mutex m_residencyMutex;
   std::vector<uint8_t> m_residency;
-  Mailbox<Command> m_inbox;
-  std::vector<RetrievalJob> m_pending;
+  Mailbox<Command> m_inbox;     // from the scheduler
+  Mailbox<Command> m_embedded;  // embedAhead: from the embedding thread, in the order the scheduler sent
+  std::vector<Command> m_pending;
   std::vector<Live> m_live;
   Ema m_tRetrieval{0.2};  // seconds of search per job (t_R)
   Ema m_beta{0.2};        // seconds of overhead per sub-stage (β)
   std::atomic<bool> m_stop{false};
   std::atomic<int32_t> m_liveCount{0};
+  std::atomic<int32_t> m_embedding{0};  // embedAhead: jobs on the embedding thread
   std::atomic<int64_t> m_subStages{0};
   std::atomic<double> m_budget{0};
   uint16_t m_lane = 0, m_embedLane = 0, m_gpuLane = 0, m_swapLane = 0;
   std::pair<uint64_t, uint64_t> m_swapsSeen{0, 0};  // cache uploads and evictions already traced
-  // The query encoder's team (threads > 1), made on the loop thread so its threads share that
-  // thread's priority; idle while FAISS's OpenMP threads search.
+  // The query encoder's team (threads > 1), made on the thread that embeds queries so its threads
+  // share that thread's priority; inline, idle while FAISS's OpenMP threads search. Knowledge
+  // jobs embed on the search thread: with the team when it is that thread's (inline), else alone.
   std::unique_ptr<ForkJoin> m_embedTeam;
   std::thread m_thread;
+  std::thread m_embedThread;  // embedAhead
 };
 
 }  // namespace rag::sched

@@ -219,6 +219,7 @@ ServingStats Scheduler::stats() const {
   s.generationRunnerSeconds = steps.runnerSeconds;
   s.generationBusySeconds = m_gen->load().busySeconds();
   s.retrievalBusySeconds = m_ret->load().busySeconds();
+  s.embeddingBusySeconds = m_ret->embedLoad().busySeconds();
   const GenerationWorker::MemoryStats mem = gen.memoryStats();
   s.kvHostBlocksUsed = mem.pool.hostUsed;
   s.kvHostBlocksTotal = mem.pool.hostCapacity;

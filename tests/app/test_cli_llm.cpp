@@ -2,8 +2,10 @@
 // tiny model trained here on a tiny corpus (the answers are wrong; the plumbing is checked).
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <thread>
 #include <tuple>
 
 #include "../fixtures/workload/tiny_corpus.h"
@@ -354,9 +356,20 @@ private Q_SLOTS:
     for (const auto& run : doc->find("runs")->asArray()) {
       const double gen = run.find("busy_ms_per_request")->find("generation")->asDouble();
       const double ret = run.find("busy_ms_per_request")->find("retrieval")->asDouble();
+      const double emb = run.find("busy_ms_per_request")->find("embedding")->asDouble();
+      const double cpu = run.find("cpu_ms_per_request")->asDouble();
       const double ceiling = run.find("ceiling_rps")->asDouble();
       QVERIFY2(gen > 0 && ret > 0, qPrintable(QString("generation %1 ms, retrieval %2 ms").arg(gen).arg(ret)));
       QVERIFY(ceiling > 0 && ceiling <= 1000.0 / gen + 1e-9 && ceiling <= 1000.0 / ret + 1e-9);
+      // Hedra's queries are embedded on the embedding thread, the baselines' on the search thread;
+      // the ceiling holds that thread's time too, on this machine's cores. The process's CPU time
+      // is reported beside it.
+      const std::string mode = run.find("mode")->asString();
+      QVERIFY2(mode.starts_with("hedra") ? emb > 0 : emb == 0, mode.c_str());
+      const double cores = std::max(1u, std::thread::hardware_concurrency());
+      QVERIFY(ceiling <= cores * 1000.0 / (gen + ret + emb) + 1e-9);
+      if (emb > 0) QVERIFY(ceiling <= 1000.0 / emb + 1e-9);
+      QVERIFY2(cpu > 0, mode.c_str());
       // The generation worker's busy time, split: the forward pass, the runner's host work, the
       // worker's own; together no more than the busy time they are part of.
       const JsonValue* steps = run.find("generation_steps");
@@ -412,13 +425,33 @@ private Q_SLOTS:
   // Accuracy of a workflow through the engine, per question type (after the index is built).
   void evalWorkflowScoresThroughTheEngine() {
     const QStringList common = {"--corpus", corpus(), "--model", model(), "--embedder", path("emb"), "--nprobe", "4"};
-    CliRun r = runRagraph(QStringList{"eval", "workflow", "--builtin", "oneshot", "--limit", "12", "--json"} + common);
+    CliRun r = runRagraph(QStringList{"eval", "workflow", "--builtin", "oneshot", "--limit", "12", "--json", "--answers",
+                                      path("answers.jsonl")} + common);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     auto doc = parseJson(r.out.toStdString());
     QVERIFY2(doc.isOk(), qPrintable(r.out));
     QCOMPARE(doc->find("questions")->asInt64().value_or(0), int64_t{12});
     const double acc = doc->find("accuracy")->asDouble();
     QVERIFY(acc >= 0 && acc <= 1);
+    // --answers: a line per question with its answer and every variable; the correct ones are
+    // the accuracy's.
+    QFile answers(path("answers.jsonl"));
+    QVERIFY(answers.open(QIODevice::ReadOnly));
+    const QList<QByteArray> lines = answers.readAll().trimmed().split('\n');
+    QCOMPARE(lines.size(), 12);
+    int correct = 0;
+    for (const QByteArray& line : lines) {
+      auto a = parseJson(line.toStdString());
+      QVERIFY2(a.isOk(), line.constData());
+      QVERIFY(!a->find("question")->asString().empty() && a->find("gold")->size() > 0);
+      QCOMPARE(a->find("variables")->find("answer")->asString(), a->find("answer")->asString());
+      QVERIFY(a->find("variables")->find("docs") != nullptr);  // what the retrieval found
+      correct += a->find("correct")->asBool();
+    }
+    QVERIFY(std::abs(correct / 12.0 - acc) < 1e-9);
+    r = runRagraph(QStringList{"eval", "workflow", "--builtin", "oneshot", "--answers", path("no/such/dir/a.jsonl")} + common);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("existing directory"), qPrintable(r.err));
     int64_t perType = 0;
     double weighted = 0;
     for (const auto& [type, n] : doc->find("questions_by_type")->asObject()) {

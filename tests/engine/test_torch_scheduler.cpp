@@ -103,7 +103,8 @@ private Q_SLOTS:
   // The property the deterministic mode exists for: whatever the policy, every request gets the
   // same tokens. Hedra speculates (checked), reorders clusters and hands sub-stages to the
   // oldest searches first (or round-robin), reading a cluster once for all the searches of a
-  // sub-stage (or not); results do not move.
+  // sub-stage (or not), with its queries embedded on a thread of their own (or not); results do
+  // not move.
   void everyPolicyGivesTheSameAnswers_data() {
     QTest::addColumn<QString>("workflow");
     for (const char* w : {"oneshot", "hyde", "multistep", "irg", "recomp"}) QTest::newRow(w) << QString(w);
@@ -113,19 +114,27 @@ private Q_SLOTS:
     auto graph = builtinWorkflow(*workflowFromName(workflow.toStdString()));
     QVERIFY(graph.isOk());
     std::map<std::string, std::vector<RequestResult>> byPolicy;
-    for (const char* policy : {"sequential", "flashrag", "hedra", "hedra-roundrobin", "hedra-noshare"}) {
+    for (const char* policy :
+         {"sequential", "flashrag", "hedra", "hedra-roundrobin", "hedra-noshare", "hedra-noembedahead"}) {
       auto e = engine(params(policy));
       QVERIFY(e);
       byPolicy[policy] = runAll(*e, *graph);
       QCOMPARE(byPolicy[policy].size(), m_questions.size());
       QVERIFY(drained(*e));
+      // Hedra embeds its queries on the embedding thread, the others on the search thread.
+      const ServingStats stats = e->servingStats();
+      QVERIFY2((stats.embeddingBusySeconds > 0) == (std::string(policy) == "hedra" ||
+                                                     std::string(policy) == "hedra-roundrobin" ||
+                                                     std::string(policy) == "hedra-noshare"),
+               policy);
+      QVERIFY(stats.retrievalBusySeconds > 0);
     }
     int speculations = 0;
     size_t generatedText = 0;
     for (size_t i = 0; i < m_questions.size(); ++i) {
       generatedText += byPolicy["sequential"][i].answer.size();
       const RequestResult& seq = byPolicy["sequential"][i];
-      for (const char* policy : {"flashrag", "hedra", "hedra-roundrobin", "hedra-noshare"}) {
+      for (const char* policy : {"flashrag", "hedra", "hedra-roundrobin", "hedra-noshare", "hedra-noembedahead"}) {
         const RequestResult& other = byPolicy[policy][i];
         QCOMPARE(other.answer, seq.answer);
         QVERIFY2(other.variables == seq.variables, policy);

@@ -76,12 +76,15 @@ struct ServePolicy {
   bool speculation = true;  // speculative generation and retrieval (§4.3)
   bool reorder = true;      // local cache + H_v-first cluster order (§4.3)
   bool gpuCache = true;     // hot clusters on the GPU (§4.4; no effect without one)
+  // SubStages: queries embedded on a thread of their own, overlapping the sub-stages in
+  // progress (sched/retrieval_worker.h); off, the search thread embeds before each turn.
+  bool embedAhead = true;
   bool operator==(const ServePolicy&) const = default;
 };
 
 // "sequential" (LangChain-style, Fig. 5a), "flashrag" (the paper's strengthened FlashRAG),
 // "hedra", and hedra's ablations "hedra-nospec", "hedra-noreorder", "hedra-nogpucache",
-// "hedra-roundrobin", "hedra-noshare".
+// "hedra-roundrobin", "hedra-noshare", "hedra-noembedahead".
 std::string servePolicyName(const ServePolicy& p);
 Result<ServePolicy> parseServePolicy(std::string_view name);
 std::vector<std::string> servePolicyNames();
@@ -172,6 +175,8 @@ struct ServingStats {
   // search): over the requests finished, what one request costs each worker.
   double generationBusySeconds = 0;
   double retrievalBusySeconds = 0;
+  // With the policy's embedAhead: the embedding thread's (then not in retrievalBusySeconds).
+  double embeddingBusySeconds = 0;
   // The generation worker's steps since serving started: how many, their rows, and their time in
   // the model's forward pass (on a GPU: launch, device work and the copies back) and in the
   // runner's whole step (+ batch planning, sampling, stop rules); the rest of
