@@ -268,6 +268,8 @@ void MainWindow::updateStatus() {
                      .arg(s.searchTasks)
                      .arg(qRound(100.0 * s.generationLoad))
                      .arg(qRound(100.0 * s.retrievalLoad));
+  if (s.embeddingBusySeconds > 0)  // hedra embeds queries on a thread of its own
+    text += tr(" · embedding %1% busy").arg(qRound(100.0 * s.embeddingLoad));
   if (s.prefixCacheOn)  // the cached blocks are part of the KV in use, free to evict
     text += tr(" · prefix cache %1 blocks, %2% of prompt tokens hit")
                 .arg(s.prefixCachedBlocks)

@@ -104,6 +104,9 @@ std::string ServerMetrics::render(const ServingStats& s, int64_t inFlight, int64
         "counter");
   gauge(out, "ragraph_generation_load", "Busy share of the generation worker over the last 100 ms.", s.generationLoad);
   gauge(out, "ragraph_retrieval_load", "Busy share of the retrieval worker over the last 100 ms.", s.retrievalLoad);
+  gauge(out, "ragraph_embedding_load",
+        "Busy share of the retrieval worker's embedding thread over the last 100 ms (0 when the search thread embeds).",
+        s.embeddingLoad);
   gauge(out, "ragraph_retrieval_substages_total", "Retrieval sub-stages run.", s.subStages, "counter");
   return out.str();
 }

@@ -45,7 +45,10 @@ public:
   bool reads(const WorkflowNode& node, std::string_view var) const override;
   SpeculationKind speculation() const override { return SpeculationKind::Prefetch; }
   bool roomToSpeculate() const override;
-  void sampleLoad(uint64_t nowNs) override { (void)m_load.load(nowNs); }
+  void sampleLoad(uint64_t nowNs) override {
+    (void)m_load.load(nowNs);
+    (void)m_embedLoad.load(nowNs);
+  }
 
   const RetrievalWorker& worker() const { return *m_worker; }
   LoadGauge& load() { return m_load; }

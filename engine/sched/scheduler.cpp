@@ -210,6 +210,7 @@ ServingStats Scheduler::stats() const {
   s.gpuCacheHitRate = ret.clusterCacheHitRate();
   s.generationLoad = m_gen->load().last();
   s.retrievalLoad = m_ret->load().last();
+  s.embeddingLoad = m_ret->embedLoad().last();
   // The step totals before the busy time: a step adds its busy time first, so the busy time read
   // after holds every step the totals do (the worker's own share is never negative).
   const GenerationWorker::StepTotals steps = gen.stepTotals();

@@ -575,6 +575,11 @@ private Q_SLOTS:
     QCOMPARE(metric(m, "ragraph_engine_live_requests"), 0.0);
     QVERIFY(metric(m, "ragraph_engine_finished_requests_total") >= 10);
     QCOMPARE(metric(m, "ragraph_stream_content_mismatches_total"), 0.0);
+    // Each worker thread's busy share, the embedding thread's included (the server serves hedra).
+    for (const char* gauge : {"ragraph_generation_load", "ragraph_retrieval_load", "ragraph_embedding_load"}) {
+      const double load = metric(m, gauge);
+      QVERIFY2(load >= 0.0 && load <= 1.0, gauge);
+    }
     // Every sample line is "name[{labels}] number".
     std::istringstream in(m);
     for (std::string line; std::getline(in, line);) {

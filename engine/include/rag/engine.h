@@ -171,6 +171,7 @@ struct ServingStats {
   double gpuCacheHitRate = 0;     // share of cluster visits served by it
   double generationLoad = 0;      // busy share of the generation worker's threads (a speculation gauge)
   double retrievalLoad = 0;       // busy share of the retrieval worker's threads (the other)
+  double embeddingLoad = 0;       // busy share of its embedding thread (the policy's embedAhead; else 0)
   // Wall time each worker has spent working since serving started (retrieval: embedding and
   // search): over the requests finished, what one request costs each worker.
   double generationBusySeconds = 0;
