@@ -17,12 +17,15 @@ inline uint64_t nowNs() {
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
 }
 
-// CPU time this process has used, on all its threads (not time waiting or preempted).
-inline uint64_t processCpuNs() {
+// CPU time used so far (not time waiting for a core or preempted), in nanoseconds: by the
+// calling thread, or by every thread of this process.
+inline uint64_t cpuClockNs(clockid_t clock) {
   timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  clock_gettime(clock, &t);
   return static_cast<uint64_t>(t.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(t.tv_nsec);
 }
+inline uint64_t threadCpuNs() { return cpuClockNs(CLOCK_THREAD_CPUTIME_ID); }
+inline uint64_t processCpuNs() { return cpuClockNs(CLOCK_PROCESS_CPUTIME_ID); }
 
 class Stopwatch {
 public:

@@ -198,11 +198,7 @@ struct Lane {
   int64_t load() const { return stats.queued + stats.running; }
 };
 
-double threadCpuSeconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
+double threadCpuSeconds() { return static_cast<double>(threadCpuNs()) * 1e-9; }
 
 template <typename T>
 std::future<T> readyFuture(T value) {

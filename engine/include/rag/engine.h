@@ -172,8 +172,9 @@ struct ServingStats {
   double generationLoad = 0;      // busy share of the generation worker's threads (a speculation gauge)
   double retrievalLoad = 0;       // busy share of the retrieval worker's threads (the other)
   double embeddingLoad = 0;       // busy share of its embedding thread (the policy's embedAhead; else 0)
-  // Wall time each worker has spent working since serving started (retrieval: embedding and
-  // search): over the requests finished, what one request costs each worker.
+  // Wall time each worker thread has spent working since serving started (retrieval: the search,
+  // and the queries' embedding unless the embedding thread did it): over the requests finished,
+  // what one request costs each thread.
   double generationBusySeconds = 0;
   double retrievalBusySeconds = 0;
   // With the policy's embedAhead: the embedding thread's (then not in retrievalBusySeconds).
