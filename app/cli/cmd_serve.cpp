@@ -427,11 +427,21 @@ int cmdWorkflowRun(Args& args) {
   ep.corpus = corpusPath;
   ep.workerThreads = 1;
   ep.serving = *serving;
+  // Generation streams its tokens; a node that does not shows the start of its output when it ends
+  // (a compression node's summary, a retrieval's first passage).
   if (!json)
-    ep.onEvent = [](const RequestEvent& e) {
+    ep.onEvent = [g = &*graph](const RequestEvent& e) {
       if (e.kind == RequestEvent::Kind::NodeStarted) std::fprintf(stderr, "[%s] ", e.node.c_str());
       if (e.kind == RequestEvent::Kind::Tokens) std::fprintf(stderr, "%s", e.text.c_str());
-      if (e.kind == RequestEvent::Kind::NodeFinished) std::fprintf(stderr, "\n");
+      if (e.kind == RequestEvent::Kind::NodeFinished) {
+        const WorkflowNode* n = g->findNode(e.node);
+        if (n && n->kind != NodeKind::Generation) {
+          std::string shown = e.text.substr(0, e.text.find('\n'));
+          if (shown.size() > 120) shown = shown.substr(0, 117) + "...";
+          std::fprintf(stderr, "%s", shown.c_str());
+        }
+        std::fprintf(stderr, "\n");
+      }
     };
   auto engine = Engine::create(ep);
   if (!engine) return fail(engine.status());
@@ -448,7 +458,7 @@ int cmdWorkflowRun(Args& args) {
                     std::to_string(s.promptTokens) + " prompt tokens reused";
       std::fprintf(stderr, "  %-14s %-10s %7.3f -> %7.3f s  %lld %s%s%s\n", s.node.c_str(),
                    std::string(nodeKindName(s.kind)).c_str(), s.beginSeconds, s.endSeconds,
-                   static_cast<long long>(s.work), s.kind == NodeKind::Generation ? "tokens" : s.kind == NodeKind::Knowledge ? "paths" : "clusters",
+                   static_cast<long long>(s.work), std::string(nodeWorkUnit(s.kind)).c_str(),
                    attention.c_str(), s.speculative ? " (speculative, kept)" : "");
     }
     return 0;

@@ -44,16 +44,6 @@ std::optional<ApiError> readContent(const JsonValue& content, size_t index, std:
 
 bool blank(std::string_view s) { return s.find_first_not_of(" \t\r\n") == std::string_view::npos; }
 
-// What a stage's work counts (StageTiming::work).
-const char* workKey(NodeKind k) {
-  switch (k) {
-    case NodeKind::Generation: return "tokens";
-    case NodeKind::Retrieval: return "clusters";
-    case NodeKind::Knowledge: return "paths";
-  }
-  return "work";
-}
-
 bool writesAnswer(const WorkflowGraph& g, const WorkflowNode& n) {
   return n.kind == NodeKind::Generation && n.outputVar == g.answerVar();
 }
@@ -107,7 +97,7 @@ void writeExtension(JsonWriter& w, const WorkflowGraph& g, const RequestResult& 
   for (const StageTiming& s : r.stages) {
     w.beginObject().key("node").value(s.node).key("kind").value(nodeKindName(s.kind));
     w.key("begin_s").value(s.beginSeconds).key("end_s").value(s.endSeconds);
-    w.key(workKey(s.kind)).value(s.work);
+    w.key(nodeWorkUnit(s.kind)).value(s.work);
     w.key("speculative").value(s.speculative);
     if (s.kind == NodeKind::Generation) {
       w.key("first_token_s");
@@ -266,25 +256,14 @@ WorkflowGraph applySamplingOptions(const WorkflowGraph& graph, const CompletionR
   WorkflowGraph g(graph.name(), graph.description());
   g.setAnswerVar(graph.answerVar());
   g.setMaxNodeRuns(graph.maxNodeRuns());
-  for (const WorkflowNode& n : graph.nodes()) {
-    switch (n.kind) {
-      case NodeKind::Retrieval:
-        g.addRetrieval(n.id, n.topk, n.query, n.outputVar, n.retrieval);
-        break;
-      case NodeKind::Knowledge:
-        g.addKnowledge(n.id, n.topk, n.query, n.outputVar, n.knowledge);
-        break;
-      case NodeKind::Generation: {
-        GenerationOptions o = n.generation;
-        if (writesAnswer(graph, n)) {
-          if (req.maxTokens) o.maxTokens = *req.maxTokens;
-          if (req.temperature) o.temperature = *req.temperature;
-          o.stop.insert(o.stop.end(), req.stop.begin(), req.stop.end());
-        }
-        g.addGeneration(n.id, n.promptTemplate, n.outputVar, o);
-        break;
-      }
+  for (WorkflowNode n : graph.nodes()) {
+    if (writesAnswer(graph, n)) {
+      GenerationOptions& o = n.generation;
+      if (req.maxTokens) o.maxTokens = *req.maxTokens;
+      if (req.temperature) o.temperature = *req.temperature;
+      o.stop.insert(o.stop.end(), req.stop.begin(), req.stop.end());
     }
+    g.addNode(std::move(n));
   }
   for (const WorkflowEdge& e : graph.edges()) g.addEdge(e.from, e.to, e.when);
   return g;

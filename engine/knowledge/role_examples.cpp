@@ -6,6 +6,7 @@
 #include "core/json.h"
 #include "corpus/qa_builder.h"
 #include "model/prompt.h"
+#include "retrieval/extractive_summary.h"
 #include "rag/workflow.h"
 
 namespace rag::knowledge {
@@ -98,27 +99,6 @@ struct RoleItem {
   std::string firstHop, secondHop;     // two-hop: the single-hop question of each hop
 };
 
-// Splits formatted passage text into its ". "-separated sentences.
-std::vector<std::string> sentences(std::string_view text) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t end = text.find(". ", at);
-    if (end == std::string_view::npos) end = text.size();
-    std::string s(text.substr(at, end - at));
-    while (!s.empty() && (s.back() == '\n' || s.back() == '.' || s.back() == ' ')) s.pop_back();
-    if (!s.empty()) out.push_back(std::move(s));
-    at = end + 2;
-  }
-  return out;
-}
-
-// The text before a passage's first ':' (its names), or the whole first sentence.
-std::string passageNames(std::string_view formatted) {
-  const size_t colon = formatted.find(':');
-  return std::string(formatted.substr(0, colon == std::string_view::npos ? formatted.size() : colon));
-}
-
 }  // namespace
 
 struct RoleExampleSource::Impl {
@@ -196,7 +176,7 @@ Result<std::unique_ptr<RoleExampleSource>> RoleExampleSource::open(const std::fi
                                                                    const RoleExampleOptions& options) {
   RAG_ASSIGN_OR_RETURN(corpus::QaPromptReader reader, corpus::QaPromptReader::open(corpus));
   RAG_ASSIGN_OR_RETURN(retrieval::Bm25Index bm25, retrieval::Bm25Index::openOrBuild(corpus));
-  auto impl = std::unique_ptr<Impl>(new Impl{std::move(reader), std::move(bm25), options, {}, {}, {}, {}, {}});
+  auto impl = std::unique_ptr<Impl>(new Impl{std::move(reader), std::move(bm25), options, {}, {}, {}, {}, {}, {}, {}});
   RAG_ASSIGN_OR_RETURN(impl->ids, impl->reader.splitIds(options.split));
   {
     RAG_ASSIGN_OR_RETURN(sql::Stmt st,
@@ -220,36 +200,37 @@ Result<std::unique_ptr<RoleExampleSource>> RoleExampleSource::open(const std::fi
   // Each role's prompt is its built-in node's template.
   struct Source {
     Role role;
-    Workflow workflow;
+    std::string_view file;  // a compiled-in workflow file (builtinWorkflowFile)
     std::string_view node;
   };
-  const Source sources[] = {{Role::AnswerGold, Workflow::OneShot, "answer"},
-                            {Role::Answer, Workflow::OneShot, "answer"},
-                            {Role::Irg, Workflow::Irg, "generate"},
-                            {Role::Hyde, Workflow::Hyde, "hypothesis"},
-                            {Role::Decompose, Workflow::Multistep, "decompose"},
-                            {Role::SubAnswer, Workflow::Multistep, "subanswer"},
-                            {Role::Next, Workflow::Multistep, "next"},
-                            {Role::MultistepAnswer, Workflow::Multistep, "answer"},
-                            {Role::Compress, Workflow::Recomp, "compress"},
-                            {Role::RecompAnswer, Workflow::Recomp, "answer"}};
-  auto builtinNode = [](Workflow w, std::string_view id, NodeKind kind) -> Result<WorkflowNode> {
-    RAG_ASSIGN_OR_RETURN(WorkflowGraph g, builtinWorkflow(w));
+  // The compress role is the abstractive RECOMP's (the built-in compresses extractively, without
+  // the model); the others are the built-ins' nodes.
+  const Source sources[] = {{Role::AnswerGold, workflowName(Workflow::OneShot), "answer"},
+                            {Role::Answer, workflowName(Workflow::OneShot), "answer"},
+                            {Role::Irg, workflowName(Workflow::Irg), "generate"},
+                            {Role::Hyde, workflowName(Workflow::Hyde), "hypothesis"},
+                            {Role::Decompose, workflowName(Workflow::Multistep), "decompose"},
+                            {Role::SubAnswer, workflowName(Workflow::Multistep), "subanswer"},
+                            {Role::Next, workflowName(Workflow::Multistep), "next"},
+                            {Role::MultistepAnswer, workflowName(Workflow::Multistep), "answer"},
+                            {Role::Compress, kRecompAbstractive, "compress"},
+                            {Role::RecompAnswer, workflowName(Workflow::Recomp), "answer"}};
+  auto builtinNode = [](std::string_view file, std::string_view id, NodeKind kind) -> Result<WorkflowNode> {
+    RAG_ASSIGN_OR_RETURN(WorkflowGraph g, builtinWorkflowFile(file));
     const WorkflowNode* n = g.findNode(id);
     if (!n || n->kind != kind)
-      return Status::internal("the built-in " + std::string(workflowName(w)) + " workflow has no " +
-                              (kind == NodeKind::Generation ? "generation" : "retrieval") + " node '" + std::string(id) +
-                              "'");
+      return Status::internal("the compiled-in " + std::string(file) + " workflow has no " +
+                              std::string(nodeKindName(kind)) + " node '" + std::string(id) + "'");
     return *n;
   };
   for (const Source& s : sources) {
-    Result<WorkflowNode> n = builtinNode(s.workflow, s.node, NodeKind::Generation);
+    Result<WorkflowNode> n = builtinNode(s.file, s.node, NodeKind::Generation);
     if (!n) return n.status().withContext("the " + std::string(roleName(s.role)) + " role");
     impl->templates[s.role] = n->promptTemplate;
   }
   // ... and the retrievals behind them search with the built-in's own queries.
-  RAG_ASSIGN_OR_RETURN(WorkflowNode irgRetrieval, builtinNode(Workflow::Irg, "retrieve_again", NodeKind::Retrieval));
-  RAG_ASSIGN_OR_RETURN(WorkflowNode multistepRetrieval, builtinNode(Workflow::Multistep, "retrieve", NodeKind::Retrieval));
+  RAG_ASSIGN_OR_RETURN(WorkflowNode irgRetrieval, builtinNode(workflowName(Workflow::Irg), "retrieve_again", NodeKind::Retrieval));
+  RAG_ASSIGN_OR_RETURN(WorkflowNode multistepRetrieval, builtinNode(workflowName(Workflow::Multistep), "retrieve", NodeKind::Retrieval));
   impl->irgQuery = irgRetrieval.query;
   impl->multistepQuery = multistepRetrieval.query;
   return std::unique_ptr<RoleExampleSource>(new RoleExampleSource(std::move(impl), tokenizer));
@@ -339,11 +320,10 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
       std::string summary;
       for (auto g = it.qa.goldPassages.rbegin(); g != it.qa.goldPassages.rend() && summary.empty(); ++g) {
         const std::string text = model::passageText(*g).text;
-        const std::vector<std::string> all = sentences(text);
+        const std::vector<std::string> all = retrieval::passageSentences(text);
         for (auto s = all.rbegin(); s != all.rend(); ++s)
           if (corpus::answerMatches(*s, it.qa.answers)) {
-            const std::string names = passageNames(text);
-            summary = s->rfind(names, 0) == 0 ? *s : names + ": " + *s;
+            summary = retrieval::standaloneSentence(retrieval::passageNames(text), *s);
             break;
           }
       }

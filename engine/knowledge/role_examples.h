@@ -19,7 +19,7 @@
 //   next              next (multistep)              two-hop after the first hop: the second hop's
 //                                                   question; otherwise DONE
 //   multistep_answer  answer (multistep)            the answer, from the last hop's passages and fact
-//   compress          compress (recomp)             the sentence of the gold passage that holds the
+//   compress          compress (recomp-abstractive) the sentence of the gold passage that holds the
 //                                                   answer, after the topic's name (extractive)
 //   recomp_answer     answer (recomp)               the answer, from that summary
 //

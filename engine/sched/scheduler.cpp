@@ -5,6 +5,7 @@
 
 #include "core/clock.h"
 #include "retrieval/passage_index.h"
+#include "sched/compression_executor.h"
 #include "sched/generation_executor.h"
 #include "sched/retrieval_executor.h"
 #include "sched/serving_assets.h"
@@ -119,8 +120,9 @@ Status Scheduler::start() {
   m_byKind[static_cast<size_t>(NodeKind::Generation)] = gen.get();
   m_byKind[static_cast<size_t>(NodeKind::Retrieval)] = ret.get();
   m_byKind[static_cast<size_t>(NodeKind::Knowledge)] = ret.get();  // on the retrieval worker: same cores, same embedder
-  m_executors[static_cast<size_t>(NodeKind::Generation)] = std::move(gen);
-  m_executors[static_cast<size_t>(NodeKind::Retrieval)] = std::move(ret);
+  auto compression = std::make_unique<CompressionExecutor>(wake);
+  m_byKind[static_cast<size_t>(NodeKind::Compression)] = compression.get();
+  m_executors = {std::move(gen), std::move(ret), std::move(compression)};
   m_thread = std::thread([this] { loop(); });
   return Status::ok();
 }
@@ -146,8 +148,8 @@ Scheduler::~Scheduler() {
     }
   // The loop has cancelled every live request; the executors stop their workers, which drop
   // what they still hold (the retrieval worker first: it reads the generation worker's pace).
-  m_executors[static_cast<size_t>(NodeKind::Retrieval)].reset();
-  m_executors[static_cast<size_t>(NodeKind::Generation)].reset();
+  m_executors[1].reset();
+  m_executors[0].reset();
 }
 
 Result<RequestHandle> Scheduler::submit(std::string question, std::shared_ptr<const WorkflowGraph> graph) {
@@ -368,9 +370,8 @@ void Scheduler::handle(StageUpdate& u) {
 
 // ---- nodes ---------------------------------------------------------------------------------
 
-void Scheduler::startNode(Req& r) {
-  const WorkflowNode* node = r.graph->findNode(r.node);
-  if (!node) return fail(r, Status::internal("node '" + r.node + "' vanished from its graph"));
+// The node `r` stands at begins: its clock, its streamed text, its event.
+void Scheduler::beginNode(Req& r) {
   r.nodeBeginNs = nowNs();
   r.firstTokenNs = 0;
   r.activeText.clear();
@@ -380,6 +381,12 @@ void Scheduler::startNode(Req& r) {
     r.shared->streamed.clear();
   }
   emit(RequestEvent::Kind::NodeStarted, r, r.node);
+}
+
+void Scheduler::startNode(Req& r) {
+  const WorkflowNode* node = r.graph->findNode(r.node);
+  if (!node) return fail(r, Status::internal("node '" + r.node + "' vanished from its graph"));
+  beginNode(r);
   const JobKey key = newKey(r.id, node->kind);
   if (Status st = executor(node->kind).start({key, r.id, node, &r.inputs, false}); !st) {
     m_keyOwner.erase(key);
@@ -406,7 +413,11 @@ void Scheduler::finishNode(Req& r, NodeOutput output, bool speculative) {
   t.segments = output.segments;
   t.knowledge = output.knowledge;
   r.result.stages.push_back(t);
-  traceNode(r, node->kind == NodeKind::Generation ? TraceStage::Decode : TraceStage::RetrievalStep, r.nodeBeginNs,
+  traceNode(r,
+            node->kind == NodeKind::Generation    ? TraceStage::Decode
+            : node->kind == NodeKind::Compression ? TraceStage::User
+                                                  : TraceStage::RetrievalStep,
+            r.nodeBeginNs,
             static_cast<uint32_t>(std::max<int64_t>(0, output.work)), speculative ? kTraceSpeculative : 0);
   if (node->kind == NodeKind::Retrieval) {
     r.result.lastPassages.clear();
@@ -434,6 +445,15 @@ void Scheduler::advance(Req& r) {
     return complete(r);
   }
   r.node = *next;
+  if (r.spec && r.spec->node != r.node) {
+    // A speculation waits beyond a compression node (maybeSpeculate looks through them): the
+    // compression runs here, at once, so that the speculation meets its real input.
+    const WorkflowNode* node = r.graph->findNode(r.node);
+    if (node && node->kind == NodeKind::Compression) {
+      beginNode(r);
+      return finishNode(r, CompressionExecutor::compress(*node, r.inputs), false);
+    }
+  }
   if (r.spec) return adoptOrDropSpeculation(r);
   r.ready = true;
 }
@@ -496,9 +516,25 @@ void Scheduler::maybeSpeculate(Req& r, const NodeOutput& partial) {
   if (!next || *next == kEnd) return;
   const WorkflowNode* target = r.graph->findNode(*next);
   if (!target) return;
+  // A compression node costs microseconds and depends only on its inputs: speculation looks
+  // through it (RECOMP's retrieve -> compress -> answer), compressing the partial passages, and
+  // advance() runs it at once when the real ones arrive.
+  std::string read = node->outputVar;  // what the target must read for the speculation to matter
+  for (int hops = 0; target->kind == NodeKind::Compression && hops < 4; ++hops) {
+    if (!executor(target->kind).reads(*target, read)) return;
+    NodeOutput squeezed = CompressionExecutor::compress(*target, inputs);
+    inputs.vars[target->outputVar] = std::move(squeezed.text);
+    inputs.passages.erase(target->outputVar);
+    ++runs[target->id];
+    read = target->outputVar;
+    next = r.graph->readySuccessor(target->id, inputs.vars, runs);
+    if (!next || *next == kEnd) return;
+    target = r.graph->findNode(*next);
+    if (!target) return;
+  }
   StageExecutor& ex = executor(target->kind);
   const SpeculationKind kind = ex.speculation();
-  if (kind == SpeculationKind::None || !ex.reads(*target, node->outputVar)) return;
+  if (kind == SpeculationKind::None || !ex.reads(*target, read)) return;
   if (kind == SpeculationKind::Candidate && r.spec) return;
   if (!ex.roomToSpeculate()) return;  // T_curr >= τ·T_max
   const JobKey key = newKey(r.id, target->kind);

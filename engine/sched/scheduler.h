@@ -94,6 +94,7 @@ private:
   void handle(WorkPosted&) {}
   void handle(StageUpdate& u);
   StageExecutor& executor(NodeKind kind) { return *m_byKind[static_cast<size_t>(kind)]; }
+  void beginNode(Req& r);
   void startNode(Req& r);
   // Records `output` as the current node's result and moves to the next node (or END).
   void finishNode(Req& r, NodeOutput output, bool speculative);
@@ -113,9 +114,10 @@ private:
   TraceRing* m_ring;
   RequestEventFn m_onEvent;
   std::unique_ptr<TurnLock> m_turns;
-  // One per NodeKind, indexed by it; the typed pointers are for statistics.
-  std::array<std::unique_ptr<StageExecutor>, 2> m_executors;   // owners
-  std::array<StageExecutor*, kNodeKindCount> m_byKind{};            // the retrieval executor also runs Knowledge nodes
+  // The executors: generation, retrieval (which also runs Knowledge nodes), compression; m_byKind
+  // finds a node kind's. The typed pointers are for statistics.
+  std::array<std::unique_ptr<StageExecutor>, 3> m_executors;  // owners
+  std::array<StageExecutor*, kNodeKindCount> m_byKind{};
   GenerationExecutor* m_gen = nullptr;
   RetrievalExecutor* m_ret = nullptr;
   Mailbox<Message> m_inbox;

@@ -116,7 +116,7 @@ std::vector<StageTiming> stagesFromJson(std::string_view text) {
     auto num = [&](const char* k) { const JsonValue* x = v.find(k); return x && x->isNumber() ? x->asDouble() : 0.0; };
     s.node = str("node");
     const std::string kind = str("kind");
-    s.kind = kind == "retrieval" ? NodeKind::Retrieval : kind == "knowledge" ? NodeKind::Knowledge : NodeKind::Generation;
+    s.kind = nodeKindFromName(kind).value_or(NodeKind::Generation);
     s.beginSeconds = num("begin");
     s.endSeconds = num("end");
     s.work = static_cast<int64_t>(num("work"));

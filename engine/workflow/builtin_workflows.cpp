@@ -7,23 +7,24 @@
 
 namespace rag {
 
-std::string_view builtinWorkflowJson(Workflow w) {
+std::string_view builtinWorkflowFileJson(std::string_view name) {
   for (const workflow::BuiltinWorkflowFile& f : workflow::kBuiltinWorkflowFiles)
-    if (f.name == workflowName(w)) return f.json;
+    if (f.name == name) return f.json;
   return {};
 }
 
-Result<WorkflowGraph> builtinWorkflow(Workflow w) {
-  const std::string name(workflowName(w));
-  std::string_view json = builtinWorkflowJson(w);
+std::string_view builtinWorkflowJson(Workflow w) { return builtinWorkflowFileJson(workflowName(w)); }
+
+Result<WorkflowGraph> builtinWorkflowFile(std::string_view name) {
+  const std::string_view json = builtinWorkflowFileJson(name);
+  const std::string file = "resources/workflows/" + std::string(name) + ".json";
   if (json.empty())
-    return Status::internal("the built-in workflow '" + name +
-                            "' was not compiled in; add "
-                            "resources/workflows/" +
-                            name + ".json to engine/CMakeLists.txt");
+    return Status::internal("the workflow file " + file + " was not compiled in; add it to engine/CMakeLists.txt");
   Result<WorkflowGraph> g = WorkflowGraph::fromJson(json);
-  if (!g) return g.status().withContext("built-in workflow resources/workflows/" + name + ".json");
+  if (!g) return g.status().withContext("compiled-in workflow " + file);
   return g;
 }
+
+Result<WorkflowGraph> builtinWorkflow(Workflow w) { return builtinWorkflowFile(workflowName(w)); }
 
 }  // namespace rag

@@ -28,8 +28,25 @@ std::string_view nodeKindName(NodeKind k) {
     case NodeKind::Generation: return "generation";
     case NodeKind::Retrieval: return "retrieval";
     case NodeKind::Knowledge: return "knowledge";
+    case NodeKind::Compression: return "compression";
   }
   return "unknown";
+}
+
+std::optional<NodeKind> nodeKindFromName(std::string_view name) {
+  for (NodeKind k : {NodeKind::Generation, NodeKind::Retrieval, NodeKind::Knowledge, NodeKind::Compression})
+    if (nodeKindName(k) == name) return k;
+  return std::nullopt;
+}
+
+std::string_view nodeWorkUnit(NodeKind k) {
+  switch (k) {
+    case NodeKind::Generation: return "tokens";
+    case NodeKind::Retrieval: return "clusters";
+    case NodeKind::Knowledge: return "paths";
+    case NodeKind::Compression: return "sentences";
+  }
+  return "work";
 }
 
 std::string_view retrievalMethodName(RetrievalMethod m) {
@@ -170,6 +187,24 @@ WorkflowGraph& WorkflowGraph::addKnowledge(std::string id, int64_t subgraphs, st
   n.query = std::move(query);
   n.outputVar = std::move(outputVar);
   n.knowledge = options;
+  m_nodes.push_back(std::move(n));
+  return *this;
+}
+
+WorkflowGraph& WorkflowGraph::addNode(WorkflowNode node) {
+  m_nodes.push_back(std::move(node));
+  return *this;
+}
+
+WorkflowGraph& WorkflowGraph::addCompression(std::string id, std::string passages, int64_t sentences,
+                                             std::string query, std::string outputVar) {
+  WorkflowNode n;
+  n.id = std::move(id);
+  n.kind = NodeKind::Compression;
+  n.topk = sentences;
+  n.query = std::move(query);
+  n.outputVar = std::move(outputVar);
+  n.compression.passages = std::move(passages);
   m_nodes.push_back(std::move(n));
   return *this;
 }

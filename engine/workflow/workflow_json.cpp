@@ -207,7 +207,7 @@ Result<WorkflowNode> readNode(const JsonValue& v, const std::string& path) {
   RAG_ASSIGN_OR_RETURN(ObjectReader r, objectAt(v, path, example));
   WorkflowNode n;
   RAG_ASSIGN_OR_RETURN(n.id, r.string("id", "\"retrieve\""));
-  RAG_ASSIGN_OR_RETURN(std::string kind, r.string("kind", "\"generation\", \"retrieval\" or \"knowledge\""));
+  RAG_ASSIGN_OR_RETURN(std::string kind, r.string("kind", "\"generation\", \"retrieval\", \"knowledge\" or \"compression\""));
   if (kind == nodeKindName(NodeKind::Generation)) {
     n.kind = NodeKind::Generation;
     RAG_RETURN_IF_ERROR(
@@ -246,9 +246,18 @@ Result<WorkflowNode> readNode(const JsonValue& v, const std::string& path) {
     RAG_ASSIGN_OR_RETURN(n.knowledge.hops, r.integerOr("hops", defaults.hops, "2"));
     RAG_ASSIGN_OR_RETURN(n.knowledge.fanout, r.integerOr("fanout", defaults.fanout, "8"));
     RAG_ASSIGN_OR_RETURN(n.knowledge.paths, r.integerOr("paths", defaults.paths, "30"));
+  } else if (kind == nodeKindName(NodeKind::Compression)) {
+    n.kind = NodeKind::Compression;
+    RAG_RETURN_IF_ERROR(
+        r.checkKeys({"id", "kind", "passages", "query", "output", "sentences"}, "a compression node"));
+    RAG_ASSIGN_OR_RETURN(n.compression.passages, r.string("passages", "\"docs\""));
+    RAG_ASSIGN_OR_RETURN(n.query, r.string("query", "\"question\""));
+    RAG_ASSIGN_OR_RETURN(n.outputVar, r.string("output", "\"summary\""));
+    RAG_ASSIGN_OR_RETURN(n.topk, r.integer("sentences", "1"));
   } else {
-    return errorAt(r.pathOf("kind"),
-                   "\"" + kind + "\" is not a node kind; use \"generation\", \"retrieval\" or \"knowledge\"");
+    return errorAt(r.pathOf("kind"), "\"" + kind +
+                                         "\" is not a node kind; use \"generation\", \"retrieval\", \"knowledge\" "
+                                         "or \"compression\"");
   }
   return n;
 }
@@ -355,6 +364,11 @@ std::string WorkflowGraph::toJson() const {
       w.key("hops").value(n.knowledge.hops);
       w.key("fanout").value(n.knowledge.fanout);
       w.key("paths").value(n.knowledge.paths);
+    } else if (n.kind == NodeKind::Compression) {
+      w.key("passages").value(n.compression.passages);
+      w.key("query").value(n.query);
+      w.key("output").value(n.outputVar);
+      w.key("sentences").value(n.topk);
     } else {
       w.key("query").value(n.query);
       w.key("output").value(n.outputVar);

@@ -128,6 +128,8 @@ private:
         checkGeneration(n, at);
       else if (n.kind == NodeKind::Knowledge)
         checkKnowledge(n, at);
+      else if (n.kind == NodeKind::Compression)
+        checkCompression(n, at);
       else
         checkRetrieval(n, at);
     }
@@ -166,6 +168,16 @@ private:
       add(n.id, -1,
           at + ": nprobe is " + std::to_string(n.retrieval.nprobe) +
               "; it must be >= 0 (0 uses the engine's setting)");
+  }
+
+  void checkCompression(const WorkflowNode& n, const std::string& at) {
+    if (n.topk < 1 || n.topk > 64)
+      add(n.id, -1, at + ": sentences is " + std::to_string(n.topk) + "; it must be in [1, 64] (sentences to keep)");
+    checkQuery(n, at);
+    if (!isVariableName(n.compression.passages))
+      add(n.id, -1,
+          at + ": its passages variable '" + n.compression.passages + "' is not a variable name" + kNameRule +
+              " (name a retrieval node's output, e.g. \"docs\")");
   }
 
   void checkKnowledge(const WorkflowNode& n, const std::string& at) {
@@ -470,6 +482,8 @@ private:
       } else if (Result<std::vector<std::string>> vars = queryVariables(n.query); vars) {
         for (const std::string& var : *vars) requireSet(var, v, n.id, -1, at + ": it queries with the variable");
       }
+      if (n.kind == NodeKind::Compression)
+        requireSet(n.compression.passages, v, n.id, -1, at + ": it compresses the variable");
       for (const Arc& a : m_out[v]) {
         const EdgeCondition& c = m_g.edges()[a.edge].when;
         bool testsVar = c.kind == ConditionKind::Empty || c.kind == ConditionKind::NonEmpty ||

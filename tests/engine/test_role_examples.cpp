@@ -43,9 +43,10 @@ class TestRoleExamples : public QObject {
     }
     return out;
   }
-  std::string nodeTemplate(Workflow w, std::string_view node) {
-    auto g = builtinWorkflow(w);
-    return g ? g->findNode(node)->promptTemplate : std::string();
+  std::string nodeTemplate(std::string_view file, std::string_view node) {
+    auto g = builtinWorkflowFile(file);
+    const WorkflowNode* n = g ? g->findNode(node) : nullptr;
+    return n ? n->promptTemplate : std::string();
   }
 
 private Q_SLOTS:
@@ -80,12 +81,13 @@ private Q_SLOTS:
       }
       return parts;
     };
-    const std::map<Role, std::pair<Workflow, std::string_view>> nodes = {
-        {Role::AnswerGold, {Workflow::OneShot, "answer"}},  {Role::Answer, {Workflow::OneShot, "answer"}},
-        {Role::Irg, {Workflow::Irg, "generate"}},           {Role::Hyde, {Workflow::Hyde, "hypothesis"}},
-        {Role::Decompose, {Workflow::Multistep, "decompose"}}, {Role::SubAnswer, {Workflow::Multistep, "subanswer"}},
-        {Role::Next, {Workflow::Multistep, "next"}},        {Role::MultistepAnswer, {Workflow::Multistep, "answer"}},
-        {Role::Compress, {Workflow::Recomp, "compress"}},   {Role::RecompAnswer, {Workflow::Recomp, "answer"}}};
+    // The compress role is the abstractive RECOMP's node: the built-in compresses without the model.
+    const std::map<Role, std::pair<std::string_view, std::string_view>> nodes = {
+        {Role::AnswerGold, {"oneshot", "answer"}},     {Role::Answer, {"oneshot", "answer"}},
+        {Role::Irg, {"irg", "generate"}},              {Role::Hyde, {"hyde", "hypothesis"}},
+        {Role::Decompose, {"multistep", "decompose"}}, {Role::SubAnswer, {"multistep", "subanswer"}},
+        {Role::Next, {"multistep", "next"}},           {Role::MultistepAnswer, {"multistep", "answer"}},
+        {Role::Compress, {kRecompAbstractive, "compress"}}, {Role::RecompAnswer, {"recomp", "answer"}}};
     for (const auto& [role, examples] : roles) {
       const auto& [workflow, node] = nodes.at(role);
       const std::string tmpl = nodeTemplate(workflow, node);

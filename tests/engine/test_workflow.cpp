@@ -11,6 +11,7 @@
 
 #include "core/fs.h"
 #include "rag/workflow.h"
+#include "retrieval/extractive_summary.h"
 #include "status_checks.h"
 
 using namespace rag;
@@ -123,6 +124,10 @@ FakeRun simulate(
         return run;
       }
       out = generate(*n, *prompt);
+    } else if (n->kind == NodeKind::Compression) {
+      out = retrieval::extractiveSummary(queryText(n->query, run.vars),
+                                         retrieval::passageLines(run.vars[n->compression.passages]), n->topk)
+                .text;
     } else {
       out = "passage for [" + queryText(n->query, run.vars) + "]\n";
     }
@@ -493,6 +498,62 @@ private Q_SLOTS:
     QVERIFY(g->issues().empty());
   }
 
+  // A compression node: JSON both ways, stored as given by addNode, checked like the other kinds.
+  void compressionNodes() {
+    WorkflowGraph g("squeeze");
+    g.addRetrieval("retrieve", 5, "question", "docs");
+    g.addCompression("compress", "docs", 2, "{question}", "summary");
+    g.addGeneration("answer", "{summary}\nQuestion: {question}\nAnswer:", "answer");
+    g.addEdge(std::string(kStart), "retrieve");
+    g.addEdge("retrieve", "compress");
+    g.addEdge("compress", "answer");
+    g.addEdge("answer", std::string(kEnd));
+    QVERIFY2(g.validate().isOk(), g.validate().message().c_str());
+    const std::string json = g.toJson();
+    QVERIFY(json.find("\"kind\": \"compression\"") != std::string::npos);
+    QVERIFY(json.find("\"sentences\": 2") != std::string::npos);
+    Result<WorkflowGraph> back = WorkflowGraph::fromJson(json);
+    QVERIFY2(back.isOk(), back.status().message().c_str());
+    QVERIFY(*back == g);
+    QCOMPARE(back->findNode("compress")->compression.passages, std::string("docs"));
+    WorkflowGraph copy("copy");
+    for (const WorkflowNode& n : g.nodes()) copy.addNode(n);
+    QVERIFY(copy.nodes() == g.nodes());
+    QCOMPARE(nodeKindFromName("compression"), std::optional<NodeKind>(NodeKind::Compression));
+    QCOMPARE(nodeWorkUnit(NodeKind::Compression), std::string_view("sentences"));
+    QVERIFY(!nodeKindFromName("compressor"));
+
+    // A passages variable nobody writes, a bad name, a sentence count out of range.
+    WorkflowGraph h("bad");
+    h.addRetrieval("retrieve", 5, "question", "docs");
+    h.addCompression("c1", "passages", 1, "question", "s1");
+    h.addCompression("c2", "not a name", 0, "question", "s2");
+    h.addCompression("c3", "docs", 65, "question", "answer");
+    h.addEdge(std::string(kStart), "retrieve");
+    h.addEdge("retrieve", "c1");
+    h.addEdge("c1", "c2");
+    h.addEdge("c2", "c3");
+    h.addEdge("c3", std::string(kEnd));
+    QVERIFY(hasIssue(h, "c1", {"node 'c1'", "compresses the variable 'passages'", "no node writes it"}));
+    QVERIFY(hasIssue(h, "c2", {"passages variable 'not a name' is not a variable name"}));
+    QVERIFY(hasIssue(h, "c2", {"sentences is 0", "[1, 64]"}));
+    QVERIFY(hasIssue(h, "c3", {"sentences is 65"}));
+    // Unknown keys and a missing count name the node kind and the key.
+    Result<WorkflowGraph> extra = WorkflowGraph::fromJson(std::string(R"({"format": "ragraph-workflow", "version": 1,
+      "nodes": [{"id": "c", "kind": "compression", "passages": "docs", "query": "question", "output": "s",
+                 "sentences": 1, "topk": 5}], "edges": []})"));
+    QVERIFY(!extra.isOk());
+    QVERIFY(mentions(extra.status(), {"topk", "compression node"}));
+    Result<WorkflowGraph> missing = WorkflowGraph::fromJson(std::string(R"({"format": "ragraph-workflow", "version": 1,
+      "nodes": [{"id": "c", "kind": "compression", "passages": "docs", "query": "question", "output": "s"}],
+      "edges": []})"));
+    QVERIFY(!missing.isOk());
+    QVERIFY(mentions(missing.status(), {"sentences"}));
+    Result<WorkflowGraph> kind = WorkflowGraph::fromJson(std::string(R"({"format": "ragraph-workflow", "version": 1,
+      "nodes": [{"id": "c", "kind": "summarise"}], "edges": []})"));
+    QVERIFY(mentions(kind.status(), {"\"summarise\" is not a node kind", "\"compression\""}));
+  }
+
   void malformedTemplateAndOptions() {
     WorkflowGraph g = oneShot();
     g.addGeneration("broken", "Answer {question", "x");
@@ -723,16 +784,29 @@ private Q_SLOTS:
     QCOMPARE(irg.vars["answer"], std::string("gen3"));
     QCOMPARE(irg.vars["docs"], std::string("passage for [gen2 what?]\n"));
 
-    // RECOMP: the answer sees the compressed summary, not the passages.
+    // RECOMP: the passages are compressed extractively (no model), and the answer sees the
+    // summary, not the passages.
     WorkflowGraph recomp = builtinWorkflow(Workflow::Recomp).value();
     FakeRun r = simulate(recomp, "what?", answerFor);
     QVERIFY(r.status.isOk());
     QCOMPARE(joined(r.order), std::string("retrieve compress answer"));
+    const WorkflowNode* compress = recomp.findNode("compress");
+    QCOMPARE(compress->kind, NodeKind::Compression);
+    QCOMPARE(compress->compression.passages, std::string("docs"));
+    QCOMPARE(compress->topk, int64_t{1});
+    QCOMPARE(r.vars["summary"], std::string("passage for [what?].\n"));
     std::vector<std::string> answerVars =
         templateVariables(recomp.findNode("answer")->promptTemplate).value();
     QCOMPARE(answerVars, (std::vector<std::string>{"summary", "question"}));
-    QCOMPARE(templateVariables(recomp.findNode("compress")->promptTemplate).value().front(),
-             std::string("docs"));
+    // Its abstractive variant, compiled in beside it, has the model write the summary.
+    WorkflowGraph abstractive = builtinWorkflowFile(kRecompAbstractive).value();
+    QVERIFY2(abstractive.validate().isOk(), abstractive.validate().message().c_str());
+    QCOMPARE(abstractive.toJson(),
+             readText(fs::path(RAGWB_SOURCE_DIR) / "resources/workflows" / (std::string(kRecompAbstractive) + ".json")));
+    QCOMPARE(joined(simulate(abstractive, "what?", answerFor).order), std::string("retrieve compress answer"));
+    QCOMPARE(abstractive.findNode("compress")->kind, NodeKind::Generation);
+    QCOMPARE(templateVariables(abstractive.findNode("compress")->promptTemplate).value().front(), std::string("docs"));
+    QVERIFY(!builtinWorkflowFile("no-such-file").isOk());
   }
 };
 

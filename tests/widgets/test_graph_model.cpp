@@ -189,6 +189,47 @@ private Q_SLOTS:
     QCOMPARE(m.node("retrieve")->topk, int64_t(5));
   }
 
+  // An edit rebuilds the graph: every node keeps its kind (a knowledge node once came back as a
+  // retrieval node), and a compression node's own properties are edited like the others.
+  void editsKeepEveryKindAndCompressionProperties() {
+    GraphModel g;
+    QVERIFY(g.fromBuiltin(rag::Workflow::GraphRag).isOk());
+    const rag::WorkflowNode* kg = nullptr;
+    for (const rag::WorkflowNode& n : g.graph().nodes())
+      if (n.kind == rag::NodeKind::Knowledge) kg = &n;
+    QVERIFY(kg);
+    const QString kgId = QString::fromStdString(kg->id);
+    const rag::KnowledgeOptions options = kg->knowledge;
+    QVERIFY(g.setNodeProperty(kgId, Prop::TopK, 3).isOk());
+    QCOMPARE(g.node(kgId)->kind, rag::NodeKind::Knowledge);
+    QVERIFY(g.node(kgId)->knowledge == options);
+    QCOMPARE(g.node(kgId)->topk, int64_t(3));
+    QVERIFY(!g.setNodeProperty(kgId, Prop::Method, "bm25").isOk());  // the passage search's, not a knowledge node's
+
+    GraphModel m;
+    QVERIFY(m.fromBuiltin(rag::Workflow::Recomp).isOk());
+    QCOMPARE(m.node("compress")->kind, rag::NodeKind::Compression);
+    QVERIFY(m.setNodeProperty("compress", Prop::TopK, 2).isOk());
+    QVERIFY(m.setNodeProperty("answer", Prop::MaxTokens, 8).isOk());
+    QCOMPARE(m.node("compress")->kind, rag::NodeKind::Compression);
+    QCOMPARE(m.node("compress")->topk, int64_t(2));
+    QVERIFY(m.setNodeProperty("compress", Prop::Passages, "elsewhere").isOk());
+    QCOMPARE(m.node("compress")->compression.passages, std::string("elsewhere"));
+    QVERIFY(!m.issues().empty());  // nothing writes "elsewhere"
+    m.undoStack()->undo();
+    QCOMPARE(m.node("compress")->compression.passages, std::string("docs"));
+    QVERIFY(m.issues().empty());
+    const rag::Status wrong = m.setNodeProperty("compress", Prop::Prompt, "{docs}");
+    QVERIFY(!wrong.isOk());
+    QVERIFY(wrong.message().find("belongs to generation nodes") != std::string::npos);
+    QVERIFY(!m.setNodeProperty("retrieve", Prop::Passages, "docs").isOk());
+    QVERIFY(!m.setNodeProperty("compress", Prop::NProbe, 8).isOk());
+    const rag::WorkflowNode fresh = GraphModel::defaultNode(rag::NodeKind::Compression, "squeeze");
+    QCOMPARE(fresh.compression.passages, std::string("docs"));
+    QCOMPARE(fresh.topk, int64_t(1));
+    QCOMPARE(fresh.outputVar, std::string("summary"));
+  }
+
   void renameFollowsEdgesAndLoopCounters() {
     GraphModel m;
     QVERIFY(m.fromBuiltin(rag::Workflow::Multistep).isOk());
@@ -341,12 +382,15 @@ private Q_SLOTS:
     ragwb::PaletteModel palette;
     QAbstractItemModelTester paletteTester(&palette,
                                            QAbstractItemModelTester::FailureReportingMode::QtTest);
-    QCOMPARE(palette.rowCount(), 8);  // three node kinds, five conditions
+    QCOMPARE(palette.rowCount(), 9);  // four node kinds, five conditions
     std::unique_ptr<QMimeData> mime(palette.mimeData({palette.index(1)}));
     QCOMPARE(mime->data(ragwb::kNodeKindMime), QByteArray("retrieval"));
     std::unique_ptr<QMimeData> knowledge(palette.mimeData({palette.index(2)}));
     QCOMPARE(knowledge->data(ragwb::kNodeKindMime), QByteArray("knowledge"));
-    std::unique_ptr<QMimeData> cond(palette.mimeData({palette.index(7)}));
+    std::unique_ptr<QMimeData> compression(palette.mimeData({palette.index(3)}));
+    QCOMPARE(compression->data(ragwb::kNodeKindMime), QByteArray("compression"));
+    QCOMPARE(ragwb::nodeKindFromName("compression"), rag::NodeKind::Compression);
+    std::unique_ptr<QMimeData> cond(palette.mimeData({palette.index(8)}));
     QCOMPARE(cond->data(ragwb::kConditionMime), QByteArray("runs_below"));
     QCOMPARE(ragwb::conditionKindFromName("runs_below"), rag::ConditionKind::RunsBelow);
     QVERIFY(!ragwb::nodeKindFromName("planner"));

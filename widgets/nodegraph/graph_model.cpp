@@ -16,21 +16,44 @@ bool isTerminal(const QString& id) {
 }
 
 // The graph with `meta`'s settings and these nodes and edges. WorkflowGraph has builders only,
-// so every edit rebuilds it; the builders store each field as given, so nothing is lost.
+// so every edit rebuilds it; addNode stores each node as given, so nothing is lost (before it
+// did, a knowledge node came back from an edit as a retrieval node).
 rag::WorkflowGraph rebuilt(const rag::WorkflowGraph& meta,
                            const std::vector<rag::WorkflowNode>& nodes,
                            const std::vector<rag::WorkflowEdge>& edges) {
   rag::WorkflowGraph g(meta.name(), meta.description());
   g.setAnswerVar(meta.answerVar());
   g.setMaxNodeRuns(meta.maxNodeRuns());
-  for (const rag::WorkflowNode& n : nodes) {
-    if (n.kind == rag::NodeKind::Generation)
-      g.addGeneration(n.id, n.promptTemplate, n.outputVar, n.generation);
-    else
-      g.addRetrieval(n.id, n.topk, n.query, n.outputVar, n.retrieval);
-  }
+  for (const rag::WorkflowNode& n : nodes) g.addNode(n);
   for (const rag::WorkflowEdge& e : edges) g.addEdge(e.from, e.to, e.when);
   return g;
+}
+
+// Which node kinds have `p`.
+bool propertyBelongsTo(GraphModel::NodeProperty p, rag::NodeKind k) {
+  using P = GraphModel::NodeProperty;
+  using K = rag::NodeKind;
+  switch (p) {
+    case P::OutputVar: return true;
+    case P::Prompt:
+    case P::MaxTokens:
+    case P::Temperature:
+    case P::Stop: return k == K::Generation;
+    case P::Query:
+    case P::TopK: return k != K::Generation;
+    case P::NProbe:
+    case P::Method: return k == K::Retrieval;
+    case P::Passages: return k == K::Compression;
+  }
+  return false;
+}
+
+std::string propertyOwners(GraphModel::NodeProperty p) {
+  std::string out;
+  for (rag::NodeKind k : {rag::NodeKind::Generation, rag::NodeKind::Retrieval, rag::NodeKind::Knowledge,
+                          rag::NodeKind::Compression})
+    if (propertyBelongsTo(p, k)) out += (out.empty() ? "" : ", ") + std::string(rag::nodeKindName(k));
+  return out;
 }
 
 bool sameIssues(const std::vector<rag::WorkflowIssue>& a, const std::vector<rag::WorkflowIssue>& b) {
@@ -142,6 +165,11 @@ rag::WorkflowNode GraphModel::defaultNode(rag::NodeKind kind, const QString& id)
     n.topk = 5;
     n.query = std::string(rag::kQuestionVar);
     n.outputVar = "graph";
+  } else if (kind == rag::NodeKind::Compression) {
+    n.topk = 1;
+    n.query = std::string(rag::kQuestionVar);
+    n.compression.passages = "docs";
+    n.outputVar = "summary";
   } else {
     n.topk = 5;
     n.query = std::string(rag::kQuestionVar);
@@ -271,22 +299,17 @@ rag::Status GraphModel::setNodeProperty(const QString& id, NodeProperty property
                                         const QVariant& value) {
   const rag::WorkflowNode* current = node(id);
   if (!current) return unknownNode(id);
-  const bool generation = current->kind == rag::NodeKind::Generation;
-  const bool forGeneration = property == NodeProperty::Prompt ||
-                             property == NodeProperty::MaxTokens ||
-                             property == NodeProperty::Temperature || property == NodeProperty::Stop;
-  const bool forRetrieval = property == NodeProperty::Query || property == NodeProperty::TopK ||
-                            property == NodeProperty::NProbe || property == NodeProperty::Method;
-  if ((forGeneration && !generation) || (forRetrieval && generation))
-    return rag::Status::invalidArgument(
-        "\"" + id.toStdString() + "\" is a " + std::string(rag::nodeKindName(current->kind)) +
-        " node; that property belongs to " + (generation ? "retrieval" : "generation") + " nodes");
+  if (!propertyBelongsTo(property, current->kind))
+    return rag::Status::invalidArgument("\"" + id.toStdString() + "\" is a " +
+                                        std::string(rag::nodeKindName(current->kind)) +
+                                        " node; that property belongs to " + propertyOwners(property) + " nodes");
 
   rag::WorkflowNode n = *current;
   switch (property) {
     case NodeProperty::OutputVar: n.outputVar = value.toString().toStdString(); break;
     case NodeProperty::Prompt: n.promptTemplate = value.toString().toStdString(); break;
     case NodeProperty::Query: n.query = value.toString().toStdString(); break;
+    case NodeProperty::Passages: n.compression.passages = value.toString().toStdString(); break;
     case NodeProperty::MaxTokens: {
       RAG_ASSIGN_OR_RETURN(n.generation.maxTokens, integerValue(value, 1, "max tokens"));
       break;

@@ -47,15 +47,16 @@ class GraphModel : public QObject {
   Q_OBJECT
 public:
   enum class NodeProperty {
-    OutputVar,    // QString, both kinds
+    OutputVar,    // QString, every kind
     Prompt,       // QString, generation
     MaxTokens,    // integer, generation
     Temperature,  // double, generation
     Stop,         // QStringList, generation
-    Query,     // QString, retrieval
-    TopK,         // integer, retrieval
+    Query,        // QString, retrieval, knowledge, compression
+    TopK,         // integer, retrieval, knowledge (subgraphs), compression (sentences)
     NProbe,       // integer, retrieval
     Method,       // QString "dense" | "bm25" | "hybrid", retrieval
+    Passages,     // QString, compression: the passages variable it compresses
   };
 
   explicit GraphModel(QObject* parent = nullptr);

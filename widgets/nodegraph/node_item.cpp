@@ -34,6 +34,7 @@ QColor NodeItem::kindColor(rag::NodeKind kind) {
     case rag::NodeKind::Generation: return QColor(0x2f, 0x6d, 0xb5);
     case rag::NodeKind::Retrieval: return QColor(0x2e, 0x8b, 0x57);
     case rag::NodeKind::Knowledge: return QColor(0x8a, 0x5a, 0x2b);
+    case rag::NodeKind::Compression: return QColor(0x7a, 0x4f, 0xa8);
   }
   return QColor(0x60, 0x64, 0x70);
 }
@@ -52,6 +53,13 @@ void NodeItem::setNode(const rag::WorkflowNode& node) {
                     .arg(node.knowledge.hops)
                     .arg(node.knowledge.fanout)
                     .arg(node.knowledge.paths);
+  } else if (node.kind == rag::NodeKind::Compression) {
+    m_detail = QStringLiteral("extractive · %1 sentence%2").arg(node.topk).arg(node.topk == 1 ? "" : "s");
+    m_summary = QStringLiteral("Compression node (RECOMP, extractive): the %1 sentence%2 of {%3} that share "
+                               "the most words with %4")
+                    .arg(node.topk)
+                    .arg(node.topk == 1 ? "" : "s")
+                    .arg(toQString(node.compression.passages), queryLabel(node.query));
   } else {
     const QString method = toQString(rag::retrievalMethodName(node.retrieval.method));
     m_detail = QStringLiteral("%1 · top-%2").arg(method).arg(node.topk);
@@ -63,8 +71,9 @@ void NodeItem::setNode(const rag::WorkflowNode& node) {
                              ? QStringLiteral(", %1 clusters probed").arg(node.retrieval.nprobe)
                              : QString());
   }
-  m_output = node.kind == rag::NodeKind::Generation
-                 ? QStringLiteral("→ {%1}").arg(toQString(node.outputVar))
+  m_output = node.kind == rag::NodeKind::Generation ? QStringLiteral("→ {%1}").arg(toQString(node.outputVar))
+             : node.kind == rag::NodeKind::Compression
+                 ? QStringLiteral("{%1} → {%2}").arg(toQString(node.compression.passages), toQString(node.outputVar))
                  : QStringLiteral("%1 → {%2}").arg(queryLabel(node.query), toQString(node.outputVar));
   updateToolTip();
   update();

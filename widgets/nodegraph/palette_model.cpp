@@ -50,6 +50,11 @@ const std::vector<Entry>& entries() {
                           "entities of its query, takes each one's subgraph and keeps its paths "
                           "most similar to the query (GraphRAG, DepCache)"),
          NodeItem::kindColor(rag::NodeKind::Knowledge)},
+        {kNodeKindMime, bytes(rag::nodeKindName(rag::NodeKind::Compression)),
+         PaletteModel::tr("Compression"),
+         PaletteModel::tr("Drop on the canvas: RECOMP's extractive compressor, which keeps the sentences "
+                          "of a passages variable that best match its query as a short summary"),
+         NodeItem::kindColor(rag::NodeKind::Compression)},
         cond(rag::ConditionKind::Always, PaletteModel::tr("always"),
              PaletteModel::tr("Drop on an edge: taken unconditionally")),
         cond(rag::ConditionKind::Empty, PaletteModel::tr("if empty"),

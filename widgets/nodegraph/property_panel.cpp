@@ -137,6 +137,8 @@ void PropertyPanel::buildNodePage(QWidget* page) {
   m_query->setToolTip(tr("A variable's name (question) or a template of variables ({answer} {question}: IRG's "
                          "query, the last answer and the question)"));
   m_topk = spinBox(1, 1000);
+  m_passages = new QLineEdit;
+  m_passages->setToolTip(tr("The variable of retrieved passages to compress (a retrieval node's output: docs)"));
   m_nprobe = spinBox(0, 1 << 20);
   m_nprobe->setSpecialValueText(tr("engine default"));
   m_method = new QComboBox;
@@ -152,6 +154,7 @@ void PropertyPanel::buildNodePage(QWidget* page) {
   addRow(m_nodeColumn, tr("Max tokens"), m_maxTokens);
   addRow(m_nodeColumn, tr("Temperature"), m_temperature);
   addRow(m_nodeColumn, tr("Stop strings"), m_stop);
+  addRow(m_nodeColumn, tr("Passages"), m_passages);
   addRow(m_nodeColumn, tr("Query"), m_query);
   addRow(m_nodeColumn, tr("Top-k"), m_topk);
   addRow(m_nodeColumn, tr("Method"), m_method);
@@ -169,6 +172,8 @@ void PropertyPanel::buildNodePage(QWidget* page) {
   connect(m_stop, &QLineEdit::editingFinished, this, &PropertyPanel::commitStop);
   connect(m_query, &QLineEdit::editingFinished, this,
           [this] { setNodeProperty(Prop::Query, m_query->text()); });
+  connect(m_passages, &QLineEdit::editingFinished, this,
+          [this] { setNodeProperty(Prop::Passages, m_passages->text()); });
   connect(m_topk, &QSpinBox::valueChanged, this, [this](int v) { setNodeProperty(Prop::TopK, v); });
   connect(m_nprobe, &QSpinBox::valueChanged, this,
           [this](int v) { setNodeProperty(Prop::NProbe, v); });
@@ -277,8 +282,13 @@ void PropertyPanel::refreshGraph() {
 
 void PropertyPanel::refreshNode(const rag::WorkflowNode& n) {
   const bool gen = n.kind == rag::NodeKind::Generation;
-  const bool kg = n.kind == rag::NodeKind::Knowledge;
-  m_title->setText(tr("<b>%1 node</b>").arg(gen ? tr("Generation") : kg ? tr("Knowledge-graph retrieval") : tr("Retrieval")));
+  const bool retrieval = n.kind == rag::NodeKind::Retrieval;
+  const bool compression = n.kind == rag::NodeKind::Compression;
+  m_title->setText(tr("<b>%1 node</b>")
+                       .arg(gen                                   ? tr("Generation")
+                            : n.kind == rag::NodeKind::Knowledge ? tr("Knowledge-graph retrieval")
+                            : compression                         ? tr("Compression (extractive)")
+                                                                  : tr("Retrieval")));
   m_pages->setCurrentIndex(1);
   setText(m_id, toQString(n.id));
   m_kind->setText(toQString(rag::nodeKindName(n.kind)));
@@ -287,8 +297,14 @@ void PropertyPanel::refreshNode(const rag::WorkflowNode& n) {
                      static_cast<QWidget*>(m_temperature), static_cast<QWidget*>(m_stop)})
     setRowVisible(w, gen);
   for (QWidget* w : {static_cast<QWidget*>(m_query), static_cast<QWidget*>(m_topk)}) setRowVisible(w, !gen);
-  // A knowledge node's top-k is its subgraph count; method and nprobe are the passage search's.
-  for (QWidget* w : {static_cast<QWidget*>(m_method), static_cast<QWidget*>(m_nprobe)}) setRowVisible(w, !gen && !kg);
+  // Top-k counts subgraphs on a knowledge node, sentences kept on a compression node; method and
+  // nprobe are the passage search's.
+  m_topk->setToolTip(compression ? tr("Sentences kept in the summary")
+                     : retrieval ? tr("Passages retrieved")
+                                 : tr("Subgraphs: entities of the query to expand"));
+  for (QWidget* w : {static_cast<QWidget*>(m_method), static_cast<QWidget*>(m_nprobe)}) setRowVisible(w, retrieval);
+  setRowVisible(m_passages, compression);
+  if (compression) setText(m_passages, toQString(n.compression.passages));
   if (gen) {
     // Only a different text is set, so the cursor stays where the user is typing.
     if (m_prompt->toPlainText() != toQString(n.promptTemplate))

@@ -48,6 +48,7 @@ public:
   QLineEdit* stopEdit() const { return m_stop; }  // a JSON array of strings: ["\n"]
   QLineEdit* queryEdit() const { return m_query; }
   QSpinBox* topkBox() const { return m_topk; }
+  QLineEdit* passagesEdit() const { return m_passages; }
   QSpinBox* nprobeBox() const { return m_nprobe; }
   QComboBox* methodBox() const { return m_method; }
   QSpinBox* orderBox() const { return m_order; }
@@ -111,6 +112,7 @@ private:
   QLineEdit* m_stop;
   QLineEdit* m_query;
   QSpinBox* m_topk;
+  QLineEdit* m_passages;
   QSpinBox* m_nprobe;
   QComboBox* m_method;
   QLabel* m_ends;

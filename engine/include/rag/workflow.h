@@ -93,9 +93,16 @@ using RunCounts = std::map<std::string, int64_t, std::less<>>;  // node id -> fi
 // L-hop subgraph of each, its relation paths pruned to the top K by similarity to the question.
 // Its output variable holds the subgraphs; a generation prompt that uses it lays them out as a
 // dependency prompt (model/dep_prompt.h) or, under causal attention, as flat paths.
-enum class NodeKind { Generation, Retrieval, Knowledge };
-inline constexpr size_t kNodeKindCount = 3;
-std::string_view nodeKindName(NodeKind k);  // "generation" | "retrieval" | "knowledge"
+// Compression: RECOMP's extractive compressor (Xu et al. 2024): the sentences of a retrieved
+// passages variable that best match the query, kept in passage order of relevance as a short
+// summary (retrieval/extractive_summary.h). It runs on the CPU, beside the retrieval worker.
+enum class NodeKind { Generation, Retrieval, Knowledge, Compression };
+inline constexpr size_t kNodeKindCount = 4;
+std::string_view nodeKindName(NodeKind k);  // "generation" | "retrieval" | "knowledge" | "compression"
+std::optional<NodeKind> nodeKindFromName(std::string_view name);
+// What a run's StageTiming::work counts: "tokens" (generated), "clusters" (searched), "paths"
+// (kept) or "sentences" (scored).
+std::string_view nodeWorkUnit(NodeKind k);
 
 struct GenerationOptions {
   int64_t maxTokens = 64;         // >= 1
@@ -127,6 +134,13 @@ struct KnowledgeOptions {
   bool operator==(const KnowledgeOptions&) const = default;
 };
 
+// A compression node's settings (its sentence count is WorkflowNode::topk, its query the text the
+// sentences are scored against).
+struct CompressionOptions {
+  std::string passages;  // the variable of retrieved passages it compresses (a retrieval node's output)
+  bool operator==(const CompressionOptions&) const = default;
+};
+
 // One node. Fields of the other kinds stay at their defaults.
 struct WorkflowNode {
   std::string id;  // letters, digits, '_', '-', '.'; not START or END
@@ -135,11 +149,12 @@ struct WorkflowNode {
   // Generation
   std::string promptTemplate;
   GenerationOptions generation;
-  // Retrieval and Knowledge
-  int64_t topk = 0;  // >= 1: passages (Retrieval) or subgraphs (Knowledge)
+  // Retrieval, Knowledge and Compression
+  int64_t topk = 0;  // >= 1: passages (Retrieval), subgraphs (Knowledge) or sentences (Compression)
   std::string query;  // a variable's name or a template of variables (queryVariables)
   RetrievalOptions retrieval;
   KnowledgeOptions knowledge;
+  CompressionOptions compression;
   bool operator==(const WorkflowNode&) const = default;
 };
 
@@ -228,6 +243,11 @@ public:
   // A knowledge-graph retrieval node: `subgraphs` entities' subgraphs for the text of `query`.
   WorkflowGraph& addKnowledge(std::string id, int64_t subgraphs, std::string query, std::string outputVar,
                               KnowledgeOptions options = {});
+  // Any node, stored as given (what an editor or a copy with changed options rebuilds from).
+  WorkflowGraph& addNode(WorkflowNode node);
+  // Keeps the `sentences` sentences of variable `passages` that best match `query`.
+  WorkflowGraph& addCompression(std::string id, std::string passages, int64_t sentences, std::string query,
+                                std::string outputVar);
   // Edges leaving one node are checked in the order they are added (first match wins).
   WorkflowGraph& addEdge(std::string from, std::string to, EdgeCondition when = {});
 
@@ -297,5 +317,10 @@ private:
 // and tests need no install path). Each parses and validates (tests/engine/test_workflow.cpp).
 std::string_view builtinWorkflowJson(Workflow w);
 Result<WorkflowGraph> builtinWorkflow(Workflow w);
+// Any compiled-in file by its name, the built-ins' and the variants' beside them:
+// "recomp-abstractive" (RECOMP whose compressor is the model, HedraRAG's post-retrieval
+// generation stage, where the built-in compresses extractively).
+inline constexpr std::string_view kRecompAbstractive = "recomp-abstractive";
+Result<WorkflowGraph> builtinWorkflowFile(std::string_view name);
 
 }  // namespace rag
