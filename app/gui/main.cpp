@@ -36,6 +36,7 @@
 #include <iterator>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "bridge/gui_stall_meter.h"
 #include "core/blas_info.h"
@@ -46,6 +47,7 @@
 #include "nodegraph/graph_editor.h"
 #include "overview/overview_page.h"
 #include "rag/corpus.h"
+#include "rag/workflow.h"
 #include "run/run_panel.h"
 #include "inspectors/kg_inspector.h"
 #include "inspectors/dragon_page.h"
@@ -180,7 +182,32 @@ int main(int argc, char** argv) {
                      demoBlocksOpt, demoDepOpt, dragonOpt, dragonLatencyOpt, dragonTokensOpt, windveOpt,
                      windveSloOpt, windveClientsOpt, windveNoHeteroOpt, windveSecondsOpt, reproduceOpt,
                      reproduceArgsOpt, tourOpt});
+  parser.addPositionalArgument("workflow",
+                               "A workflow to open in the editor: a workflow JSON file or a built-in's name (oneshot, "
+                               "hyde, multistep, irg, recomp, graphrag).",
+                               "[WORKFLOW]");
   parser.process(app);
+  const QStringList positional = parser.positionalArguments();
+  if (positional.size() > 1) {
+    std::fprintf(stderr, "error: one workflow at most, not %lld (%s)\n", static_cast<long long>(positional.size()),
+                 qPrintable(positional.join(' ')));
+    return 2;
+  }
+  // A built-in's name, or a file that reads as a workflow: checked before the window opens.
+  std::optional<rag::Workflow> builtinToOpen;
+  QString fileToOpen;
+  if (!positional.isEmpty()) {
+    builtinToOpen = rag::workflowFromName(positional.front().toStdString());
+    if (!builtinToOpen) {
+      const rag::Result<rag::WorkflowGraph> g = rag::WorkflowGraph::load(positional.front().toStdString());
+      if (!g) {
+        std::fprintf(stderr, "error: %s (give a workflow JSON file or a built-in's name: oneshot, hyde, multistep, irg, "
+                     "recomp, graphrag)\n", g.status().message().c_str());
+        return 2;
+      }
+      fileToOpen = positional.front();
+    }
+  }
 
   // --bench-*: its count option must be a positive number; the result is printed as JSON.
   auto bench = [&parser](const QCommandLineOption& countOpt, auto run) {
@@ -217,6 +244,8 @@ int main(int argc, char** argv) {
       std::printf("GUI events during the longest stall: %s\n", qPrintable(events.mid(0, 8).join(QStringLiteral("; "))));
   });
   window.show();
+  if (builtinToOpen) window.editor()->loadTemplate(*builtinToOpen);
+  else if (!fileToOpen.isEmpty()) (void)window.editor()->openFile(fileToOpen);
   if (parser.isSet(showOpt) && !window.tools()->raise(parser.value(showOpt))) {
     std::fprintf(stderr, "error: --show: no tool '%s'; the tools are: %s\n", qPrintable(parser.value(showOpt)),
                  qPrintable(window.tools()->ids().join(", ")));

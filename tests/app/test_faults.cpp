@@ -141,6 +141,36 @@ private Q_SLOTS:
     checkOneLineError(r, "model.safetensors");
   }
 
+  // The workflow to open is checked before the window opens: a missing file, one that is not a
+  // workflow, two of them: exit 2 with a line naming the problem.
+  void workbenchRefusesABadWorkflowArgument() {
+    const QString workbench = QStringLiteral(RAGWB_BIN_DIR "/ragraph-workbench");
+    if (!QFile::exists(workbench)) QSKIP("no ragraph-workbench in this build (RAGWB_GUI=OFF)");
+    const QString notJson = path("not-a-workflow.json");
+    {
+      QFile f(notJson);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write("{\"format\": \"ragraph-workflow\", \"version\": 1, \"nodes\": [{\"id\": \"c\", \"kind\": \"summarise\"}]}");
+    }
+    const QList<std::pair<QStringList, QString>> cases = {
+        {{path("missing.json")}, "does not exist"},
+        {{notJson}, "\"summarise\" is not a node kind"},
+        {{"recomp", "oneshot"}, "one workflow at most"}};
+    for (const auto& [args, says] : cases) {
+      QProcess gui;
+      QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+      env.insert("QT_QPA_PLATFORM", "offscreen");
+      env.insert("RAGRAPH_DATA_DIR", path("workbench-args"));
+      gui.setProcessEnvironment(env);
+      gui.setProcessChannelMode(QProcess::MergedChannels);
+      gui.start(workbench, QStringList{"--corpus", m_corpus} + args);
+      QVERIFY(gui.waitForFinished(60000));
+      const QString out = QString::fromUtf8(gui.readAll());
+      QCOMPARE(gui.exitCode(), 2);
+      QVERIFY2(out.contains("error: ") && out.contains(says), qPrintable(out));
+    }
+  }
+
   void killedWorkbenchLeavesAReadableHistory() {
     const QString workbench = QStringLiteral(RAGWB_BIN_DIR "/ragraph-workbench");
     if (!QFile::exists(workbench)) QSKIP("no ragraph-workbench in this build (RAGWB_GUI=OFF)");
