@@ -116,7 +116,7 @@ std::vector<retrieval::SearchHit> RetrievalWorker::answerFromCache(const retriev
   return firstK(std::move(hits), k);
 }
 
-// Embeds the new jobs and makes their search tasks (cluster order and local-cache answer).
+// BM25's top k for `query` (the index opened on first use).
 Result<std::vector<retrieval::SearchHit>> RetrievalWorker::lexicalHits(const std::string& query, int32_t k) {
   if (!m_bm25) {
     if (m_params.corpus.empty())

@@ -42,7 +42,8 @@ private Q_SLOTS:
              std::string("mycophagy: the practice of eating fungi (especially mushrooms collected."));
     QVERIFY(passageSentences("").empty());
     QVERIFY(passageSentences(" . \n").empty());
-    const std::vector<std::string_view> lines = passageLines(kMycophagy + "\n  \n" + kEating);
+    const std::string text = kMycophagy + "\n  \n" + kEating;  // the views point into it
+    const std::vector<std::string_view> lines = passageLines(text);
     QCOMPARE(lines.size(), size_t{2});
     QCOMPARE(std::string(lines[1]) + "\n", kEating);
   }
