@@ -415,7 +415,7 @@ void Scheduler::finishNode(Req& r, NodeOutput output, bool speculative) {
   r.result.stages.push_back(t);
   traceNode(r,
             node->kind == NodeKind::Generation    ? TraceStage::Decode
-            : node->kind == NodeKind::Compression ? TraceStage::User
+            : node->kind == NodeKind::Compression ? TraceStage::Compress
                                                   : TraceStage::RetrievalStep,
             r.nodeBeginNs,
             static_cast<uint32_t>(std::max<int64_t>(0, output.work)), speculative ? kTraceSpeculative : 0);

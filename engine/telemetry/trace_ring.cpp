@@ -46,6 +46,7 @@ std::string_view traceStageName(TraceStage s) {
     case TraceStage::CorpusBuild: return "corpus-build";
     case TraceStage::User: return "user";
     case TraceStage::KvAssemble: return "kv-assemble";
+    case TraceStage::Compress: return "compress";
     case TraceStage::Count_: break;
   }
   return "unknown";

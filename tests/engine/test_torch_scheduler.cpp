@@ -146,7 +146,18 @@ private Q_SLOTS:
       speculations += h.speculations;
       QCOMPARE(byPolicy["sequential"][i].speculations, 0);
     }
-    // Every workflow has a retrieval followed by a generation: hedra must have speculated.
+    // RECOMP's compression node: a stage of its own that scored sentences, and a summary shorter
+    // than the passages it came from.
+    if (workflow == "recomp")
+      for (const RequestResult& r : byPolicy["hedra"]) {
+        QCOMPARE(r.stages.size(), size_t{3});
+        QCOMPARE(r.stages[1].kind, NodeKind::Compression);
+        QVERIFY(r.stages[1].work > 0);
+        const std::string& summary = r.variables.at("summary");
+        QVERIFY(!summary.empty() && summary.size() < r.variables.at("docs").size());
+      }
+    // Every workflow has a retrieval followed by a generation (RECOMP's through its compression
+    // node): hedra must have speculated.
     QVERIFY(speculations > 0);
     QVERIFY2(generatedText > 0, "the model generated nothing: the comparison would prove little");
   }

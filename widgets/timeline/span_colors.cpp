@@ -28,6 +28,7 @@ StageStyle stageStyle(rag::TraceStage s) {
     case rag::TraceStage::CorpusBuild: return {20, 110, 160};
     case rag::TraceStage::User: return {0, 40, 190};
     case rag::TraceStage::KvAssemble: return {60, 170, 215};
+    case rag::TraceStage::Compress: return {270, 110, 170};
     case rag::TraceStage::Unknown:
     case rag::TraceStage::Count_: break;
   }

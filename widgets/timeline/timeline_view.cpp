@@ -92,6 +92,8 @@ QString argumentText(rag::LaneKind lane, const rag::TraceEvent& e) {
       if (lane == rag::LaneKind::Requests)
         return QStringLiteral("clusters %1, node %2").arg(e.arg0).arg(e.arg1);
       return QStringLiteral("clusters %1").arg(e.arg0);
+    case rag::TraceStage::Compress:
+      return QStringLiteral("sentences %1, node %2").arg(e.arg0).arg(e.arg1);
     default:
       return QStringLiteral("arg0 %1, arg1 %2").arg(e.arg0).arg(e.arg1);
   }

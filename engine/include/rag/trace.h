@@ -31,6 +31,7 @@ enum class TraceStage : uint8_t {
   User,           // anything else; arg fields say what
   KvAssemble,     // a segmented prompt's KV: segments looked up (arg1 1, arg0 tokens found) or
                   // copied into the sequence and re-encoded (arg1 2, arg0 tokens placed)
+  Compress,       // a compression node's run (requests lane: arg0 sentences scored, arg1 node index)
   Count_
 };
 
