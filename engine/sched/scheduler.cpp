@@ -122,7 +122,9 @@ Status Scheduler::start() {
   m_byKind[static_cast<size_t>(NodeKind::Knowledge)] = ret.get();  // on the retrieval worker: same cores, same embedder
   auto compression = std::make_unique<CompressionExecutor>(wake);
   m_byKind[static_cast<size_t>(NodeKind::Compression)] = compression.get();
-  m_executors = {std::move(gen), std::move(ret), std::move(compression)};
+  m_executors[kGenerationSlot] = std::move(gen);
+  m_executors[kRetrievalSlot] = std::move(ret);
+  m_executors[kCompressionSlot] = std::move(compression);
   m_thread = std::thread([this] { loop(); });
   return Status::ok();
 }
@@ -148,8 +150,8 @@ Scheduler::~Scheduler() {
     }
   // The loop has cancelled every live request; the executors stop their workers, which drop
   // what they still hold (the retrieval worker first: it reads the generation worker's pace).
-  m_executors[1].reset();
-  m_executors[0].reset();
+  m_executors[kRetrievalSlot].reset();
+  m_executors[kGenerationSlot].reset();
 }
 
 Result<RequestHandle> Scheduler::submit(std::string question, std::shared_ptr<const WorkflowGraph> graph) {

@@ -114,9 +114,10 @@ private:
   TraceRing* m_ring;
   RequestEventFn m_onEvent;
   std::unique_ptr<TurnLock> m_turns;
-  // The executors: generation, retrieval (which also runs Knowledge nodes), compression; m_byKind
-  // finds a node kind's. The typed pointers are for statistics.
-  std::array<std::unique_ptr<StageExecutor>, 3> m_executors;  // owners
+  // The executors, in this order (m_byKind finds a node kind's; the retrieval executor also runs
+  // Knowledge nodes). The typed pointers are for statistics.
+  enum ExecutorSlot : size_t { kGenerationSlot, kRetrievalSlot, kCompressionSlot, kExecutorSlots };
+  std::array<std::unique_ptr<StageExecutor>, kExecutorSlots> m_executors;  // owners
   std::array<StageExecutor*, kNodeKindCount> m_byKind{};
   GenerationExecutor* m_gen = nullptr;
   RetrievalExecutor* m_ret = nullptr;
