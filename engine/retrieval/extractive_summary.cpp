@@ -59,12 +59,13 @@ std::vector<std::string> passageSentences(std::string_view passage) {
 }
 
 std::string_view passageNames(std::string_view passage) {
-  const size_t colon = passage.find(':');
-  return colon == std::string_view::npos ? passage : passage.substr(0, colon);
+  const size_t colon = passage.substr(0, kMaxNamesBytes).find(':');
+  return colon == std::string_view::npos ? std::string_view() : passage.substr(0, colon);
 }
 
 std::string standaloneSentence(std::string_view names, std::string_view sentence) {
-  std::string s = sentence.starts_with(names) ? std::string(sentence) : std::string(names) + ": " + std::string(sentence);
+  std::string s = names.empty() || sentence.starts_with(names) ? std::string(sentence)
+                                                               : std::string(names) + ": " + std::string(sentence);
   if (s.empty() || s.back() != '.') s += '.';
   return s;
 }

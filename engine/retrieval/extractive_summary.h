@@ -28,11 +28,13 @@ namespace rag::retrieval {
 // without its final '.' and the white space around it.
 std::vector<std::string> passageSentences(std::string_view passage);
 
-// The text before a passage's first ':' (its names), or the whole passage when it has none.
+// The text before a passage's first ':' (its names); empty when it has none within its first
+// kMaxNamesBytes bytes (then it is not a formatted passage, and its sentences carry no names).
+inline constexpr size_t kMaxNamesBytes = 256;
 std::string_view passageNames(std::string_view passage);
 
-// `sentence` as it stands alone: prefixed with "<names>: " unless it starts with the names
-// already, ending in '.'.
+// `sentence` as it stands alone: prefixed with "<names>: " unless the names are empty or it starts
+// with them already, ending in '.'.
 std::string standaloneSentence(std::string_view names, std::string_view sentence);
 
 struct ScoredSentence {

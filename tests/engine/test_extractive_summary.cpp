@@ -36,7 +36,12 @@ private Q_SLOTS:
     QCOMPARE(s[1], std::string("kind of: eating, feeding"));
     QCOMPARE(s[2], std::string("related forms: mycophagist"));
     QCOMPARE(passageNames(kEating), std::string_view("eating, feeding"));
-    QCOMPARE(passageNames("no colon here"), std::string_view("no colon here"));
+    // Text that is not a formatted passage has no names, and its sentences are left as they are.
+    QCOMPARE(passageNames("no colon here. none here either"), std::string_view());
+    QCOMPARE(passageNames(std::string(300, 'x') + ": late colon"), std::string_view());
+    QCOMPARE(standaloneSentence("", "none here either"), std::string("none here either."));
+    const ExtractiveSummary plain = extractiveSummary("colon", {"no colon here. none here either"}, 1);
+    QCOMPARE(plain.text, std::string("no colon here.\n"));
     QCOMPARE(standaloneSentence("eating, feeding", s[1]), std::string("eating, feeding: kind of: eating, feeding."));
     QCOMPARE(standaloneSentence("mycophagy", s[0]),
              std::string("mycophagy: the practice of eating fungi (especially mushrooms collected."));
