@@ -11,18 +11,13 @@
 
 namespace ragwb {
 
-namespace {
-
-// CPU time of the calling thread in ms; -1 where there is no per-thread clock.
-double threadCpuMs() {
+double GuiStallMeter::threadCpuMs() {
 #ifdef __linux__
   timespec t{};
   if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) == 0) return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) * 1e-6;
 #endif
   return -1;
 }
-
-}  // namespace
 
 GuiStallMeter* GuiStallMeter::s_running = nullptr;
 

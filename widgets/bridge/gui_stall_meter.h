@@ -21,6 +21,9 @@ class GuiStallMeter : public QObject {
   Q_OBJECT
 public:
   explicit GuiStallMeter(QObject* parent = nullptr);
+  // CPU time of the calling thread in ms (its own work, apart from waiting for a core on a busy
+  // machine); -1 where there is no per-thread clock. The panels time their GUI-thread work with it.
+  static double threadCpuMs();
   void start();
   void stop();
   void reset();

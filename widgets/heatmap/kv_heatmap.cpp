@@ -1,5 +1,6 @@
 #include "heatmap/kv_heatmap.h"
 
+#include "bridge/gui_stall_meter.h"
 #include "plot/plot_export.h"
 
 #include <QCheckBox>
@@ -9,7 +10,6 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <algorithm>
-#include <ctime>
 #include "plot/qcustomplot_include.h"
 
 namespace ragwb {
@@ -49,13 +49,6 @@ QString ownerLabel(rag::KvBlockOwner o) {
 constexpr rag::KvBlockOwner kLegendOrder[] = {rag::KvBlockOwner::Sequence, rag::KvBlockOwner::Prefix,
                                               rag::KvBlockOwner::Subgraph, rag::KvBlockOwner::Passage,
                                               rag::KvBlockOwner::Free};
-
-// This thread's CPU time in ms: its own work, apart from waiting for a core on a busy machine.
-double threadCpuMs() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) * 1e-6;
-}
 
 }  // namespace
 
@@ -172,9 +165,9 @@ void KvHeatmap::addSample(const rag::KvBlockMap& map, const rag::ServingStats& s
 }
 
 void KvHeatmap::addSampleAt(const rag::KvBlockMap& map, const rag::ServingStats& stats, double seconds) {
-  const double cpu0 = threadCpuMs();
+  const double cpu0 = GuiStallMeter::threadCpuMs();
   if (m_series.add(map, stats, seconds) != KvHeatSeries::AddResult::Skipped) rebuild();
-  m_longestSampleMs = std::max(m_longestSampleMs, threadCpuMs() - cpu0);
+  m_longestSampleMs = std::max(m_longestSampleMs, GuiStallMeter::threadCpuMs() - cpu0);
 }
 
 void KvHeatmap::clear() {

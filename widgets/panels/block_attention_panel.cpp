@@ -7,22 +7,11 @@
 #include <QSplitter>
 #include <QTableView>
 #include <QVBoxLayout>
-#include <ctime>
 
 #include "bridge/engine_bridge.h"
+#include "bridge/gui_stall_meter.h"
 
 namespace ragwb {
-
-namespace {
-
-// This thread's CPU time in ms: its own work, apart from waiting for a core on a busy machine.
-double threadCpuMs() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) * 1e-6;
-}
-
-}  // namespace
 
 // Okabe–Ito, as the KV heatmap: passage blocks green there, so reuse is green here.
 QColor BlockStripDelegate::cachedColour() { return QColor(0x00, 0x9e, 0x73); }
@@ -106,13 +95,13 @@ BlockAttentionPanel::BlockAttentionPanel(EngineBridge* bridge, QWidget* parent) 
   layout->addWidget(split, 1);
 
   connect(bridge, &EngineBridge::requestFinished, this, [this](const rag::RequestRecord& r) {
-    const double cpu0 = threadCpuMs();
+    const double cpu0 = GuiStallMeter::threadCpuMs();
     // Follow new rows while the last one is in view (a user reading older rows keeps them).
     const int bottom = m_requestView->rowAt(m_requestView->viewport()->height() - 1);
     const bool follow = bottom < 0 || bottom >= m_requests.rowCount() - 1;
     m_requests.addRecord(r);
     if (follow) m_requestView->scrollToBottom();
-    m_longestRecordMs = std::max(m_longestRecordMs, threadCpuMs() - cpu0);
+    m_longestRecordMs = std::max(m_longestRecordMs, GuiStallMeter::threadCpuMs() - cpu0);
   });
   connect(bridge, &EngineBridge::engineReady, this, &BlockAttentionPanel::refresh);
   m_timer.setInterval(500);
@@ -139,10 +128,10 @@ QString BlockAttentionPanel::statusText() const {
 }
 
 void BlockAttentionPanel::refresh() {
-  const double cpu0 = threadCpuMs();
+  const double cpu0 = GuiStallMeter::threadCpuMs();
   m_store.setEntries(m_bridge->blockStoreEntries());
   m_status->setText(statusText());
-  m_longestRefreshMs = std::max(m_longestRefreshMs, threadCpuMs() - cpu0);
+  m_longestRefreshMs = std::max(m_longestRefreshMs, GuiStallMeter::threadCpuMs() - cpu0);
 }
 
 void BlockAttentionPanel::showEvent(QShowEvent* e) {

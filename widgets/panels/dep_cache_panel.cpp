@@ -7,22 +7,16 @@
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 #include <iterator>
 
 #include "bridge/engine_bridge.h"
+#include "bridge/gui_stall_meter.h"
 #include "plot/plot_export.h"
 #include "plot/qcustomplot_include.h"
 
 namespace ragwb {
 
 namespace {
-
-double threadCpuMs() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) * 1e-6;
-}
 
 // Okabe–Ito, one per policy label in order of first appearance.
 QColor policyColour(size_t i) {
@@ -222,10 +216,10 @@ void DepCachePanel::runFinished() {
 }
 
 void DepCachePanel::addStats(const rag::ServingStats& stats) {
-  const double cpu0 = threadCpuMs();
+  const double cpu0 = GuiStallMeter::threadCpuMs();
   if (m_active) update(stats, m_clock.nsecsElapsed() / 1e9);
   else if (!m_bridge->running()) m_idle = stats;  // a run may have been asked for: not its baseline then
-  m_longestReportMs = std::max(m_longestReportMs, threadCpuMs() - cpu0);
+  m_longestReportMs = std::max(m_longestReportMs, GuiStallMeter::threadCpuMs() - cpu0);
 }
 
 void DepCachePanel::update(const rag::ServingStats& stats, double seconds) {
