@@ -34,7 +34,7 @@ std::string_view nodeKindName(NodeKind k) {
 }
 
 std::optional<NodeKind> nodeKindFromName(std::string_view name) {
-  for (NodeKind k : {NodeKind::Generation, NodeKind::Retrieval, NodeKind::Knowledge, NodeKind::Compression})
+  for (NodeKind k : kAllNodeKinds)
     if (nodeKindName(k) == name) return k;
   return std::nullopt;
 }

@@ -50,8 +50,7 @@ bool propertyBelongsTo(GraphModel::NodeProperty p, rag::NodeKind k) {
 
 std::string propertyOwners(GraphModel::NodeProperty p) {
   std::string out;
-  for (rag::NodeKind k : {rag::NodeKind::Generation, rag::NodeKind::Retrieval, rag::NodeKind::Knowledge,
-                          rag::NodeKind::Compression})
+  for (rag::NodeKind k : rag::kAllNodeKinds)
     if (propertyBelongsTo(p, k)) out += (out.empty() ? "" : ", ") + std::string(rag::nodeKindName(k));
   return out;
 }

@@ -73,7 +73,7 @@ const std::vector<Entry>& entries() {
 }  // namespace
 
 std::optional<rag::NodeKind> nodeKindFromName(const QByteArray& name) {
-  return fromName(name, kNodeKinds, &rag::nodeKindName);
+  return fromName(name, rag::kAllNodeKinds, &rag::nodeKindName);
 }
 
 std::optional<rag::ConditionKind> conditionKindFromName(const QByteArray& name) {

@@ -15,8 +15,6 @@ namespace ragwb {
 inline constexpr const char* kNodeKindMime = "application/x-ragraph-node-kind";
 inline constexpr const char* kConditionMime = "application/x-ragraph-edge-condition";
 
-inline constexpr std::array<rag::NodeKind, 4> kNodeKinds = {rag::NodeKind::Generation, rag::NodeKind::Retrieval,
-                                                            rag::NodeKind::Knowledge, rag::NodeKind::Compression};
 inline constexpr std::array<rag::ConditionKind, 5> kConditionKinds = {
     rag::ConditionKind::Always, rag::ConditionKind::Empty, rag::ConditionKind::NonEmpty,
     rag::ConditionKind::Contains, rag::ConditionKind::RunsBelow};

@@ -97,7 +97,9 @@ using RunCounts = std::map<std::string, int64_t, std::less<>>;  // node id -> fi
 // passages variable that best match the query, kept in passage order of relevance as a short
 // summary (retrieval/extractive_summary.h). It runs on the CPU, beside the retrieval worker.
 enum class NodeKind { Generation, Retrieval, Knowledge, Compression };
-inline constexpr size_t kNodeKindCount = 4;
+inline constexpr std::array<NodeKind, 4> kAllNodeKinds = {NodeKind::Generation, NodeKind::Retrieval,
+                                                          NodeKind::Knowledge, NodeKind::Compression};
+inline constexpr size_t kNodeKindCount = kAllNodeKinds.size();
 std::string_view nodeKindName(NodeKind k);  // "generation" | "retrieval" | "knowledge" | "compression"
 std::optional<NodeKind> nodeKindFromName(std::string_view name);
 // What a run's StageTiming::work counts: "tokens" (generated), "clusters" (searched), "paths"
