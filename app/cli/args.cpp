@@ -190,4 +190,11 @@ std::vector<int64_t> spreadEvenly(const std::vector<int64_t>& all, int64_t limit
   return out;
 }
 
+Result<bool> onOff(Args& args, const std::string& name, bool fallback, std::string_view what) {
+  const std::string v = args.getOr(name, fallback ? "on" : "off");
+  if (v != "on" && v != "off")
+    return Status::invalidArgument("--" + name + " takes " + std::string(what) + ", not '" + v + "'");
+  return v == "on";
+}
+
 }  // namespace rag::cli

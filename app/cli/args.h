@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rag/status.h"
@@ -35,6 +36,9 @@ private:
   Status m_parseError;
   Opt* find(const std::string& key);
 };
+
+// --NAME on|off (absent: `fallback`); InvalidArgument naming what each value means otherwise.
+Result<bool> onOff(Args& args, const std::string& name, bool fallback, std::string_view what);
 
 // Draws a progress bar on stderr (a line per ~10% when stderr is not a terminal).
 class ProgressPrinter {

@@ -1,6 +1,8 @@
 // `ragraph model gguf`: a Llama checkpoint as a GGUF file, for llama.cpp to run the same weights.
 // `ragraph model lexical`: an embedder with a whole-word lexical branch (model/lexical_words.h)
 // weighted by the corpus's passages, untrained: the dense part unchanged, BM25 carried beside it.
+// `ragraph model grow`: a Llama checkpoint made deeper without changing its outputs
+// (model/model_grow.h), to be trained on with `train lm --init`.
 #include <cstdio>
 #include <iostream>
 
@@ -8,6 +10,7 @@
 #include "core/json_writer.h"
 #include "core/fs.h"
 #include "model/gguf.h"
+#include "model/model_grow.h"
 #include "model/text_embedder.h"
 #include "model/training_data.h"
 
@@ -96,6 +99,42 @@ int cmdModelLexical(Args& args) {
                 "average %.1f words); build its index with `ragraph index build --embedder %s --index BASE`\n",
                 out->c_str(), embedder->c_str(), static_cast<long long>(*buckets), static_cast<long long>(*dim),
                 *weight, stats->avgWords, out->c_str());
+  }
+  return 0;
+}
+
+int cmdModelGrow(Args& args) {
+  model::GrowOptions o;
+  auto modelDir = args.get("model");
+  auto out = args.get("out");
+  Result<int64_t> layers = args.getInt("layers", 0);
+  const bool json = args.flag("json");
+  if (Status s = args.finish(); !s) return fail(s);
+  if (!layers) return fail(layers.status());
+  if (!modelDir || !out || *layers == 0)
+    return fail(Status::invalidArgument(
+        "--model DIR, --layers N and --out DIR are required (e.g. --model datasets/models/rag-llama-roles --layers 8 --out grown)"));
+  o.modelDir = *modelDir;
+  o.out = *out;
+  o.layers = *layers;
+  Result<model::GrownModel> g = model::growLlamaDepth(o);
+  if (!g) return fail(g.status());
+  if (json) {
+    JsonWriter w(std::cout, true);
+    w.beginObject();
+    w.key("out").value(o.out.string());
+    w.key("old_layers").value(g->oldLayers);
+    w.key("layers").value(g->layers);
+    w.key("new_layers").beginArray();
+    for (int64_t i : g->newLayerIndexes) w.value(i);
+    w.endArray();
+    w.key("parameters").value(g->parameters);
+    w.endObject();
+    std::cout << std::endl;
+  } else {
+    std::printf("wrote %s: %lld layers (from %lld; the new ones add nothing until trained), %lld parameters\n",
+                o.out.c_str(), static_cast<long long>(g->layers), static_cast<long long>(g->oldLayers),
+                static_cast<long long>(g->parameters));
   }
   return 0;
 }

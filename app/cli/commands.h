@@ -39,6 +39,7 @@ int cmdBlocksPrecompute(Args& args);  // cmd_blocks.cpp
 int cmdBenchBlocks(Args& args);       // cmd_bench_blocks.cpp
 int cmdModelGguf(Args& args);         // cmd_model.cpp
 int cmdModelLexical(Args& args);      // cmd_model.cpp
+int cmdModelGrow(Args& args);         // cmd_model.cpp
 
 // The lexical branch's options (`model lexical --buckets`, `train embedder --lexical-buckets`:
 // `flag` is "--" or "--lexical-"): minBuckets..2^24 buckets (train takes 0: no branch), a dim of

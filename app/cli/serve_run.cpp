@@ -15,13 +15,6 @@
 
 namespace rag::cli {
 
-Result<bool> onOff(Args& args, const std::string& name, bool fallback, std::string_view what) {
-  const std::string v = args.getOr(name, fallback ? "on" : "off");
-  if (v != "on" && v != "off")
-    return Status::invalidArgument("--" + name + " takes " + std::string(what) + ", not '" + v + "'");
-  return v == "on";
-}
-
 Result<ServingParams> readServingParams(Args& args, const std::string& defaultMode) {
   ServingParams p;
   RAG_ASSIGN_OR_RETURN(ModelChoice choice, readModelChoice(args, /*allowSynthetic=*/false));

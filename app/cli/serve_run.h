@@ -21,8 +21,6 @@ namespace rag::cli {
 // --model --dtype --embedder --index --mode --generation-threads --retrieval-threads
 // --substage-ms --deterministic --spec-load --prefix-cache on|off --eviction POLICY --host-kv-mb N.
 Result<ServingParams> readServingParams(Args& args, const std::string& defaultMode);
-// --NAME on|off (absent: `fallback`); InvalidArgument naming what each value means otherwise.
-Result<bool> onOff(Args& args, const std::string& name, bool fallback, std::string_view what);
 
 struct RunFigures {
   std::string workflow, mode;

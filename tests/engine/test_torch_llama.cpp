@@ -10,6 +10,7 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "model/model_config.h"
+#include "model/model_grow.h"
 
 using namespace rag;
 using namespace rag::model;
@@ -135,6 +136,53 @@ private Q_SLOTS:
     torch::NoGradGuard noGrad;
     torch::Tensor causal = torch::ones({6, 6}, torch::kBool).tril().expand({2, 6, 6});
     QVERIFY((a->forwardDense(tokens, pos, causal) - a->forwardDense(tokens, pos)).abs().max().item<double>() < 1e-6);
+  }
+
+  // A model grown deeper (model/model_grow.h) computes the same logits: its new layers are copies
+  // whose output projections are zero. The old layers keep their weights at their new places.
+  void growingDeeperKeepsTheLogits() {
+    auto m = LlamaModel::load(kFixture);
+    QVERIFY(m.isOk());
+    QTemporaryDir tmp;
+    const fs::path dir(tmp.path().toStdString());
+    const int64_t old = m->config().numHiddenLayers;
+    auto g = growLlamaDepth({.modelDir = kFixture, .out = dir / "grown", .layers = old + 3});
+    QVERIFY2(g.isOk(), g.status().message().c_str());
+    QCOMPARE(g->layers, old + 3);
+    QCOMPARE(g->newLayerIndexes.size(), size_t{3});
+    auto grown = LlamaModel::load(dir / "grown");
+    QVERIFY2(grown.isOk(), grown.status().message().c_str());
+    QCOMPARE(grown->config().numHiddenLayers, old + 3);
+    const Expected e = loadExpected();
+    torch::NoGradGuard noGrad;
+    const torch::Tensor tokens = torch::tensor(e.tokens, torch::kLong);
+    const double diff = (grown->forward(tokens) - m->forward(tokens)).abs().max().item<double>();
+    QVERIFY2(diff < 1e-5, qPrintable(QString("max logit difference %1").arg(diff)));
+    const LlamaWeights& w = grown->weights();
+    int64_t kept = 0;
+    for (int64_t i = 0; i < old + 3; ++i) {
+      const bool added = std::find(g->newLayerIndexes.begin(), g->newLayerIndexes.end(), i) != g->newLayerIndexes.end();
+      if (added) {
+        QCOMPARE(w.layers[i].o.abs().max().item<double>(), 0.0);
+        QCOMPARE(w.layers[i].down.abs().max().item<double>(), 0.0);
+        QVERIFY(torch::equal(w.layers[i].q, w.layers[i - 1].q));  // a copy of the layer before
+      } else {
+        QVERIFY(torch::equal(w.layers[i].o, m->weights().layers[kept].o));
+        ++kept;
+      }
+    }
+    QCOMPARE(kept, old);
+
+    // Refusals: no deeper, an output in use, the model's own directory.
+    auto shallow = growLlamaDepth({.modelDir = kFixture, .out = dir / "x", .layers = old});
+    QVERIFY(!shallow.isOk());
+    QVERIFY(shallow.status().message().find("--layers") != std::string::npos);
+    auto used = growLlamaDepth({.modelDir = kFixture, .out = dir / "grown", .layers = old + 1});
+    QVERIFY(!used.isOk());
+    QVERIFY(used.status().message().find("not empty") != std::string::npos);
+    auto self = growLlamaDepth({.modelDir = dir / "grown", .out = dir / "grown", .layers = old + 4});
+    QVERIFY(!self.isOk());
+    QVERIFY(!growLlamaDepth({.modelDir = dir / "nowhere", .out = dir / "y", .layers = 4}).isOk());
   }
 
   void badInputIsAClearError() {
