@@ -265,7 +265,7 @@ Result<LmOptions> readLmOptions(Args& args) {
   RAG_ASSIGN_OR_RETURN(int64_t graphPaths, atLeast(args, "paths", 30, 1));
   o.graphSubgraphs = static_cast<int32_t>(graphSubgraphs);
   o.graphPaths = static_cast<int32_t>(graphPaths);
-  for (const char* flag : {"roles", "completion-budget", "no-gold-share", "two-hop-share"})
+  for (const char* flag : {"roles", "completion-budget", "no-gold-share", "two-hop-share", "shuffle-passages"})
     if (o.data.data != TrainData::Roles && args.get(flag))
       return Status::invalidArgument("--" + std::string(flag) + " is for --data roles");
   if (auto roles = args.get("roles")) {
@@ -281,6 +281,10 @@ Result<LmOptions> readLmOptions(Args& args) {
   if (!(twoHopShare >= 0 && twoHopShare <= 1))
     return Status::invalidArgument("--two-hop-share must be between 0 and 1 (the share of Multistep role examples drawn from two-hop questions)");
   o.roles.twoHopShare = twoHopShare;
+  RAG_ASSIGN_OR_RETURN(double shuffle, args.getDouble("shuffle-passages", o.roles.shufflePassages));
+  if (!(shuffle >= 0 && shuffle <= 1))
+    return Status::invalidArgument("--shuffle-passages must be between 0 and 1 (the share of retrieved-passage prompts whose passages are shuffled)");
+  o.roles.shufflePassages = shuffle;
   RAG_ASSIGN_OR_RETURN(double promptLoss, args.getDouble("prompt-loss", 0.1));
   if (!(promptLoss >= 0 && promptLoss <= 1))
     return Status::invalidArgument("--prompt-loss must be between 0 and 1");
@@ -301,6 +305,7 @@ Result<LmOptions> readLmOptions(Args& args) {
                       {"completion-budget", std::to_string(completionBudget)},
                       {"no-gold-share", shortest(noGoldShare)},
                       {"two-hop-share", shortest(twoHopShare)},
+                      {"shuffle-passages", shortest(shuffle)},
                       {"tokenizer-vocab", std::to_string(o.tokenizer->vocabSize())}})
     o.setup.runOptions.emplace_back(k, v);
   return o;

@@ -340,6 +340,9 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
       break;
     }
   }
+  if (role != Role::AnswerGold && docs.size() > 1 && m.options.shufflePassages > 0 &&
+      rng.uniform01() < m.options.shufflePassages)
+    rng.shuffle(docs);
   docs.resize(docs.size() - std::min(dropPassages, docs.size() > 0 ? docs.size() - 1 : 0));
   std::string joined;
   for (const model::PassageText& p : docs) joined += p.text;

@@ -5,6 +5,7 @@
 // are refused with the role names.
 #include <QtTest>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -177,6 +178,41 @@ private Q_SLOTS:
       }
     }
     QVERIFY(firstHops > 0 && secondHops > 0 && dones > 0);
+  }
+
+  // Shuffled prompts hold the same retrieved passages in another order; the completion is the
+  // same; gold-passage prompts (already at a random place) and shuffle 0 keep the order.
+  void retrievedPassagesAreShuffled() {
+    auto passagesOf = [](const RoleExampleText& t) {
+      std::vector<int64_t> ids;
+      for (const model::PromptPiece& p : t.pieces)
+        if (p.origin == model::SegmentOrigin::Passage) ids.push_back(p.passageId);
+      return ids;
+    };
+    RoleExampleOptions keep, shuffle;
+    keep.mix = shuffle.mix = {{Role::Answer, 1}, {Role::AnswerGold, 1}};
+    keep.shufflePassages = 0;
+    shuffle.shufflePassages = 1;
+    auto a = open(keep), b = open(shuffle);
+    QVERIFY(a && b);
+    int reordered = 0;
+    for (int64_t i = 0; i < 60; ++i) {
+      auto x = a->exampleText(6, 0, i);
+      auto y = b->exampleText(6, 0, i);
+      QVERIFY2(x.isOk() && y.isOk(), "a role example");
+      QCOMPARE(x->role, y->role);
+      QCOMPARE(x->completion, y->completion);
+      std::vector<int64_t> px = passagesOf(*x), py = passagesOf(*y);
+      if (x->role == Role::AnswerGold) {
+        QCOMPARE(px, py);
+        continue;
+      }
+      reordered += px != py;
+      std::sort(px.begin(), px.end());
+      std::sort(py.begin(), py.end());
+      QCOMPARE(px, py);
+    }
+    QVERIFY(reordered > 0);
   }
 
   void longCompletionsWeighNoMoreThanTheBudget() {
