@@ -23,8 +23,8 @@
 //                                                   answer, after the topic's name (extractive)
 //   recomp_answer     answer (recomp)               the answer, from that summary
 //
-// Retrieved passages are shuffled for `shufflePassages` of the prompts, so that reading, not the
-// retriever's order, finds the answer. Everything is drawn from one split (train by default): no question, answer or KG path of
+// Retrieved passages keep the retriever's order unless `shufflePassages` shuffles a share of them.
+// Everything is drawn from one split (train by default): no question, answer or KG path of
 // another split is ever a target. Each example is a pure function of (seed, step, index).
 // Completions are " <text>" + EOS, weighted 1; prompt tokens weigh `promptLossWeight`. A prompt
 // that does not fit drops passages from its end (never below one) before it fails.
@@ -70,10 +70,12 @@ struct RoleExampleOptions {
   double twoHopShare = 0.5;      // multistep roles: the share of two-hop questions
   // The share of retrieved-passage prompts (every role but answer_gold, whose gold passage already
   // sits at a random place) whose passages are shuffled. BM25 puts the passage that answers first
-  // so often that a model trained on its order learns to copy from the first passage: rag-llama-roles
-  // answers 22 of 30 definition questions with the gold passage first, 14 of 120 with it elsewhere.
-  // 0 draws nothing (the examples of the models trained before it).
-  double shufflePassages = 0.5;
+  // so often that a model trained on its order learns to read the first passage best:
+  // rag-llama-roles answers 22 of 30 definition questions with the gold passage first, 14 of 120
+  // with it elsewhere. Shuffling half of them (0.5) raised gold-passage reading 0.543 -> 0.565 but
+  // cost One-shot 0.570 -> 0.478 over BM25's ranking, where the prior is right (README, issue 21),
+  // so 0, the shipped model's setting, is the default. 0 draws nothing.
+  double shufflePassages = 0;
   float promptLossWeight = 0.0f;
   // Completion tokens an example's loss may weigh at most: a longer completion (HyDE's passage,
   // RECOMP's summary) has its tokens' weights scaled so they sum to this, so the few-token
