@@ -143,7 +143,7 @@ int cmdDemo(Args& args) {
     std::printf("\n(`ragraph eval workflow --builtin NAME` measures it on the whole test split.)\n");
     if (!modelGiven && !method)
       std::printf("(The opt-in role model over BM25 answers more: `ragraph demo --model datasets/models/rag-llama-roles "
-                  "--method bm25`; on 400 test questions One-shot 0.570, IRG 0.435, Multistep 0.345.)\n");
+                  "--method bm25`; on 400 test questions One-shot 0.568, IRG 0.560, Multistep 0.503.)\n");
     std::printf("\n");
   } else {
     std::printf("(Serving needs datasets/models/rag-llama, datasets/models/rag-embedder and the passage index: "

@@ -111,7 +111,8 @@ struct RoleExampleSource::Impl {
   std::vector<Role> roleOf;        // sampler index -> role
   std::map<Role, std::string> templates;
   std::string irgQuery;        // the query IRG's later rounds retrieve with (its retrieve_again node's)
-  std::string multistepQuery;  // the query Multistep's sub-questions retrieve with (its retrieve node's)
+  std::string multistepQuery;      // the query Multistep's first sub-question retrieves with (its retrieve node's)
+  std::string multistepNextQuery;  // ... and each later one, after a fact was learnt (its retrieve_next node's)
 
   Result<RoleItem> item(int64_t qaId);
   Result<std::vector<model::PassageText>> retrieve(std::string_view query, int32_t k, const RoleItem& item,
@@ -232,7 +233,9 @@ Result<std::unique_ptr<RoleExampleSource>> RoleExampleSource::open(const std::fi
   RAG_ASSIGN_OR_RETURN(WorkflowNode irgRetrieval, builtinNode(workflowName(Workflow::Irg), "retrieve_again", NodeKind::Retrieval));
   RAG_ASSIGN_OR_RETURN(WorkflowNode multistepRetrieval, builtinNode(workflowName(Workflow::Multistep), "retrieve", NodeKind::Retrieval));
   impl->irgQuery = irgRetrieval.query;
+  RAG_ASSIGN_OR_RETURN(WorkflowNode multistepNext, builtinNode(workflowName(Workflow::Multistep), "retrieve_next", NodeKind::Retrieval));
   impl->multistepQuery = multistepRetrieval.query;
+  impl->multistepNextQuery = multistepNext.query;
   return std::unique_ptr<RoleExampleSource>(new RoleExampleSource(std::move(impl), tokenizer));
 }
 
@@ -258,10 +261,21 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
   // question itself as its only hop.
   const bool secondHop = hops && rng.uniform01() < 0.5;
   const std::string subquestion = hops ? (secondHop ? it.secondHop : it.firstHop) : it.qa.question;
-  const std::string fact =
-      hops ? (secondHop ? factSentence(it.relations[1], it.intermediate, answer, it.secondHop)
-                        : factSentence(it.relations[0], it.topic, it.intermediate, it.firstHop))
-           : factSentence(it.qa.relation, it.topic, answer, it.qa.question);
+  const std::string firstFact = hops ? factSentence(it.relations[0], it.topic, it.intermediate, it.firstHop) : "";
+  const std::string fact = hops ? (secondHop ? factSentence(it.relations[1], it.intermediate, answer, it.secondHop) : firstFact)
+                                : factSentence(it.qa.relation, it.topic, answer, it.qa.question);
+  std::string retrievalQuery;  // what the prompt's passages were retrieved with, if any
+  auto search = [&](std::string query, int32_t k, bool withoutGold) {
+    retrievalQuery = std::move(query);
+    return m.retrieve(retrievalQuery, k, it, withoutGold);
+  };
+  // The two passages Multistep retrieves at this hop: the first sub-question's with the question
+  // (its retrieve node), the second's with the first hop's fact too (retrieve_next).
+  auto hopPassages = [&]() {
+    Variables q{{std::string(kQuestionVar), it.qa.question}, {"subquestion", subquestion}};
+    if (secondHop) q["fact"] = firstFact;
+    return search(queryText(secondHop ? m.multistepNextQuery : m.multistepQuery, q), 2, false);
+  };
 
   switch (role) {
     case Role::AnswerGold: {
@@ -272,7 +286,7 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
       break;
     }
     case Role::Answer: {
-      RAG_ASSIGN_OR_RETURN(docs, m.retrieve(it.qa.question, 5, it, dropGold));
+      RAG_ASSIGN_OR_RETURN(docs, search(it.qa.question, 5, dropGold));
       completion = answer;
       break;
     }
@@ -280,7 +294,7 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
       // The previous round's output, retrieved with as IRG does (with the question: Iter-RetGen).
       std::string previous = hops ? it.intermediate : (rng.uniform01() < 0.5 ? answer : it.topic);
       const Variables round = {{std::string(kQuestionVar), it.qa.question}, {"answer", previous}};
-      RAG_ASSIGN_OR_RETURN(docs, m.retrieve(queryText(m.irgQuery, round), 5, it, dropGold));
+      RAG_ASSIGN_OR_RETURN(docs, search(queryText(m.irgQuery, round), 5, dropGold));
       completion = answer;
       break;
     }
@@ -294,7 +308,7 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
     case Role::Decompose: completion = hops ? it.firstHop : it.qa.question; break;
     case Role::SubAnswer: {
       vars["subquestion"] = subquestion;
-      RAG_ASSIGN_OR_RETURN(docs, m.retrieve(queryText(m.multistepQuery, vars), 2, it, false));
+      RAG_ASSIGN_OR_RETURN(docs, hopPassages());
       completion = fact;
       break;
     }
@@ -307,7 +321,7 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
     case Role::MultistepAnswer: {
       vars["fact"] = fact;
       vars["subquestion"] = subquestion;
-      RAG_ASSIGN_OR_RETURN(docs, m.retrieve(queryText(m.multistepQuery, vars), 2, it, false));
+      RAG_ASSIGN_OR_RETURN(docs, hopPassages());
       completion = answer;
       break;
     }
@@ -331,7 +345,7 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
       else if (hops) summary = factSentence(it.relations[0], it.topic, it.intermediate, it.firstHop) + " " + summary;
       if (summary.back() != '.') summary += '.';
       if (role == Role::Compress) {
-        RAG_ASSIGN_OR_RETURN(docs, m.retrieve(it.qa.question, 5, it, false));
+        RAG_ASSIGN_OR_RETURN(docs, search(it.qa.question, 5, false));
         completion = summary;
       } else {
         vars["summary"] = summary;
@@ -354,6 +368,7 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
   out.role = role;
   out.qaId = qaId;
   out.completion = completion;
+  out.query = retrievalQuery;
   RAG_ASSIGN_OR_RETURN(out.pieces, model::promptPieces(m.templates.at(role), vars, passages));
   for (const model::PromptPiece& p : out.pieces) out.prompt += p.text;
   return out;

@@ -15,7 +15,9 @@
 //   decompose         decompose (multistep)         two-hop: the first hop's question (from the KG path);
 //                                                   else the question itself
 //   subanswer         subanswer (multistep)         the sub-question's fact in one sentence, from the
-//                                                   sub-question's top-2 passages
+//                                                   sub-question's top-2 passages (the second hop's
+//                                                   retrieved with the first hop's fact, as
+//                                                   retrieve_next does)
 //   next              next (multistep)              two-hop after the first hop: the second hop's
 //                                                   question; otherwise DONE
 //   multistep_answer  answer (multistep)            the answer, from the last hop's passages and fact
@@ -91,6 +93,7 @@ struct RoleExampleText {
   std::string prompt;      // the node's template rendered
   std::string completion;  // without the leading space and EOS
   std::vector<model::PromptPiece> pieces;  // the prompt as serving tokenizes it
+  std::string query;       // the query its passages were retrieved with; empty when none were
 };
 
 class RoleExampleSource final : public model::ExampleSource {

@@ -159,7 +159,7 @@ private Q_SLOTS:
     auto s = open(o);
     QVERIFY(s);
     corpus::QaPromptReader reader = *corpus::QaPromptReader::open(corpus());
-    int firstHops = 0, secondHops = 0, dones = 0;
+    int firstHops = 0, secondHops = 0, dones = 0, firstHopQueries = 0, factQueries = 0;
     for (int64_t i = 0; i < 200; ++i) {
       auto t = s->exampleText(3, 1, i);
       QVERIFY2(t.isOk(), t.status().message().c_str());
@@ -175,9 +175,24 @@ private Q_SLOTS:
         else ++secondHops;
       } else {
         QVERIFY2(t->completion.back() == '.', t->completion.c_str());
+        // Retrieved as the built-in does: the first sub-question with the question (retrieve),
+        // the second with the first hop's fact between them (retrieve_next).
+        const std::string shown = "Sub-question: ";
+        const size_t at = t->prompt.rfind(shown) + shown.size();
+        const std::string subquestion = t->prompt.substr(at, t->prompt.find('\n', at) - at);
+        QVERIFY2(t->query.rfind(subquestion + " ", 0) == 0, t->query.c_str());
+        QVERIFY2(t->query.size() > subquestion.size() + item->question.size() &&
+                     t->query.compare(t->query.size() - item->question.size(), std::string::npos, item->question) == 0,
+                 t->query.c_str());
+        const std::string between = t->query.substr(subquestion.size() + 1, t->query.size() - subquestion.size() - 1 -
+                                                                                item->question.size());
+        if (between.empty()) ++firstHopQueries;
+        else if (between.size() > 2 && between.substr(between.size() - 2) == ". ") ++factQueries;
+        else QFAIL(t->query.c_str());
       }
     }
     QVERIFY(firstHops > 0 && secondHops > 0 && dones > 0);
+    QVERIFY(firstHopQueries > 0 && factQueries > 0);
   }
 
   // Shuffled prompts hold the same retrieved passages in another order; the completion is the

@@ -444,7 +444,7 @@ private Q_SLOTS:
     for (const WorkflowEdge& e : g->edges())
       if (e.when.kind == ConditionKind::Always && e.to != "answer") broken.addEdge(e.from, e.to);
     broken.addEdge("subanswer", "next");
-    QVERIFY(hasIssue(broken, "retrieve", {"loop through retrieve, subanswer, next", "no exit"}));
+    QVERIFY(hasIssue(broken, "retrieve_next", {"loop through retrieve_next, subanswer, next", "no exit"}));
   }
 
   void variableUsedBeforeItIsSet() {
@@ -767,10 +767,12 @@ private Q_SLOTS:
     });
     QVERIFY(limit.status.isOk());
     QCOMPARE(joined(limit.order),
-             std::string("decompose retrieve subanswer next retrieve subanswer next retrieve "
+             std::string("decompose retrieve subanswer next retrieve_next subanswer next retrieve_next "
                          "subanswer answer"));
-    // Each retrieval searches for the sub-question and the question.
-    QCOMPARE(limit.vars["docs"], std::string("passage for [another sub-question what?]\n"));
+    // Each retrieval searches for the sub-question and the question; a later one for the fact
+    // learnt before it too.
+    QCOMPARE(limit.vars["docs"], std::string("passage for [another sub-question subanswer what?]\n"));
+    QCOMPARE(done.vars["docs"], std::string("passage for [decompose what?]\n"));
 
     // IRG: three generations; each later retrieval queries with the previous generation and the
     // question (Iter-RetGen's y_{t-1} || q).
