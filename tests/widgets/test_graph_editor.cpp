@@ -93,12 +93,13 @@ private Q_SLOTS:
     editor.loadTemplate(rag::Workflow::Multistep);
     QCOMPARE(editor.templatesBox()->currentText(), QString("multistep"));
     const auto& edges = editor.scene()->edgeItems();
-    QCOMPARE(edges.size(), size_t(8));
+    QCOMPARE(edges.size(), size_t(9));
     QCOMPARE(edges[3]->label(), QString("1 · while subanswer ran < 3 times"));
     QCOMPARE(edges[4]->label(), QString("2 · otherwise"));
     QVERIFY(edges[0]->label().isEmpty());
-    // The loop back to retrieve leaves next below it and re-enters retrieve from above.
-    QVERIFY(edges[6]->to()->pos().y() < edges[6]->from()->pos().y());
+    // The loop (next -> retrieve_next -> subanswer) climbs back to subanswer from below.
+    QCOMPARE(edges[7]->from()->id(), QString("retrieve_next"));
+    QVERIFY(edges[7]->to()->pos().y() < edges[7]->from()->pos().y());
   }
 
   void selectingANodeFillsThePropertyPanel() {

@@ -258,7 +258,7 @@ private Q_SLOTS:
     const std::string before = m.graph().toJson();
     QVERIFY(m.removeItems({"next", "decompose"}, {2}).isOk());  // 2: retrieve -> subanswer
     QCOMPARE(m.undoStack()->count(), 1);
-    QCOMPARE(m.graph().nodes().size(), size_t(3));
+    QCOMPARE(m.graph().nodes().size(), size_t(4));  // retrieve, retrieve_next, subanswer, answer
     for (const rag::WorkflowEdge& e : m.graph().edges())
       QVERIFY(e.from != "next" && e.to != "next" && e.from != "retrieve");
     m.undoStack()->undo();
