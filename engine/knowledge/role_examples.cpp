@@ -232,8 +232,8 @@ Result<std::unique_ptr<RoleExampleSource>> RoleExampleSource::open(const std::fi
   // ... and the retrievals behind them search with the built-in's own queries.
   RAG_ASSIGN_OR_RETURN(WorkflowNode irgRetrieval, builtinNode(workflowName(Workflow::Irg), "retrieve_again", NodeKind::Retrieval));
   RAG_ASSIGN_OR_RETURN(WorkflowNode multistepRetrieval, builtinNode(workflowName(Workflow::Multistep), "retrieve", NodeKind::Retrieval));
-  impl->irgQuery = irgRetrieval.query;
   RAG_ASSIGN_OR_RETURN(WorkflowNode multistepNext, builtinNode(workflowName(Workflow::Multistep), "retrieve_next", NodeKind::Retrieval));
+  impl->irgQuery = irgRetrieval.query;
   impl->multistepQuery = multistepRetrieval.query;
   impl->multistepNextQuery = multistepNext.query;
   return std::unique_ptr<RoleExampleSource>(new RoleExampleSource(std::move(impl), tokenizer));
@@ -342,7 +342,7 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
           }
       }
       if (summary.empty()) summary = fact;
-      else if (hops) summary = factSentence(it.relations[0], it.topic, it.intermediate, it.firstHop) + " " + summary;
+      else if (hops) summary = firstFact + " " + summary;
       if (summary.back() != '.') summary += '.';
       if (role == Role::Compress) {
         RAG_ASSIGN_OR_RETURN(docs, search(it.qa.question, 5, false));

@@ -180,15 +180,11 @@ private Q_SLOTS:
         const std::string shown = "Sub-question: ";
         const size_t at = t->prompt.rfind(shown) + shown.size();
         const std::string subquestion = t->prompt.substr(at, t->prompt.find('\n', at) - at);
-        QVERIFY2(t->query.rfind(subquestion + " ", 0) == 0, t->query.c_str());
-        QVERIFY2(t->query.size() > subquestion.size() + item->question.size() &&
-                     t->query.compare(t->query.size() - item->question.size(), std::string::npos, item->question) == 0,
-                 t->query.c_str());
-        const std::string between = t->query.substr(subquestion.size() + 1, t->query.size() - subquestion.size() - 1 -
-                                                                                item->question.size());
-        if (between.empty()) ++firstHopQueries;
-        else if (between.size() > 2 && between.substr(between.size() - 2) == ". ") ++factQueries;
-        else QFAIL(t->query.c_str());
+        const bool firstHopQuery = t->query == subquestion + " " + item->question;
+        const bool factQuery = t->query.starts_with(subquestion + " ") && t->query.ends_with(". " + item->question);
+        QVERIFY2(firstHopQuery || factQuery, t->query.c_str());
+        firstHopQueries += firstHopQuery;
+        factQueries += factQuery;
       }
     }
     QVERIFY(firstHops > 0 && secondHops > 0 && dones > 0);
