@@ -172,6 +172,20 @@ Result<WorkflowGraph> loadWorkflowChoice(const std::optional<std::string>& built
   return builtinWorkflow(*w);
 }
 
+Result<std::optional<RetrievalMethod>> retrievalMethodArg(Args& args) {
+  const std::optional<std::string> name = args.get("method");
+  if (!name) return std::optional<RetrievalMethod>();
+  const std::optional<RetrievalMethod> m = retrievalMethodFromName(*name);
+  if (!m) return Status::invalidArgument("--method " + *name + ": use dense, bm25 or hybrid");
+  return m;
+}
+
+WorkflowGraph benchBuiltin(Workflow w, std::optional<RetrievalMethod> method) {
+  WorkflowGraph g = *builtinWorkflow(w);  // compiled in and tested: always parses
+  g.setRetrievalMethod(method.value_or(RetrievalMethod::Dense));
+  return g;
+}
+
 int emitJson(const std::string& json, const std::string& jsonPath) {
   if (jsonPath.empty()) {
     std::cout << json;

@@ -76,6 +76,16 @@ int fail(const Status& s);
 Result<WorkflowGraph> loadWorkflowChoice(const std::optional<std::string>& builtin, const std::string& file);
 std::string builtinWorkflowNames();  // "oneshot, hyde, multistep, irg, recomp"
 
+// --method dense|bm25|hybrid when given (a method for every retrieval node of the workflows a
+// command runs), InvalidArgument naming the methods otherwise; nullopt when absent.
+Result<std::optional<RetrievalMethod>> retrievalMethodArg(Args& args);
+
+// A built-in as the serving benchmarks run it: every retrieval node searches with `method`, by
+// default dense. The built-ins themselves retrieve hybrid (chosen by measurement, RetrievalOptions);
+// the benchmarks keep HedraRAG's setting, IVF vector search alone (what its sub-stage pipelining
+// and GPU cluster cache act on), which the README's serving figures were measured with.
+WorkflowGraph benchBuiltin(Workflow w, std::optional<RetrievalMethod> method = std::nullopt);
+
 // A benchmark's JSON: to stdout, or with --json FILE written atomically (and said on stderr).
 // The exit code: 0, or fail()'s when the file cannot be written.
 int emitJson(const std::string& json, const std::string& jsonPath);

@@ -525,7 +525,7 @@ int cmdBenchBlocks(Args& args) {
     std::fprintf(stderr, "loading the model, the embedder and the passage index...\n");
     auto assets = loadServingAssets(p, corpusPath);
     if (!assets) return fail(assets.status());
-    const WorkflowGraph oneshot = *builtinWorkflow(Workflow::OneShot);
+    const WorkflowGraph oneshot = benchBuiltin(Workflow::OneShot);
     w.key("serving").beginObject();
     w.key("model").value(p.modelDir.string()).key("rps").value(*rate).key("requests").value(*requests).key("slo_s").value(*slo);
     for (const char* pop : {"zipf:1.1", "uniform"}) {

@@ -117,11 +117,9 @@ int cmdBenchHttp(Args& args) {
   if (!(*slo > 0)) return fail(Status::invalidArgument("--slo must be a positive number of seconds"));
   auto w = workflowFromName(workflowName);
   if (!w) return fail(Status::invalidArgument("--workflow takes a built-in: " + builtinWorkflowNames()));
-  auto builtin = builtinWorkflow(*w);
-  if (!builtin) return fail(builtin.status());
   server::CompletionRequest sampling;
   if (*maxTokens > 0) sampling.maxTokens = *maxTokens;
-  const WorkflowGraph graph = server::applySamplingOptions(*builtin, sampling);  // the same graph both ways
+  const WorkflowGraph graph = server::applySamplingOptions(benchBuiltin(*w), sampling);  // the same graph both ways
 
   auto reader = corpus::QaPromptReader::open(corpusPath);
   if (!reader) return fail(reader.status());

@@ -205,7 +205,7 @@ int cmdBenchPrefix(Args& args) {
   std::fprintf(stderr, "loading the model, the embedder and the passage index...\n");
   auto assets = loadServingAssets(*serving, corpusPath);
   if (!assets) return fail(assets.status());
-  const WorkflowGraph oneshot = *builtinWorkflow(Workflow::OneShot);
+  const WorkflowGraph oneshot = benchBuiltin(Workflow::OneShot);
   const Stopwatch wall;
 
   // ---- serving, cache off then on ----

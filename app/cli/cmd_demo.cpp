@@ -29,12 +29,9 @@ int cmdDemo(Args& args) {
   std::string traceOut = args.getOr("trace-out", (defaultDataDir() / "demo-trace.json").string());
   const std::filesystem::path modelDir = args.getOr("model", defaultModelDirectory().string());
   const bool modelGiven = args.get("model").has_value();
-  const std::optional<std::string> methodName = args.get("method");
-  std::optional<RetrievalMethod> method;
-  if (methodName) {
-    method = retrievalMethodFromName(*methodName);
-    if (!method) return fail(Status::invalidArgument("--method " + *methodName + ": use dense, bm25 or hybrid"));
-  }
+  const Result<std::optional<RetrievalMethod>> methodArg = retrievalMethodArg(args);
+  if (!methodArg) return fail(methodArg.status());
+  const std::optional<RetrievalMethod> method = *methodArg;
   if (!perType) return fail(perType.status());
   if (*perType < 1 || *perType > 1000) return fail(Status::invalidArgument("--requests must be between 1 and 1000"));
   if (Status s = args.finish(); !s) return fail(s);

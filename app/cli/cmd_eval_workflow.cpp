@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "commands.h"
@@ -62,11 +63,12 @@ int cmdEvalWorkflow(Args& args) {
   auto limit = args.getInt("limit", 400);
   auto nprobe = args.getInt("nprobe", 128);
   const bool json = args.flag("json");
-  const std::optional<std::string> method = args.get("method");
+  auto method = retrievalMethodArg(args);
   const std::optional<std::string> answersPath = args.get("answers");
   auto serving = readServingParams(args, "hedra");
   if (!serving) return fail(serving.status());
   if (!limit) return fail(limit.status());
+  if (!method) return fail(method.status());
   if (!nprobe) return fail(nprobe.status());
   if (Status st = args.finish(); !st) return fail(st);
   if (builtin.has_value() == file.has_value())
@@ -82,11 +84,7 @@ int cmdEvalWorkflow(Args& args) {
 
   Result<WorkflowGraph> graph = loadWorkflowChoice(builtin, file.value_or(""));
   if (!graph) return fail(graph.status());
-  if (method) {  // every retrieval node through this retriever
-    const std::optional<RetrievalMethod> m = retrievalMethodFromName(*method);
-    if (!m) return fail(Status::invalidArgument("--method " + *method + ": use dense, bm25 or hybrid"));
-    graph->setRetrievalMethod(*m);
-  }
+  if (*method) graph->setRetrievalMethod(**method);  // every retrieval node through this retriever
   if (Status v = graph->validate(); !v) return fail(v);
   const std::string name = builtin ? *builtin : std::filesystem::path(*file).stem().string();
 
@@ -151,7 +149,12 @@ int cmdEvalWorkflow(Args& args) {
     JsonWriter w(out, true);
     w.beginObject();
     w.key("workflow").value(name).key("split").value(split).key("mode").value(servePolicyName(serving->policy));
-    w.key("method").value(method.value_or("as the workflow says"));
+    std::set<std::string_view> methods;  // what the retrieval nodes searched with
+    for (const WorkflowNode& node : graph->nodes())
+      if (node.kind == NodeKind::Retrieval) methods.insert(retrievalMethodName(node.retrieval.method));
+    std::string used;
+    for (std::string_view m : methods) used += (used.empty() ? "" : ",") + std::string(m);
+    w.key("method").value(used.empty() ? "none" : used);
     w.key("questions").value(all.questions).key("failed").value(all.failed);
     w.key("accuracy").value(all.accuracy());
     w.key("by_type").beginObject();

@@ -131,6 +131,9 @@ int cmdBenchServe(Args& args) {
   const std::string traceIn = args.getOr("trace-in", "");
   const bool findMax = args.flag("find-max");
   auto searchSteps = args.getInt("search-steps", 4);
+  // Built-ins search dense (HedraRAG's setting) unless --method says otherwise (benchBuiltin); files as written.
+  auto method = retrievalMethodArg(args);
+  if (!method) return fail(method.status());
   auto serving = readServingParams(args, "hedra");
   if (!serving) return fail(serving.status());
   // HedraRAG Eq. (2)'s two sides, for measuring it: the generation worker's KV pool and the GPU
@@ -168,14 +171,15 @@ int cmdBenchServe(Args& args) {
     if (t->empty()) return fail(Status::invalidArgument(traceIn + " holds no requests; make one with `ragraph trace make`"));
     replay = std::move(*t);
     for (const workload::TraceRequest& r : replay)
-      if (!builtins.count(r.workflow)) builtins.emplace(r.workflow, *builtinWorkflow(r.workflow));
+      if (!builtins.count(r.workflow)) builtins.emplace(r.workflow, benchBuiltin(r.workflow, *method));
   }
   std::vector<std::pair<std::string, WorkflowGraph>> workflows;
   for (const std::string& name : replay.empty() ? splitList(workflowsArg) : std::vector<std::string>{}) {
     Result<WorkflowGraph> g = Status::notFound("");
-    if (auto w = workflowFromName(name)) g = builtinWorkflow(*w);
+    if (auto w = workflowFromName(name)) g = benchBuiltin(*w, *method);
     else g = WorkflowGraph::load(name);  // a workflow file
     if (!g) return fail(g.status().withContext("--workflows " + name + " (a built-in name or a workflow file)"));
+    if (*method) g->setRetrievalMethod(**method);
     if (Status v = g->validate(); !v) return fail(v);
     workflows.emplace_back(std::filesystem::path(name).stem().string(), std::move(*g));
   }

@@ -177,7 +177,7 @@ Result<std::unique_ptr<RoleExampleSource>> RoleExampleSource::open(const std::fi
                                                                    const RoleExampleOptions& options) {
   RAG_ASSIGN_OR_RETURN(corpus::QaPromptReader reader, corpus::QaPromptReader::open(corpus));
   RAG_ASSIGN_OR_RETURN(retrieval::Bm25Index bm25, retrieval::Bm25Index::openOrBuild(corpus));
-  auto impl = std::unique_ptr<Impl>(new Impl{std::move(reader), std::move(bm25), options, {}, {}, {}, {}, {}, {}, {}});
+  auto impl = std::unique_ptr<Impl>(new Impl{std::move(reader), std::move(bm25), options, {}, {}, {}, {}, {}, {}, {}, {}});
   RAG_ASSIGN_OR_RETURN(impl->ids, impl->reader.splitIds(options.split));
   {
     RAG_ASSIGN_OR_RETURN(sql::Stmt st,

@@ -221,7 +221,7 @@ private Q_SLOTS:
     QCOMPARE(g->maxNodeRuns(), WorkflowGraph().maxNodeRuns());
     QCOMPARE(g->findNode("a")->generation, GenerationOptions{});
     QCOMPARE(g->findNode("r")->retrieval.nprobe, int64_t{0});
-    QCOMPARE(g->findNode("r")->retrieval.method, RetrievalMethod::Dense);
+    QCOMPARE(g->findNode("r")->retrieval.method, RetrievalMethod::Hybrid);  // chosen by measurement (RetrievalOptions)
     QCOMPARE(g->edges()[1].when, EdgeCondition::always());
     QVERIFY(g->validate().isOk());
   }

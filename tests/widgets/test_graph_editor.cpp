@@ -111,9 +111,9 @@ private Q_SLOTS:
     QCOMPARE(panel->topkBox()->value(), 2);
     QCOMPARE(panel->queryEdit()->text(), QString("{subquestion} {question}"));
     QCOMPARE(panel->nprobeBox()->text(), QString("engine default"));
-    QCOMPARE(panel->methodBox()->currentText(), QString("dense"));
-    panel->methodBox()->setCurrentText("hybrid");  // the panel edits the model
-    QCOMPARE(editor.model()->node("retrieve")->retrieval.method, rag::RetrievalMethod::Hybrid);
+    QCOMPARE(panel->methodBox()->currentText(), QString("hybrid"));
+    panel->methodBox()->setCurrentText("bm25");  // the panel edits the model
+    QCOMPARE(editor.model()->node("retrieve")->retrieval.method, rag::RetrievalMethod::Bm25);
 
     editor.scene()->selectNode("subanswer");
     const rag::WorkflowNode* n = editor.model()->node("subanswer");

@@ -173,7 +173,7 @@ private Q_SLOTS:
     QVERIFY(!m.setNodeProperty("answer", Prop::Method, "bm25").isOk());      // wrong kind
     QVERIFY(m.undoStack()->canUndo());
     m.undoStack()->undo();  // the method edit is one undo step
-    QCOMPARE(m.node("retrieve")->retrieval.method, rag::RetrievalMethod::Dense);
+    QCOMPARE(m.node("retrieve")->retrieval.method, rag::RetrievalMethod::Hybrid);
     m.undoStack()->redo();
     QVERIFY(!m.setNodeProperty("retrieve", Prop::Prompt, "x").isOk());  // wrong kind
     QVERIFY(!m.setNodeProperty("answer", Prop::TopK, 2).isOk());

@@ -123,7 +123,11 @@ std::string_view retrievalMethodName(RetrievalMethod m);  // "dense" | "bm25" | 
 std::optional<RetrievalMethod> retrievalMethodFromName(std::string_view name);
 
 struct RetrievalOptions {
-  RetrievalMethod method = RetrievalMethod::Dense;
+  // Hybrid by measurement (README, "Retrieval methods, measured end to end"): the best recall@5
+  // (0.977, BM25 0.968, dense 0.841 on 2,000 test questions), answers within 0.03 of BM25's
+  // through every built-in and far above dense's, and the dense side keeps HedraRAG's sub-stage
+  // search, speculation and cluster cache at work in every run.
+  RetrievalMethod method = RetrievalMethod::Hybrid;
   int64_t nprobe = 0;  // IVF clusters to search (Dense, Hybrid); 0: the engine's setting
   bool operator==(const RetrievalOptions&) const = default;
 };
