@@ -277,9 +277,17 @@ void RetrievalWorker::admit(std::vector<Command>& jobs, std::vector<RetrievalUpd
       continue;
     }
     Live l{std::move(job), std::move(*task)};
+    if (l.job.method == RetrievalMethod::Hybrid) {
+      Result<std::vector<retrieval::SearchHit>> lexical = lexicalHits(l.job.query, searchK);
+      if (!lexical) {
+        out.push_back(RetrievalUpdate{.key = l.job.key, .final = true, .error = lexical.status()});
+        continue;
+      }
+      for (const retrieval::SearchHit& h : *lexical) l.lexical.push_back(h.id);
+    }
     if (m_params.partialAtShare == 0.0 && !l.job.speculative && l.job.hint && !l.job.hint->top.empty()) {
       RetrievalUpdate u{.key = l.job.key, .fromLocalCache = true};
-      u.top = answerFromCache(*l.job.hint, q, l.job.k);
+      u.top = postedTop(l, answerFromCache(*l.job.hint, q, searchK));
       u.clustersTotal = static_cast<int64_t>(l.task.clusters().size());
       out.push_back(std::move(u));
       l.partialPosted = true;
@@ -289,30 +297,24 @@ void RetrievalWorker::admit(std::vector<Command>& jobs, std::vector<RetrievalUpd
   jobs.clear();
 }
 
+std::vector<retrieval::SearchHit> RetrievalWorker::postedTop(const Live& l, std::vector<retrieval::SearchHit> dense) const {
+  if (l.job.method != RetrievalMethod::Hybrid) return firstK(std::move(dense), l.job.k);
+  // The dense top-20 (see admit) fused with BM25's top-20 (retrieval::hybridFusion), by the
+  // constants measured for this embedder (ServingAssets::fusion).
+  std::vector<int64_t> ids;
+  for (const retrieval::SearchHit& h : dense) ids.push_back(h.id);
+  std::vector<retrieval::SearchHit> fused;
+  for (int64_t row : retrieval::hybridFusion(ids, l.lexical, l.job.k, m_params.fusion)) {
+    auto hit = std::find_if(dense.begin(), dense.end(), [&](const retrieval::SearchHit& h) { return h.id == row; });
+    fused.push_back({row, hit != dense.end() ? hit->similarity : 0.0f});
+  }
+  return fused;
+}
+
 RetrievalUpdate RetrievalWorker::finalUpdate(Live& l) {
   RetrievalUpdate u{.key = l.job.key, .final = true};
-  std::vector<retrieval::SearchHit> all = l.task.topK();
   u.cache = retrieval::LocalCache::remember(l.task, m_clusterOfIds, m_params.localCacheKeep);
-  if (l.job.method == RetrievalMethod::Hybrid) {
-    // The dense top-20 (see admit) fused with BM25's top-20 (retrieval::hybridFusion), by the
-    // constants measured for this embedder (ServingAssets::fusion).
-    const int32_t depth = std::max<int32_t>(l.job.k, static_cast<int32_t>(m_params.localCacheKeep));
-    Result<std::vector<retrieval::SearchHit>> lexical = lexicalHits(l.job.query, depth);
-    if (!lexical) {
-      u.error = lexical.status();
-      return u;
-    }
-    std::vector<int64_t> dense, bm25;
-    for (const retrieval::SearchHit& h : all) dense.push_back(h.id);
-    for (const retrieval::SearchHit& h : *lexical) bm25.push_back(h.id);
-    std::vector<retrieval::SearchHit> fused;
-    for (int64_t row : retrieval::hybridFusion(dense, bm25, l.job.k, m_params.fusion)) {
-      auto hit = std::find_if(all.begin(), all.end(), [&](const retrieval::SearchHit& h) { return h.id == row; });
-      fused.push_back({row, hit != all.end() ? hit->similarity : 0.0f});
-    }
-    all = std::move(fused);
-  }
-  u.top = firstK(std::move(all), l.job.k);
+  u.top = postedTop(l, l.task.topK());
   u.clustersSearched = static_cast<int64_t>(l.task.cursor());
   u.clustersTotal = static_cast<int64_t>(l.task.clusters().size());
   return u;
@@ -404,7 +406,7 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
     const double searched = static_cast<double>(l.task.cursor());
     const double all = static_cast<double>(l.task.clusters().size());
     if (m_params.partialAtShare && !l.job.speculative && !l.partialPosted && searched >= *m_params.partialAtShare * all) {
-      RetrievalUpdate u{.key = l.job.key, .top = firstK(l.task.topK(), l.job.k)};
+      RetrievalUpdate u{.key = l.job.key, .top = postedTop(l, l.task.topK())};
       u.clustersSearched = static_cast<int64_t>(l.task.cursor());
       u.clustersTotal = static_cast<int64_t>(l.task.clusters().size());
       out.push_back(std::move(u));
