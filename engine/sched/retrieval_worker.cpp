@@ -276,14 +276,12 @@ void RetrievalWorker::admit(std::vector<Command>& jobs, std::vector<RetrievalUpd
       out.push_back(RetrievalUpdate{.key = job.key, .final = true, .error = task.status()});
       continue;
     }
-    Live l{std::move(job), std::move(*task)};
-    if (l.job.method == RetrievalMethod::Hybrid) {
-      Result<std::vector<retrieval::SearchHit>> lexical = lexicalHits(l.job.query, searchK);
-      if (!lexical) {
-        out.push_back(RetrievalUpdate{.key = l.job.key, .final = true, .error = lexical.status()});
+    Live l{std::move(job), std::move(*task), false, std::nullopt};
+    if (!l.job.speculative) {
+      if (Status s = lookUpLexical(l); !s) {
+        out.push_back(RetrievalUpdate{.key = l.job.key, .final = true, .error = s});
         continue;
       }
-      for (const retrieval::SearchHit& h : *lexical) l.lexical.push_back(h.id);
     }
     if (m_params.partialAtShare == 0.0 && !l.job.speculative && l.job.hint && !l.job.hint->top.empty()) {
       RetrievalUpdate u{.key = l.job.key, .fromLocalCache = true};
@@ -297,6 +295,16 @@ void RetrievalWorker::admit(std::vector<Command>& jobs, std::vector<RetrievalUpd
   jobs.clear();
 }
 
+Status RetrievalWorker::lookUpLexical(Live& l) {
+  if (l.job.method != RetrievalMethod::Hybrid || l.lexical) return Status::ok();
+  // As deep as the dense top-20 it is fused with (see admit).
+  const int32_t depth = std::max<int32_t>(l.job.k, static_cast<int32_t>(m_params.localCacheKeep));
+  RAG_ASSIGN_OR_RETURN(std::vector<retrieval::SearchHit> hits, lexicalHits(l.job.query, depth));
+  l.lexical.emplace();
+  for (const retrieval::SearchHit& h : hits) l.lexical->push_back(h.id);
+  return Status::ok();
+}
+
 std::vector<retrieval::SearchHit> RetrievalWorker::postedTop(const Live& l, std::vector<retrieval::SearchHit> dense) const {
   if (l.job.method != RetrievalMethod::Hybrid) return firstK(std::move(dense), l.job.k);
   // The dense top-20 (see admit) fused with BM25's top-20 (retrieval::hybridFusion), by the
@@ -304,7 +312,7 @@ std::vector<retrieval::SearchHit> RetrievalWorker::postedTop(const Live& l, std:
   std::vector<int64_t> ids;
   for (const retrieval::SearchHit& h : dense) ids.push_back(h.id);
   std::vector<retrieval::SearchHit> fused;
-  for (int64_t row : retrieval::hybridFusion(ids, l.lexical, l.job.k, m_params.fusion)) {
+  for (int64_t row : retrieval::hybridFusion(ids, l.lexical.value_or(std::vector<int64_t>{}), l.job.k, m_params.fusion)) {
     auto hit = std::find_if(dense.begin(), dense.end(), [&](const retrieval::SearchHit& h) { return h.id == row; });
     fused.push_back({row, hit != dense.end() ? hit->similarity : 0.0f});
   }
@@ -313,6 +321,10 @@ std::vector<retrieval::SearchHit> RetrievalWorker::postedTop(const Live& l, std:
 
 RetrievalUpdate RetrievalWorker::finalUpdate(Live& l) {
   RetrievalUpdate u{.key = l.job.key, .final = true};
+  if (Status s = lookUpLexical(l); !s) {
+    u.error = s;
+    return u;
+  }
   u.cache = retrieval::LocalCache::remember(l.task, m_clusterOfIds, m_params.localCacheKeep);
   u.top = postedTop(l, l.task.topK());
   u.clustersSearched = static_cast<int64_t>(l.task.cursor());

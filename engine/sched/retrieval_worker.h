@@ -155,10 +155,11 @@ private:
     RetrievalJob job;
     retrieval::SearchTask task;
     bool partialPosted = false;
-    // Hybrid: BM25's ranking for the query, looked up at admission, so that every top-k the job
-    // posts (the local cache's answer, a partial one, the final one) is fused the same way and
-    // speculation on a partial top-k can match the final one.
-    std::vector<int64_t> lexical;
+    // Hybrid: BM25's ranking for the query, so that every top-k the job posts (the local cache's
+    // answer, a partial one, the final one) is fused the same way and speculation on a partial
+    // top-k can match the final one. Looked up at admission, or for a speculative search (which
+    // posts only its final top-k, and is often cancelled before) when it ends.
+    std::optional<std::vector<int64_t>> lexical;
   };
   struct Command {
     bool cancel = false;
@@ -179,7 +180,10 @@ private:
   void admit(std::vector<Command>& jobs, std::vector<RetrievalUpdate>& out);
   void searchTurn(std::vector<RetrievalUpdate>& out);
   RetrievalUpdate finalUpdate(Live& l);
-  // The top-k a job posts from dense hits, best first: fused with its BM25 ranking when hybrid.
+  // Looks up a hybrid job's BM25 ranking (Live::lexical) unless it has it.
+  Status lookUpLexical(Live& l);
+  // The top-k a job posts from dense hits, best first: fused with its BM25 ranking when hybrid
+  // (looked up before).
   std::vector<retrieval::SearchHit> postedTop(const Live& l, std::vector<retrieval::SearchHit> dense) const;
   // BM25's top `k` for `query`, best first, as index rows (what SearchHit ids are).
   Result<std::vector<retrieval::SearchHit>> lexicalHits(const std::string& query, int32_t k);
