@@ -522,8 +522,10 @@ int main(int argc, char** argv) {
       window.runPanel()->start();
     };
     startOnceEngineSettles(window, &window, startNext, /*orFailed=*/false);
+    // The KV tree is docked visible by default: asked for by name, not by being on screen.
+    const bool kvTreeInFront = parser.value(showOpt) == QStringLiteral("kvTreeDock");
     QObject::connect(window.bridge(), &ragwb::EngineBridge::runFinished, &window,
-                     [&window, shoot, next, startNext, shotFile](qint64 id, const rag::RunMetrics& m) {
+                     [&window, shoot, next, startNext, shotFile, kvTreeInFront](qint64 id, const rag::RunMetrics& m) {
                        std::printf("demo run %lld (%s): %lld/%lld answered, accuracy %.2f, mean latency %.3f s, "
                                    "longest GUI stall %.1f ms (GUI thread working %.1f ms of it); the KV heatmap's "
                                    "longest GUI-thread work: %.1f ms per report, %.1f ms per replot\n",
@@ -538,7 +540,7 @@ int main(int argc, char** argv) {
                        }
                        // With the KV tree in front (--show kvTreeDock), it shows where the last
                        // request's prompt runs in the tree; the screenshot is of the inspector alone.
-                       if (window.kvTree()->isVisible()) {
+                       if (kvTreeInFront) {
                          window.kvTree()->showPromptPath(1);
                          window.bridge()->requestKvTree();  // the tree after the last request, not the last poll's
                          if (!shotFile.isEmpty()) floatTool(window, "kvTreeDock", {1300, 800});
