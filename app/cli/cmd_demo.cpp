@@ -17,6 +17,7 @@
 #include "rag/corpus.h"
 #include "rag/engine.h"
 #include "rag/workflow.h"
+#include "serve_run.h"
 #include "telemetry/chrome_trace.h"
 #include "workload/driver.h"
 
@@ -45,6 +46,14 @@ int cmdDemo(Args& args) {
                         std::filesystem::exists(defaultEmbedderDirectory() / "config.json", ec) &&
                         std::filesystem::exists(params.corpus.string() + ".index.ivf", ec);
   if (canServe) {
+    std::vector<WorkflowGraph> graphs;  // what the demo serves (--method: every retrieval node)
+    for (Workflow w : kAllWorkflows) {
+      graphs.push_back(*builtinWorkflow(w));
+      if (method) graphs.back().setRetrievalMethod(*method);
+    }
+    std::vector<const WorkflowGraph*> served;
+    for (const WorkflowGraph& g : graphs) served.push_back(&g);
+    if (Status s = prepareLexicalIndex(params.corpus, served); !s) return fail(s);
     params.serving.modelDir = modelDir;
     params.serving.embedderDir = defaultEmbedderDirectory();
     params.serving.policy = *parseServePolicy("hedra");

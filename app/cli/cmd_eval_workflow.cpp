@@ -103,6 +103,8 @@ int cmdEvalWorkflow(Args& args) {
 
   serving->nprobe = *nprobe;
   serving->maxLiveRequests = std::max<int32_t>(serving->maxLiveRequests, static_cast<int32_t>(trace.size()));
+  const WorkflowGraph* served[] = {&*graph};
+  if (Status s = prepareLexicalIndex(corpusPath, served); !s) return fail(s);
   std::fprintf(stderr, "loading the model, the embedder and the passage index...\n");
   auto assets = loadServingAssets(*serving, corpusPath);
   if (!assets) return fail(assets.status());

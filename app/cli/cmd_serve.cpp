@@ -220,6 +220,10 @@ int cmdBenchServe(Args& args) {
   while (static_cast<int64_t>(questions.size()) < *requests) questions.push_back(questions[questions.size() % ids->size()]);
 
   serving->nprobe = *nprobe;
+  std::vector<const WorkflowGraph*> served;
+  for (const auto& [name, g] : workflows) served.push_back(&g);
+  for (const auto& [w, g] : builtins) served.push_back(&g);
+  if (Status s = prepareLexicalIndex(corpusPath, served); !s) return fail(s);
   std::fprintf(stderr, "loading the model, the embedder and the passage index...\n");
   auto assets = loadServingAssets(*serving, corpusPath);
   if (!assets) return fail(assets.status());
@@ -427,6 +431,8 @@ int cmdWorkflowRun(Args& args) {
   Result<WorkflowGraph> graph = loadWorkflowChoice(builtin, builtin ? std::string() : pos[0]);
   if (!graph) return fail(graph.status());
   serving->nprobe = *nprobe;
+  const WorkflowGraph* served[] = {&*graph};
+  if (Status s = prepareLexicalIndex(corpusPath, served); !s) return fail(s);
   EngineParams ep;
   ep.corpus = corpusPath;
   ep.workerThreads = 1;

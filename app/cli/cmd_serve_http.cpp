@@ -61,6 +61,9 @@ int cmdServeHttp(Args& args) {
   pthread_sigmask(SIG_BLOCK, &stopSignals, nullptr);
 
   serving->nprobe = *nprobe;
+  std::vector<const WorkflowGraph*> served;
+  for (const server::ServedWorkflow& m : *models) served.push_back(&m.graph);
+  if (Status s = prepareLexicalIndex(corpusPath, served); !s) return fail(s);
   EngineParams ep;
   ep.corpus = corpusPath;
   ep.workerThreads = 1;

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "core/clock.h"
+#include "retrieval/bm25_index.h"
 #include "memory/eviction_policy.h"
 #include "corpus/qa_prompt.h"
 #include "model_choice.h"
@@ -14,6 +15,17 @@
 #include "workload/driver.h"
 
 namespace rag::cli {
+
+Status prepareLexicalIndex(const std::filesystem::path& corpus, std::span<const WorkflowGraph* const> graphs) {
+  const bool lexical = std::any_of(graphs.begin(), graphs.end(), [](const WorkflowGraph* g) {
+    return std::any_of(g->nodes().begin(), g->nodes().end(), [](const WorkflowNode& n) {
+      return n.kind == NodeKind::Retrieval && n.retrieval.method != RetrievalMethod::Dense;
+    });
+  });
+  if (!lexical) return Status::ok();
+  auto say = [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); };
+  return retrieval::Bm25Index::openOrBuild(corpus, {}, say).status();
+}
 
 Result<ServingParams> readServingParams(Args& args, const std::string& defaultMode) {
   ServingParams p;

@@ -22,6 +22,12 @@ namespace rag::cli {
 // --substage-ms --deterministic --spec-load --prefix-cache on|off --eviction POLICY --host-kv-mb N.
 Result<ServingParams> readServingParams(Args& args, const std::string& defaultMode);
 
+// Before serving `graphs`: when one searches with BM25 (a bm25 or hybrid retrieval node), opens
+// the BM25 index beside `corpus`, building it first where it is missing or was built from another
+// corpus and saying so on stderr, so that this happens before any request, not inside the first
+// one (the retrieval worker then opens it as it is).
+Status prepareLexicalIndex(const std::filesystem::path& corpus, std::span<const WorkflowGraph* const> graphs);
+
 struct RunFigures {
   std::string workflow, mode;
   double rps = 0;

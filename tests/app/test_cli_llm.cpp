@@ -475,6 +475,18 @@ private Q_SLOTS:
       QCOMPARE(m->find("retrievals_per_request")->asDouble(), 1.0);
     }
     QVERIFY(QFile::exists(corpus() + ".fts"));
+    // A missing BM25 index is built before any question is served, and said so; a dense-only
+    // workflow does not need it.
+    QVERIFY(QFile::remove(corpus() + ".fts"));
+    r = runRagraph(QStringList{"eval", "workflow", "--builtin", "oneshot", "--limit", "2", "--method", "dense", "--json"} + common);
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY(!QFile::exists(corpus() + ".fts"));
+    r = runRagraph(QStringList{"eval", "workflow", "--builtin", "oneshot", "--limit", "2", "--json"} + common);
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.err.indexOf("building the BM25 index") >= 0 &&
+                 r.err.indexOf("building the BM25 index") < r.err.indexOf("answering"),
+             qPrintable(r.err));
+    QVERIFY(QFile::exists(corpus() + ".fts"));
     r = runRagraph(QStringList{"eval", "workflow", "--builtin", "oneshot", "--method", "sparse"} + common);
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains("bm25"), qPrintable(r.err));
