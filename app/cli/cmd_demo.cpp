@@ -45,12 +45,12 @@ int cmdDemo(Args& args) {
   const bool canServe = std::filesystem::exists(modelDir / "config.json", ec) &&
                         std::filesystem::exists(defaultEmbedderDirectory() / "config.json", ec) &&
                         std::filesystem::exists(params.corpus.string() + ".index.ivf", ec);
+  std::vector<WorkflowGraph> graphs;  // what the demo serves, kAllWorkflows' (--method: every retrieval node)
+  for (Workflow w : kAllWorkflows) {
+    graphs.push_back(*builtinWorkflow(w));  // compiled in and tested: always parses
+    if (method) graphs.back().setRetrievalMethod(*method);
+  }
   if (canServe) {
-    std::vector<WorkflowGraph> graphs;  // what the demo serves (--method: every retrieval node)
-    for (Workflow w : kAllWorkflows) {
-      graphs.push_back(*builtinWorkflow(w));
-      if (method) graphs.back().setRetrievalMethod(*method);
-    }
     std::vector<const WorkflowGraph*> served;
     for (const WorkflowGraph& g : graphs) served.push_back(&g);
     if (Status s = prepareLexicalIndex(params.corpus, served); !s) return fail(s);
@@ -109,10 +109,9 @@ int cmdDemo(Args& args) {
     std::printf("Serving the same questions through every built-in workflow (hedra: sub-stage retrieval, "
                 "speculation, cluster reordering):\n\n");
     std::vector<std::pair<Workflow, int>> scores;
-    for (Workflow w : kAllWorkflows) {
-      Result<WorkflowGraph> graph = builtinWorkflow(w);
-      if (!graph) return fail(graph.status());
-      if (method) graph->setRetrievalMethod(*method);  // every retrieval node (--method)
+    for (size_t wi = 0; wi < std::size(kAllWorkflows); ++wi) {
+      const Workflow w = kAllWorkflows[wi];
+      const WorkflowGraph* graph = &graphs[wi];
       // Through the one workload driver, every question arriving at once (a closed batch).
       std::vector<workload::TraceRequest> trace;
       for (const QaItem& item : items)

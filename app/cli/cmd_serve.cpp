@@ -176,10 +176,13 @@ int cmdBenchServe(Args& args) {
   std::vector<std::pair<std::string, WorkflowGraph>> workflows;
   for (const std::string& name : replay.empty() ? splitList(workflowsArg) : std::vector<std::string>{}) {
     Result<WorkflowGraph> g = Status::notFound("");
-    if (auto w = workflowFromName(name)) g = benchBuiltin(*w, *method);
-    else g = WorkflowGraph::load(name);  // a workflow file
+    if (auto w = workflowFromName(name)) {
+      g = benchBuiltin(*w, *method);
+    } else {
+      g = WorkflowGraph::load(name);  // a workflow file: its own methods unless --method
+      if (g && *method) g->setRetrievalMethod(**method);
+    }
     if (!g) return fail(g.status().withContext("--workflows " + name + " (a built-in name or a workflow file)"));
-    if (*method) g->setRetrievalMethod(**method);
     if (Status v = g->validate(); !v) return fail(v);
     workflows.emplace_back(std::filesystem::path(name).stem().string(), std::move(*g));
   }

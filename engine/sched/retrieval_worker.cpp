@@ -312,7 +312,8 @@ std::vector<retrieval::SearchHit> RetrievalWorker::postedTop(const Live& l, std:
   std::vector<int64_t> ids;
   for (const retrieval::SearchHit& h : dense) ids.push_back(h.id);
   std::vector<retrieval::SearchHit> fused;
-  for (int64_t row : retrieval::hybridFusion(ids, l.lexical.value_or(std::vector<int64_t>{}), l.job.k, m_params.fusion)) {
+  static const std::vector<int64_t> kNone;  // lookUpLexical ran before every call; dense alone otherwise
+  for (int64_t row : retrieval::hybridFusion(ids, l.lexical ? *l.lexical : kNone, l.job.k, m_params.fusion)) {
     auto hit = std::find_if(dense.begin(), dense.end(), [&](const retrieval::SearchHit& h) { return h.id == row; });
     fused.push_back({row, hit != dense.end() ? hit->similarity : 0.0f});
   }
