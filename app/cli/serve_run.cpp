@@ -12,6 +12,7 @@
 #include "corpus/qa_prompt.h"
 #include "model_choice.h"
 #include "retriever.h"
+#include "sched/step_device.h"
 #include "workload/driver.h"
 
 namespace rag::cli {
@@ -33,6 +34,8 @@ Result<ServingParams> readServingParams(Args& args, const std::string& defaultMo
   p.modelDir = choice.dir;
   p.dtype = choice.dtype;
   p.device = choice.device;
+  p.encoderDevice = args.getOr("encoder-device", "");
+  if (!p.encoderDevice.empty()) RAG_RETURN_IF_ERROR(encoderBackendFor(p.encoderDevice).status());
   RAG_ASSIGN_OR_RETURN(p.embedderDir, readEmbedderDir(args));
   if (auto base = args.get("index")) p.indexBase = *base;
   RAG_ASSIGN_OR_RETURN(p.policy, parseServePolicy(args.getOr("mode", defaultMode)));

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <mutex>
 #include <numeric>
 
 #include "core/fork_join.h"
@@ -37,6 +38,15 @@ struct TextEmbedder::Impl {
   // projection over every token of the batch, attention per text, no padding), several times
   // faster than libtorch's ops on the few tokens of a query; empty: libtorch.
   std::vector<KernelLayer> kernels;
+  // The encoder on a device (useBackend), which embed() calls take turns on; null: the CPU.
+  struct Offload {
+    std::unique_ptr<EncoderBackend> backend;
+    std::mutex mutex;
+  };
+  std::unique_ptr<Offload> offload;
+  // Appends text t's bag of words after its pooled part (out: hidden floats of it, then the
+  // branch's lexical_dim), when the model has a lexical branch.
+  void appendLexical(const Words& words, float* out) const;
   // The embeddings of the texts `ids` (tokens, each non-empty; `words` their words when the model
   // has a lexical branch) into out [ids.size(), config.embeddingDim()]; the loops split over
   // `team` when one is given.
@@ -137,9 +147,6 @@ void TextEmbedder::Impl::embedWithKernels(std::span<const std::vector<int32_t>* 
   // Mean over each text's tokens, then L2-normalised, then the lexical branch's bag (as
   // BertModel::embed).
   const int64_t stride = c.embeddingDim();
-  const std::span<const float> weights =
-      c.lexicalBuckets > 0 ? std::span<const float>(f32(w.lexicalWeight), static_cast<size_t>(c.lexicalBuckets))
-                           : std::span<const float>();
   for (int64_t t = 0; t < texts; ++t) {
     const int64_t first = firstRow[static_cast<size_t>(t)], n = firstRow[static_cast<size_t>(t) + 1] - first;
     float* o = out + t * stride;
@@ -150,8 +157,15 @@ void TextEmbedder::Impl::embedWithKernels(std::span<const std::vector<int32_t>* 
     for (int64_t i = 0; i < hid; ++i) norm += static_cast<double>(o[i] / n) * (o[i] / n);
     const float inv = 1.0f / static_cast<float>(n * std::max(std::sqrt(norm), 1e-12));
     for (int64_t i = 0; i < hid; ++i) o[i] *= inv;
-    if (c.lexicalBuckets > 0) lexicalBag(words[static_cast<size_t>(t)], weights, c.lexicalAvgWords, c.lexicalDim, o + hid);
+    if (c.lexicalBuckets > 0) appendLexical(words[static_cast<size_t>(t)], o);
   }
+}
+
+void TextEmbedder::Impl::appendLexical(const Words& words, float* out) const {
+  const BertConfig& c = model.config();
+  if (c.lexicalBuckets <= 0) return;
+  const std::span<const float> weights(f32(model.weights().lexicalWeight), static_cast<size_t>(c.lexicalBuckets));
+  lexicalBag(words, weights, c.lexicalAvgWords, c.lexicalDim, out + c.hiddenSize);
 }
 
 namespace {
@@ -202,7 +216,7 @@ Result<std::unique_ptr<TextEmbedder>> TextEmbedder::load(const std::filesystem::
     RAG_ASSIGN_OR_RETURN(std::string fp, fingerprintOf(dir));
     const torch::Device dev = device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
     if (dev.is_cuda()) model = onDevice(model, dev);
-    auto impl = std::make_unique<Impl>(Impl{std::move(model), std::move(tokenizer), 0, std::move(fp), dev, {}});
+    auto impl = std::make_unique<Impl>(Impl{std::move(model), std::move(tokenizer), 0, std::move(fp), dev, {}, {}});
     if (dev.is_cpu() && dtype == "f32" && impl->model.config().hiddenAct == "gelu") {
       auto transposed = [](const torch::Tensor& t) { return t.t().contiguous(); };
       for (const BertLayerWeights& l : impl->model.weights().layers)
@@ -222,6 +236,53 @@ int64_t TextEmbedder::dim() const { return m_impl->model.config().embeddingDim()
 int64_t TextEmbedder::pooledDim() const { return m_impl->model.config().hiddenSize; }
 int64_t TextEmbedder::maxTokens() const { return m_impl->maxTokens; }
 const std::string& TextEmbedder::fingerprint() const { return m_impl->fingerprint; }
+
+Status TextEmbedder::useBackend(const EncoderBackendFactory& factory) {
+  if (m_impl->kernels.empty())
+    return Status::invalidArgument("this embedder runs on libtorch ops (" +
+                                      std::string(m_impl->device.is_cuda() ? "on CUDA" : "not F32 with the exact GELU") +
+                                      "); a device backend runs F32 encoders with the exact GELU: load it with dtype f32");
+  const BertConfig& c = m_impl->model.config();
+  const BertWeights& w = m_impl->model.weights();
+  const EncoderShape shape{.vocab = c.vocabSize,
+                           .positions = c.maxPositionEmbeddings,
+                           .hidden = c.hiddenSize,
+                           .heads = c.numAttentionHeads,
+                           .intermediate = c.intermediateSize,
+                           .layerNormEps = static_cast<float>(c.layerNormEps)};
+  EncoderWeights ew{.word = f32(w.word),
+                    .position = f32(w.position),
+                    .tokenType = f32(w.tokenType),
+                    .embedNorm = f32(w.embedNorm),
+                    .embedNormBias = f32(w.embedNormBias),
+                    .layers = {}};
+  for (size_t l = 0; l < m_impl->kernels.size(); ++l) {
+    const KernelLayer& k = m_impl->kernels[l];
+    const BertLayerWeights& lw = w.layers[l];
+    ew.layers.push_back({.qkvT = f32(k.qkvT),
+                         .qkvBias = f32(k.qkvBias),
+                         .attnOutT = f32(k.attnOutT),
+                         .attnOutBias = f32(lw.attnOutBias),
+                         .attnNorm = f32(lw.attnNorm),
+                         .attnNormBias = f32(lw.attnNormBias),
+                         .interT = f32(k.interT),
+                         .interBias = f32(lw.interBias),
+                         .outT = f32(k.outT),
+                         .outBias = f32(lw.outBias),
+                         .outNorm = f32(lw.outNorm),
+                         .outNormBias = f32(lw.outNormBias)});
+  }
+  RAG_ASSIGN_OR_RETURN(std::unique_ptr<EncoderBackend> backend, factory(shape, ew));
+  auto offload = std::make_unique<Impl::Offload>();
+  offload->backend = std::move(backend);
+  m_impl->offload = std::move(offload);
+  return Status::ok();
+}
+
+std::string TextEmbedder::device() const {
+  if (m_impl->offload) return m_impl->offload->backend->description();
+  return m_impl->device.is_cuda() ? "cuda (libtorch)" : "cpu";
+}
 
 Result<std::vector<float>> TextEmbedder::embed(std::span<const std::string> texts, int64_t batch,
                                                ForkJoin* team) const {
@@ -259,7 +320,15 @@ Result<std::vector<float>> TextEmbedder::embed(std::span<const std::string> text
         std::vector<const std::vector<int32_t>*> batchIds;
         for (size_t r = 0; r < n; ++r) batchIds.push_back(&ids[order[first + r]]);
         std::vector<float> vecs(n * static_cast<size_t>(d));
-        m_impl->embedWithKernels(batchIds, batchWords, vecs.data(), team);
+        if (Impl::Offload* device = m_impl->offload.get()) {
+          {
+            std::lock_guard lock(device->mutex);
+            RAG_RETURN_IF_ERROR(device->backend->encode(batchIds, vecs.data(), d));
+          }
+          for (size_t r = 0; r < batchWords.size(); ++r) m_impl->appendLexical(batchWords[r], vecs.data() + r * static_cast<size_t>(d));
+        } else {
+          m_impl->embedWithKernels(batchIds, batchWords, vecs.data(), team);
+        }
         scatter(vecs.data());
         continue;
       }

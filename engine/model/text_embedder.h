@@ -10,7 +10,8 @@
 // F32 encoders with the exact GELU run on the CPU kernels of decode_kernels.h on the calling
 // thread (one matmul per projection over every token of a batch, no padding: `index build`
 // embedded about 260 passages/s on one core here, against 130 with libtorch's ops in BF16 on
-// two); other dtypes and activations run on libtorch ops, whose threads setComputeThreads sets.
+// two), or on a device after useBackend (model/encoder_backend.h); other dtypes and
+// activations run on libtorch ops, whose threads setComputeThreads sets.
 // This header is torch-free (pimpl): the index and the CLI compile without libtorch. embed() may
 // run on several threads at once (its buffers are per call; the tokenizer's cache takes a lock):
 // the serving engine's embedding thread and its knowledge-graph linking do; a `team` is one
@@ -25,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "model/encoder_backend.h"
 #include "rag/status.h"
 
 namespace rag {
@@ -80,6 +82,15 @@ public:
   // InvalidArgument naming the first empty text.
   Result<std::vector<float>> embed(std::span<const std::string> texts, int64_t batch = 32,
                                    ForkJoin* team = nullptr) const;
+
+  // Runs the encoder on a backend made by `factory` from now on (a GPU: kernels/bert_encoder.h)
+  // instead of the CPU kernels: the same vectors to float rounding, `team` unused; calls of
+  // embed() on several threads take turns on it. InvalidArgument for an encoder that does not
+  // run on the CPU kernels (BF16, another activation); the factory's errors (Unavailable without
+  // a device). Call before the embedder is shared.
+  Status useBackend(const EncoderBackendFactory& factory);
+  // "cpu", or the backend's description.
+  std::string device() const;
 
   struct Impl;
 

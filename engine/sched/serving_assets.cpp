@@ -5,6 +5,7 @@
 #include "model/tokenizer.h"
 #include "retrieval/fusion_calibration.h"
 #include "retrieval/passage_index.h"
+#include "sched/step_device.h"
 
 namespace rag {
 
@@ -22,6 +23,8 @@ Result<std::shared_ptr<const ServingAssets>> loadServingAssets(const ServingPara
   if (params.embedderDir.empty())
     return Status::invalidArgument("no embedder directory: set ServingParams::embedderDir (e.g. datasets/models/rag-embedder)");
   RAG_ASSIGN_OR_RETURN(std::unique_ptr<model::TextEmbedder> emb, model::TextEmbedder::load(params.embedderDir));
+  RAG_ASSIGN_OR_RETURN(model::EncoderBackendFactory encoder, encoderBackendFor(params.queryEncoderDevice()));
+  if (encoder) RAG_RETURN_IF_ERROR(emb->useBackend(encoder));
   const std::filesystem::path base = params.indexBase.empty() ? retrieval::defaultIndexBase(corpus) : params.indexBase;
   RAG_ASSIGN_OR_RETURN(retrieval::PassageIndex index, retrieval::PassageIndex::load(base, emb->fingerprint()));
   RAG_ASSIGN_OR_RETURN(auto fusion, retrieval::loadFusionCalibration(base, emb->fingerprint()));

@@ -6,7 +6,8 @@
 #                                     `gpu`-labelled test, `bench llm --device cuda` on the
 #                                     synthetic 28M model and the shipped one, an Nsight Compute
 #                                     profile of one decode step and compute-sanitizer's memcheck
-#                                     (no new step after SECONDS, default 330)
+#                                     (no new step after SECONDS, default 330; BENCH=0: the tests
+#                                     and memcheck alone)
 #   run-on-device.sh receive          carry .gpu-check on the first call, then one part of
 #                                     pack-data.sh's per call (.gpu-data/partNN; the manifest with
 #                                     the last): the bundle is unpacked once and each part kept in
@@ -16,10 +17,12 @@
 #                                     `workflow run --device cuda`, one traced Multistep rate per
 #                                     policy (TRACE=0 skips it; TRACE_RPS, default 64, sets the
 #                                     rate), `bench llm` of the shipped model (LLM=1), `bench ivf` with half the
-#                                     cores (IVF=0 skips it) and HedraRAG Fig. 13's
+#                                     cores (IVF=0 skips it), the GPU encoder's test on the shipped
+#                                     embedder and HedraRAG Fig. 13's
 #                                     `bench serve --find-max` (or `bench serve --quick ARGS`) with
-#                                     --device cuda, then --device cpu on the same machine while
-#                                     SECONDS (default 330) last
+#                                     --device cuda (once per ENCODERS placement of the query
+#                                     encoder: ENCODERS="cuda cpu"), then --device cpu on the same
+#                                     machine while SECONDS (default 330) last
 set -u
 mode=${1:-check}
 budget=${2:-330}
@@ -93,6 +96,13 @@ case "$mode" in
     read -r -a threads <<< "${THREADS:---retrieval-threads $(( $(nproc) / 2 )) --generation-threads $(( $(nproc) / 2 ))}"
     bench workflow-run 120 workflow run --builtin oneshot "What is a compiler?" --device "${devices[0]}" "${models[@]}" --json
     head -c 1500 "$OUT/workflow-run.json"; echo
+    # The GPU query encoder against the CPU kernels on the shipped embedder (which the tree sent
+    # here lacks: aside.sh moves it out; the data carries it).
+    if [ "${devices[0]}" != cpu ] && [ -x "$rt/bin/kernels_test_bert_encoder" ]; then
+      step "kernels_test_bert_encoder with the shipped embedder"
+      RAGWB_EMBEDDER=$d/rag-embedder timeout 120 "$rt/bin/kernels_test_bert_encoder" >"$rt/t.log" 2>&1
+      echo "rc=$?"; grep -E "^(PASS|FAIL|SKIP)|Totals|Loc:|Actual|Expected|worst" "$rt/t.log" | head -20
+    fi
     # What a retrieval sub-stage costs over one unbounded step with the retrieval worker's
     # threads (budgeted.over_unbounded_step; synthetic vectors, no data needed; IVF=0 skips it).
     if [ "${IVF:-1}" = 1 ]; then
@@ -123,15 +133,21 @@ case "$mode" in
     [ $# -gt 0 ] || set -- --workflows oneshot,multistep,irg --modes flashrag,hedra,hedra-nogpucache --nprobe 256 \
                             --find-max --min-seconds 3
     fig13=(bench serve --quick "$@" "${threads[@]}" "${models[@]}")
+    # ENCODERS="cuda cpu": each GPU run once per query-encoder placement (--encoder-device; the
+    # default places it with the model), named serve-<device>-enc<encoder>.
     for dev in "${devices[@]}"; do
-      left=$(( budget - $(elapsed) ))
-      [ "$left" -gt 30 ] || { echo "no time left for bench serve --device $dev"; break; }
-      step "ragraph ${fig13[*]} --device $dev (at most $left s)"
-      timeout "$left" "$rt/bin/ragraph" "${fig13[@]}" --device "$dev" \
-        --json "$OUT/serve-$dev.json" >"$OUT/serve-$dev.out" 2>"$OUT/serve-$dev.err"
-      # Each run's line is on stderr as it finishes, so a run cut short by the budget still reports.
-      echo "rc=$?"; grep -E '^\[' "$OUT/serve-$dev.err"; grep -vE '^\[' "$OUT/serve-$dev.err" | tail -3
-      tail -25 "$OUT/serve-$dev.out"
+      encoders=(${ENCODERS:-$dev}); [ "$dev" != cpu ] || encoders=(cpu)
+      for enc in "${encoders[@]}"; do
+        left=$(( budget - $(elapsed) ))
+        [ "$left" -gt 30 ] || { echo "no time left for bench serve --device $dev --encoder-device $enc"; break 2; }
+        name=serve-$dev; [ "$enc" = "$dev" ] || name=$name-enc$enc
+        step "ragraph ${fig13[*]} --device $dev --encoder-device $enc (at most $left s)"
+        timeout "$left" "$rt/bin/ragraph" "${fig13[@]}" --device "$dev" --encoder-device "$enc" \
+          --json "$OUT/$name.json" >"$OUT/$name.out" 2>"$OUT/$name.err"
+        # Each run's line is on stderr as it finishes, so a run cut short by the budget still reports.
+        echo "rc=$?"; grep -E '^\[' "$OUT/$name.err"; grep -vE '^\[' "$OUT/$name.err" | tail -3
+        tail -25 "$OUT/$name.out"
+      done
     done
     # A call brings back about 8 files: not the empty ones, nor the logs whose lines are above.
     find "$OUT" -type f \( -empty -o -name '*.err' \) -delete
@@ -154,13 +170,16 @@ for t in $(cat "$rt/tests.txt"); do
 done
 echo "gpu tests failed: $failed"
 
+# BENCH=0 skips the two benches and the profile (the tests and memcheck still run).
+if [ "${BENCH:-1}" = 1 ]; then
 bench bench-llm-synthetic 150 bench llm --synthetic --device cuda --json
 bench bench-llm-model 120 bench llm --model datasets/models/rag-llama --device cuda --json
+fi
 
 # Nsight Compute over one batch-1 decode step of the synthetic model (launches ~250 to ~340:
 # after the CPU figures, the first GPU prefill and the graph capture): each kernel's duration.
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-if [ -n "$ncu" ] && [ "$(elapsed)" -lt "$budget" ]; then
+if [ -n "$ncu" ] && [ "${BENCH:-1}" = 1 ] && [ "$(elapsed)" -lt "$budget" ]; then
   step "ncu: one decode step"
   timeout 150 "$ncu" --launch-skip 250 --launch-count 90 --metrics gpu__time_duration.sum --csv --print-units base \
     "$rt/bin/ragraph" bench llm --synthetic --device cuda --steps 4 --json >"$OUT/profile.csv" 2>"$rt/ncu.err"
@@ -181,8 +200,8 @@ PY
 fi
 
 sanitizer=/usr/local/cuda/bin/compute-sanitizer
-for t in kernels_test_paged_decode_attention kernels_test_prefill_attention kernels_test_kv_write \
-         kernels_test_llama_step kernels_test_runner_cuda; do
+for t in kernels_test_bert_encoder kernels_test_paged_decode_attention kernels_test_prefill_attention \
+         kernels_test_kv_write kernels_test_llama_step kernels_test_runner_cuda; do
   [ -x "$sanitizer" ] && [ "$(elapsed)" -lt "$budget" ] || break
   step "memcheck $t"
   timeout 120 "$sanitizer" --tool memcheck --leak-check no --error-exitcode 9 "$rt/bin/$t" >"$rt/m.log" 2>&1

@@ -91,6 +91,14 @@ private Q_SLOTS:
                     "--max-tokens", "2", "--json"});
     if (r.code != 0) QVERIFY2(r.code == 1 && r.err.contains("use --device cpu"), qPrintable(r.err));
     else QVERIFY(r.out.contains("\"answer\""));
+    // The query encoder's placement (serving commands) is checked the same way, before loading.
+    r = runRagraph({"workflow", "run", "--builtin", "oneshot", "What is nothing?", "--corpus", corpus(), "--model", model(),
+                    "--encoder-device", "tpu"});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("--encoder-device takes cpu, cuda or cuda:N, not 'tpu'"), qPrintable(r.err));
+    r = runRagraph({"workflow", "run", "--builtin", "oneshot", "What is nothing?", "--corpus", corpus(), "--model", model(),
+                    "--encoder-device", "cuda:9"});
+    QVERIFY2(r.code == 1 && r.err.contains("--encoder-device cuda:9"), qPrintable(r.err));
   }
 
   // The retrieval path end to end: a tiny embedder trained here, the index built beside the

@@ -195,6 +195,81 @@ private Q_SLOTS:
       QVERIFY(with > without + 0.1);
     }
   }
+
+  // useBackend (model/encoder_backend.h): the backend's pooled vectors come back in the caller's
+  // order (embed() sorts texts by length inside), the lexical branch's components are still the
+  // host's, the backend gets the weights the CPU kernels use, and its errors (and an encoder it
+  // cannot run) surface with their messages. A host double stands in for the GPU
+  // (tests/kernels/test_bert_encoder.cpp compares the CUDA one with the CPU kernels).
+  void aDeviceBackendComputesThePooledPart() {
+    struct Double final : EncoderBackend {
+      int64_t hidden = 0;
+      int* calls = nullptr;
+      bool fail = false;
+      std::string description() const override { return "double:0"; }
+      Status encode(std::span<const std::vector<int32_t>* const> texts, float* out, int64_t stride) override {
+        ++*calls;
+        if (fail) return Status::internal("the device fell over");
+        for (size_t t = 0; t < texts.size(); ++t) {  // [length, first token, 0, ...]
+          std::fill(out + t * stride, out + t * stride + hidden, 0.0f);
+          out[t * stride] = static_cast<float>(texts[t]->size());
+          out[t * stride + 1] = static_cast<float>(texts[t]->front());
+        }
+        return Status::ok();
+      }
+    };
+    int calls = 0;
+    EncoderShape seen;
+    const float* seenWord = nullptr;
+    bool fail = false;
+    auto factory = [&](const EncoderShape& shape, const EncoderWeights& w) -> Result<std::unique_ptr<EncoderBackend>> {
+      seen = shape;
+      seenWord = w.word;
+      if (w.layers.size() != 2 || !w.layers[1].outNormBias || !w.tokenType) return Status::internal("weights missing");
+      auto d = std::make_unique<Double>();
+      d->hidden = shape.hidden;
+      d->calls = &calls;
+      d->fail = fail;
+      return std::unique_ptr<EncoderBackend>(std::move(d));
+    };
+    const fs::path dir = fs::path(m_dir.path().toStdString()) / "backend-lexical";
+    const int64_t lexDim = 64, dim = 16 + lexDim;
+    QVERIFY(saveEmbedderWithLexical(m_model, dir, lexicalStatistics(m_texts, 32), lexDim, 0.5).isOk());
+    auto host = TextEmbedder::load(dir);
+    auto dev = TextEmbedder::load(dir);
+    QVERIFY(host.isOk() && dev.isOk());
+    QCOMPARE((*dev)->device(), std::string("cpu"));
+    Status used = (*dev)->useBackend(factory);
+    QVERIFY2(used.isOk(), used.message().c_str());
+    QCOMPARE((*dev)->device(), std::string("double:0"));
+    QCOMPARE(seen.hidden, int64_t{16});
+    QCOMPARE(seen.heads, int64_t{2});
+    QCOMPARE(seen.intermediate, int64_t{32});
+    QVERIFY(seenWord != nullptr);
+    auto want = (*host)->embed(m_texts, 3);
+    auto got = (*dev)->embed(m_texts, 3);
+    QVERIFY2(got.isOk(), got.status().message().c_str());
+    QCOMPARE(calls, 3);  // 7 texts in batches of 3
+    for (size_t t = 0; t < m_texts.size(); ++t) {
+      const std::vector<int32_t> ids = m_tok->encode(m_texts[t], {.parseSpecial = false});
+      const float* row = got->data() + t * static_cast<size_t>(dim);
+      QCOMPARE(row[0], static_cast<float>(std::min<size_t>(ids.size(), 32)));
+      QCOMPARE(row[1], static_cast<float>(ids.front()));
+      for (int64_t i = 16; i < dim; ++i)
+        QCOMPARE(row[i], (*want)[t * static_cast<size_t>(dim) + static_cast<size_t>(i)]);
+    }
+    fail = true;
+    auto failing = TextEmbedder::load(dir);
+    QVERIFY((*failing)->useBackend(factory).isOk());
+    QVERIFY(mentions((*failing)->embed(m_texts).status(), {"the device fell over"}));
+    QVERIFY(mentions((*failing)->useBackend([](const EncoderShape&, const EncoderWeights&) -> Result<std::unique_ptr<EncoderBackend>> {
+              return Status::unavailable("no CUDA device for the query encoder");
+            }),
+                     {"no CUDA device"}));
+    auto bf16 = TextEmbedder::load(dir, "bf16");
+    QVERIFY(bf16.isOk());
+    QVERIFY(mentions((*bf16)->useBackend(factory), {"load it with dtype f32"}));
+  }
 };
 
 QTEST_GUILESS_MAIN(TestTorchTextEmbedder)

@@ -96,6 +96,11 @@ struct ServingParams {
   std::string dtype = "f32";          // model dtype: f32 | bf16
   // Where generation runs: cpu, or cuda / cuda:N (the GPU backend, kernels/llama_step.h; F32).
   std::string device = "cpu";
+  // Where the retrieval worker's query encoder runs: cpu, cuda / cuda:N (kernels/bert_encoder.h),
+  // or empty: where generation runs (device). On a GPU the encoder's passes are a few kernels,
+  // on the CPU they held the retrieval worker's threads for most of a search (README, *On a GPU*).
+  std::string encoderDevice;
+  const std::string& queryEncoderDevice() const { return encoderDevice.empty() ? device : encoderDevice; }
   ServePolicy policy = *parseServePolicy("hedra");
   int64_t nprobe = 128;               // IVF clusters per retrieval (a node's nprobe overrides)
   int32_t generationThreads = 1;      // BLAS threads of the generation worker
