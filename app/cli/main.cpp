@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "core/blas_info.h"
+#include "core/crash_report.h"
 
 namespace {
 
@@ -208,6 +209,7 @@ int main(int argc, char** argv) {
     return words.empty() ? 2 : 0;
   }
   rag::restartWithBetterBlasKernels(argv);  // core/blas_info.h: before any command runs a thread
+  rag::installCrashReport("ragraph");        // core/crash_report.h: a fatal signal says where
   rag::cli::rememberArgv(argv);
   for (const Command& c : commands()) {
     if (words[0] != c.group) continue;

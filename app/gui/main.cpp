@@ -40,6 +40,7 @@
 
 #include "bridge/gui_stall_meter.h"
 #include "core/blas_info.h"
+#include "core/crash_report.h"
 #include "heatmap/kv_heatmap.h"
 #include "panels/block_attention_panel.h"
 #include "panels/dep_cache_panel.h"
@@ -129,6 +130,7 @@ public:
 
 int main(int argc, char** argv) {
   rag::restartWithBetterBlasKernels(argv);  // core/blas_info.h: before anything else runs
+  rag::installCrashReport("ragraph-workbench");  // core/crash_report.h: a fatal signal says where
   WorkbenchApplication app(argc, argv);
   QApplication::setOrganizationName("RAGraph");
   QApplication::setApplicationName("RAGraph Workbench");

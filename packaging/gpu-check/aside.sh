@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 stash=${RAGWB_ASIDE_DIR:-/tmp/ragwb-aside}
 paths=(datasets/models/rag-llama-block datasets/models/rag-llama-dep datasets/models/rag-llama-roles
-       datasets/models/rag-llama-vanilla datasets/models/rag-embedder resources/screenshots)
+       datasets/models/rag-llama-vanilla datasets/models/rag-embedder datasets/models/rag-embedder-lex resources/screenshots)
 case "${1:-}" in
   out)
     for p in "${paths[@]}"; do

@@ -16,7 +16,7 @@
 #                                     after every part arrived: join and unpack the data, then
 #                                     `workflow run --device cuda`, one traced Multistep rate per
 #                                     policy (TRACE=0 skips it; TRACE_RPS, default 64, sets the
-#                                     rate), `bench llm` of the shipped model (LLM=1), `bench ivf` with half the
+#                                     rate, TRACE_WORKFLOW another workflow), `bench llm` of the shipped model (LLM=1), `bench ivf` with half the
 #                                     cores (IVF=0 skips it), the GPU encoder's test on the shipped
 #                                     embedder and HedraRAG Fig. 13's
 #                                     `bench serve --find-max` (or `bench serve --quick ARGS`) with
@@ -63,7 +63,7 @@ bench() {  # NAME SECONDS ARGS...: ragraph ARGS, stdout to $OUT/NAME.json (skipp
   [ "$(elapsed)" -lt "$budget" ] || { echo "skipped $name: past the budget of $budget s"; return; }
   step "$name: ragraph $*"
   timeout "$limit" "$rt/bin/ragraph" "$@" >"$OUT/$name.json" 2>"$OUT/$name.err"; local rc=$?
-  echo "rc=$rc"; tail -4 "$OUT/$name.err"
+  echo "rc=$rc"; tail -4 "$OUT/$name.err"; grep -A70 "fatal signal" "$OUT/$name.err"
 }
 
 case "$mode" in
@@ -119,7 +119,7 @@ case "$mode" in
     # One Multistep rate per policy with every sub-stage traced (Chrome-trace JSON, xz'd; opens in
     # Perfetto): where hedra's time goes against flashrag's on this machine (TRACE=0: skipped).
     if [ "${TRACE:-1}" = 1 ]; then
-      bench serve-trace 90 bench serve --quick --workflows multistep --modes flashrag,hedra-nogpucache,hedra --rps "${TRACE_RPS:-64}" \
+      bench serve-trace 90 bench serve --quick --workflows "${TRACE_WORKFLOW:-multistep}" --modes flashrag,hedra-nogpucache,hedra --rps "${TRACE_RPS:-64}" \
         --min-seconds 2 --device "${devices[0]}" "${threads[@]}" "${models[@]}" --trace "$rt/serve.trace.json"
       [ -f "$rt/serve.trace.json" ] && xz -T0 -c "$rt/serve.trace.json" > "$OUT/serve.trace.json.xz" &&
         echo "trace: $(du -h "$OUT/serve.trace.json.xz" | cut -f1) xz"
@@ -144,8 +144,10 @@ case "$mode" in
         step "ragraph ${fig13[*]} --device $dev --encoder-device $enc (at most $left s)"
         timeout "$left" "$rt/bin/ragraph" "${fig13[@]}" --device "$dev" --encoder-device "$enc" \
           --json "$OUT/$name.json" >"$OUT/$name.out" 2>"$OUT/$name.err"
-        # Each run's line is on stderr as it finishes, so a run cut short by the budget still reports.
-        echo "rc=$?"; grep -E '^\[' "$OUT/$name.err"; grep -vE '^\[' "$OUT/$name.err" | tail -3
+        # Each run's line is on stderr as it finishes, so a run cut short by the budget still reports;
+        # a crash's report (core/crash_report.h) is printed whole, to resolve here with addr2line.
+        rc=$?; echo "rc=$rc"; grep -E '^\[' "$OUT/$name.err"; grep -vE '^\[' "$OUT/$name.err" | tail -3
+        grep -A70 "fatal signal" "$OUT/$name.err"
         tail -25 "$OUT/$name.out"
       done
     done
