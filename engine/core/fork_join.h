@@ -43,15 +43,15 @@ private:
   std::vector<std::thread> m_workers;
   std::mutex m_busy;                    // held by the caller of the run in flight
   std::atomic<uint64_t> m_generation{0};  // bumped to start a run; workers wait on it
-  // The run's generation (high 32 bits) and its next unclaimed part (low 32): a claim made with
-  // a stale generation fails instead of taking a part of a later run.
+  // The run's generation (high 32 bits), its number of parts (16 bits) and its next unclaimed
+  // part (low 16), in one word: a claim made with a stale generation fails instead of taking a
+  // part of a later run, and a claim checks the part against its own run's count.
   std::atomic<uint64_t> m_claim{0};
   std::atomic<int> m_done{0};           // parts of the current run finished
   std::atomic<bool> m_stop{false};
   // The current run, written before m_generation is bumped.
   const std::function<void(int64_t, int64_t)>* m_fn = nullptr;
   int64_t m_n = 0;
-  std::atomic<int> m_parts{0};
   std::exception_ptr m_error;
   std::mutex m_errorMutex;
 };

@@ -123,6 +123,44 @@ private Q_SLOTS:
     });
     QCOMPARE(covered, int64_t{10});
   }
+
+  // A worker that read the claim counter of a finished run must not take a part of the next
+  // one: runs of 2 parts alternate with runs of 32, on more threads than cores (so workers are
+  // preempted between their reads), and every index of every run must run exactly once and
+  // never after its run returned. Before the fix, a stale worker could claim part k (>= 2) of
+  // the 2-part run under the 32-part run's part count, run the new run's function, and count
+  // it as done: the new run returned with a part still running on its dead stack frame (the
+  // retrieval worker's encoder crashed so on a 16-core machine).
+  void noPartRunsOutsideItsRun() {
+    ForkJoin team(8);
+    struct Run {
+      std::atomic<bool> returned{false};
+      std::vector<std::atomic<int>> hits;
+      explicit Run(int64_t n) : hits(static_cast<size_t>(n)) {}
+    };
+    // The last 4096 runs stay alive, so that a late part (microseconds late) still finds its own.
+    std::vector<std::unique_ptr<Run>> runs(4096);
+    std::atomic<int> late{0}, twice{0};
+    int64_t count = 0;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    for (; std::chrono::steady_clock::now() < until && count < 1000000; ++count) {
+      const int64_t n = count % 2 ? 64 : 2;
+      std::unique_ptr<Run>& slot = runs[static_cast<size_t>(count) % runs.size()];
+      slot = std::make_unique<Run>(n);
+      Run& r = *slot;
+      team.run(n, 1, [&r, &late, &twice](int64_t b, int64_t e) {
+        if (r.returned.load()) late++;
+        for (int64_t i = b; i < e; ++i)
+          if (r.hits[static_cast<size_t>(i)]++ > 0) twice++;
+      });
+      r.returned.store(true);
+      for (const std::atomic<int>& h : r.hits)
+        if (h.load() != 1) twice++;
+    }
+    qInfo("%lld runs", static_cast<long long>(count));
+    QCOMPARE(late.load(), 0);
+    QCOMPARE(twice.load(), 0);
+  }
 };
 
 QTEST_GUILESS_MAIN(TestForkJoin)
