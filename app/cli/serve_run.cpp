@@ -34,8 +34,8 @@ Result<ServingParams> readServingParams(Args& args, const std::string& defaultMo
   p.modelDir = choice.dir;
   p.dtype = choice.dtype;
   p.device = choice.device;
-  p.encoderDevice = args.getOr("encoder-device", "");
-  if (!p.encoderDevice.empty()) RAG_RETURN_IF_ERROR(encoderBackendFor(p.encoderDevice).status());
+  p.encoderDevice = args.getOr("encoder-device", "cpu");
+  RAG_RETURN_IF_ERROR(encoderBackendFor(p.encoderDevice).status());
   RAG_ASSIGN_OR_RETURN(p.embedderDir, readEmbedderDir(args));
   if (auto base = args.get("index")) p.indexBase = *base;
   RAG_ASSIGN_OR_RETURN(p.policy, parseServePolicy(args.getOr("mode", defaultMode)));

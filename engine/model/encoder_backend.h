@@ -7,10 +7,9 @@
 //   RAG_ASSIGN_OR_RETURN(auto e, TextEmbedder::load("datasets/models/rag-embedder"));
 //   RAG_RETURN_IF_ERROR(e->useBackend(cuda::cudaEncoderBackendFactory()));  // query vectors from the GPU
 //
-// The serving engine does this when the model generates on a GPU (ServingParams::encoderDevice):
-// the query encoder then shares the device with generation instead of the retrieval worker's CPU
-// cores, which it held for most of a query's retrieval time on the lent H200 (README, *On a
-// GPU*). Torch-free and Qt-free.
+// The serving engine does this with --encoder-device cuda (ServingParams::encoderDevice): the
+// query encoder then shares the device with generation instead of the retrieval worker's CPU
+// cores (README, *On a GPU*, for what it gains and costs each policy). Torch-free and Qt-free.
 #pragma once
 
 #include <cstdint>

@@ -21,7 +21,7 @@
 #                                     embedder and HedraRAG Fig. 13's
 #                                     `bench serve --find-max` (or `bench serve --quick ARGS`) with
 #                                     --device cuda (once per ENCODERS placement of the query
-#                                     encoder: ENCODERS="cuda cpu"), then --device cpu on the same
+#                                     encoder: ENCODERS="cpu cuda"), then --device cpu on the same
 #                                     machine while SECONDS (default 330) last
 set -u
 mode=${1:-check}
@@ -133,14 +133,14 @@ case "$mode" in
     [ $# -gt 0 ] || set -- --workflows oneshot,multistep,irg --modes flashrag,hedra,hedra-nogpucache --nprobe 256 \
                             --find-max --min-seconds 3
     fig13=(bench serve --quick "$@" "${threads[@]}" "${models[@]}")
-    # ENCODERS="cuda cpu": each GPU run once per query-encoder placement (--encoder-device; the
-    # default places it with the model), named serve-<device>-enc<encoder>.
+    # ENCODERS="cpu cuda": each GPU run once per query-encoder placement (--encoder-device, cpu
+    # by default), named serve-<device>-enc<encoder>.
     for dev in "${devices[@]}"; do
-      encoders=(${ENCODERS:-$dev}); [ "$dev" != cpu ] || encoders=(cpu)
+      encoders=(${ENCODERS:-cpu}); [ "$dev" != cpu ] || encoders=(cpu)
       for enc in "${encoders[@]}"; do
         left=$(( budget - $(elapsed) ))
         [ "$left" -gt 30 ] || { echo "no time left for bench serve --device $dev --encoder-device $enc"; break 2; }
-        name=serve-$dev; [ "$enc" = "$dev" ] || name=$name-enc$enc
+        name=serve-$dev; [ "$enc" = cpu ] || name=$name-enc$enc
         step "ragraph ${fig13[*]} --device $dev --encoder-device $enc (at most $left s)"
         timeout "$left" "$rt/bin/ragraph" "${fig13[@]}" --device "$dev" --encoder-device "$enc" \
           --json "$OUT/$name.json" >"$OUT/$name.out" 2>"$OUT/$name.err"

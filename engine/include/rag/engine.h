@@ -96,11 +96,12 @@ struct ServingParams {
   std::string dtype = "f32";          // model dtype: f32 | bf16
   // Where generation runs: cpu, or cuda / cuda:N (the GPU backend, kernels/llama_step.h; F32).
   std::string device = "cpu";
-  // Where the retrieval worker's query encoder runs: cpu, cuda / cuda:N (kernels/bert_encoder.h),
-  // or empty: where generation runs (device). On a GPU the encoder's passes are a few kernels,
-  // on the CPU they held the retrieval worker's threads for most of a search (README, *On a GPU*).
-  std::string encoderDevice;
-  const std::string& queryEncoderDevice() const { return encoderDevice.empty() ? device : encoderDevice; }
+  // Where the retrieval worker's query encoder runs: cpu (the worker's threads), or cuda / cuda:N
+  // (kernels/bert_encoder.h). The CPU by default, measured on a lent H200 with the model there
+  // (README, *On a GPU*): on the GPU a call costs ~0.5 ms of launches and a sync whatever its
+  // size, which FlashRAG's large per-turn batches amortise (its highest rates 1.1-2x) and hedra's
+  // queries embedded as they arrive (1-2 a call) do not (One-shot 0.71x).
+  std::string encoderDevice = "cpu";
   ServePolicy policy = *parseServePolicy("hedra");
   int64_t nprobe = 128;               // IVF clusters per retrieval (a node's nprobe overrides)
   int32_t generationThreads = 1;      // BLAS threads of the generation worker
