@@ -21,9 +21,7 @@ GenerationWorker::GenerationWorker(std::unique_ptr<model::ModelRunner> runner, G
   }
   if (m_params.ring) {
     // On a GPU the lane says so ("generation · cuda:0"): the timeline's GPU lane.
-    const std::string device = m_runner->device();
-    m_lane = m_params.ring->registerLane(device == "cpu" ? "generation" : "generation · " + device.substr(0, device.find(' ')),
-                                         LaneKind::Generation);
+    m_lane = m_params.ring->registerLane(deviceLaneName("generation", m_runner->device()), LaneKind::Generation);
   }
   m_thread = std::thread([this] { loop(); });
 }

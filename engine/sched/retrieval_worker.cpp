@@ -41,7 +41,8 @@ RetrievalWorker::RetrievalWorker(const model::TextEmbedder& embedder, const retr
   }
   if (m_params.ring) {
     m_lane = m_params.ring->registerLane("retrieval", LaneKind::Retrieval);
-    m_embedLane = m_params.ring->registerLane("embedding", LaneKind::Embedding);
+    // "embedding · cuda:0" with the query encoder on a GPU (--encoder-device).
+    m_embedLane = m_params.ring->registerLane(deviceLaneName("embedding", m_embedder.device()), LaneKind::Embedding);
   }
   m_thread = std::thread([this] { loop(); });
   if (m_params.embedAhead) m_embedThread = std::thread([this] { embedLoop(); });

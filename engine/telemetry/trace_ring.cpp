@@ -117,4 +117,8 @@ std::vector<TraceLane> TraceRing::lanes() const {
   return m_lanes;
 }
 
+std::string deviceLaneName(const std::string& base, const std::string& device) {
+  return device == "cpu" ? base : base + " · " + device.substr(0, device.find(' '));
+}
+
 }  // namespace rag

@@ -54,4 +54,9 @@ private:
   std::vector<TraceLane> m_lanes;
 };
 
+// A worker's lane name that says where it computes: `base` on the CPU, "base · cuda:0" on a
+// device (`device`: "cpu" or a description that starts with the device's name, as
+// StepBackend::description() and TextEmbedder::device() give).
+std::string deviceLaneName(const std::string& base, const std::string& device);
+
 }  // namespace rag

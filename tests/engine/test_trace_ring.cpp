@@ -133,6 +133,15 @@ private Q_SLOTS:
     QVERIFY(sawName);
     QVERIFY(sawSpec);
   }
+
+  // A worker's lane names its device when it computes on one (the timeline's GPU lanes), from
+  // the descriptions the runner's backend and the embedder give.
+  void laneNamesSayTheDevice() {
+    QCOMPARE(deviceLaneName("generation", "cpu"), std::string("generation"));
+    QCOMPARE(deviceLaneName("generation", "cuda:0 NVIDIA H200, 139.8 GiB, sm_90, CUDA graphs"),
+             std::string("generation · cuda:0"));
+    QCOMPARE(deviceLaneName("embedding", "cuda:1"), std::string("embedding · cuda:1"));
+  }
 };
 
 QTEST_GUILESS_MAIN(TestTraceRing)
