@@ -321,6 +321,7 @@ int cmdBenchServe(Args& args) {
   w.key("blas_kernels").value(blasKernelSet());  // core/blas_info.h
   w.key("model").value(serving->modelDir.string()).key("dtype").value(serving->dtype);
   w.key("device").value(serving->device).key("encoder_device").value(serving->encoderDevice);
+  w.key("encoder_gpu_min_texts").value(static_cast<int64_t>(serving->encoderDeviceMinTexts));
   w.key("kv_mb").value(*kvMb).key("gpu_cache_mb").value(*gpuCacheMb);
   w.key("max_running").value(static_cast<int64_t>(serving->runningSequences()));
   w.key("max_batch_tokens").value(static_cast<int64_t>(serving->batchTokens()));

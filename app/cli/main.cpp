@@ -94,7 +94,7 @@ const std::vector<Command>& commands() {
        cmdModelLexical},
       {"workflow", "run",
        "FILE|--builtin NAME \"question\" [--mode hedra] [--nprobe 128] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] "
-       "[--encoder-device cpu|cuda] [--embedder DIR] "
+       "[--encoder-device cpu|cuda [--encoder-gpu-min 1]] [--embedder DIR] "
        "[--index BASE] [--corpus PATH] [--deterministic] [--prefix-cache on|off] [--graph-attention dependency|causal] [--block-attention on|off] "
        "[--gkvr on|off] [--json]",
        {"json", "deterministic"}, cmdWorkflowRun},
@@ -104,19 +104,19 @@ const std::vector<Command>& commands() {
        "[--split test] [--find-max [--search-steps 4]] [--generation-threads 1] [--retrieval-threads 1] "
        "[--substage-ms MS] [--spec-load 0.5] [--deterministic] [--trace-in FILE] [--prefix-cache on|off] "
        "[--max-running 64|256 (cpu|cuda)] [--max-batch-tokens 512|2048] "
-       "[--eviction lru|lfu|pgdsf|lacr] [--host-kv-mb 0] [--kv-mb 256] [--gpu-cache-mb 512] [--graph-attention dependency|causal] [--block-attention on|off] [--gkvr on|off] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--encoder-device cpu|cuda] [--embedder DIR] "
+       "[--eviction lru|lfu|pgdsf|lacr] [--host-kv-mb 0] [--kv-mb 256] [--gpu-cache-mb 512] [--graph-attention dependency|causal] [--block-attention on|off] [--gkvr on|off] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--encoder-device cpu|cuda [--encoder-gpu-min 1]] [--embedder DIR] "
        "[--index BASE] [--corpus PATH]",
        {"quick", "deterministic", "find-max"}, cmdBenchServe},
       {"eval", "workflow",
        "--builtin oneshot|hyde|multistep|irg|recomp|graphrag | --file FILE [--split test] [--limit 400] [--method dense|bm25|hybrid] [--mode hedra] "
-       "[--nprobe 128] [--deterministic] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--encoder-device cpu|cuda] [--embedder DIR] [--index BASE] "
+       "[--nprobe 128] [--deterministic] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--encoder-device cpu|cuda [--encoder-gpu-min 1]] [--embedder DIR] [--index BASE] "
        "[--corpus PATH] [--prefix-cache on|off] [--graph-attention dependency|causal] [--block-attention on|off] [--gkvr on|off] "
        "[--answers FILE.jsonl] [--json]",
        {"json", "deterministic"}, cmdEvalWorkflow},
       {"bench", "prefix",
        "[--quick] [--requests 800] [--rps 16] [--popularity zipf:1.1] [--sim-requests 2000] "
        "[--policies lru,lfu,pgdsf] [--seed 1] [--nprobe 128] [--split test] [--json FILE] [--mode hedra] "
-       "[--eviction lru] [--host-kv-mb 0] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--encoder-device cpu|cuda] [--embedder DIR] [--index BASE] "
+       "[--eviction lru] [--host-kv-mb 0] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--encoder-device cpu|cuda [--encoder-gpu-min 1]] [--embedder DIR] [--index BASE] "
        "[--corpus PATH]",
        {"quick", "deterministic"}, cmdBenchPrefix},
       {"kg", "retrieve",
@@ -125,7 +125,7 @@ const std::vector<Command>& commands() {
        {"json"}, cmdKgRetrieve},
       {"bench", "depcache",
        "[--quick] [--tables ttft,hit] [--window 16] [--questions 500] [--requests 2000] [--serve-requests 300] [--rps 8] [--paths 30] [--seed 1] "
-       "[--json FILE] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--encoder-device cpu|cuda] [--embedder DIR] [--index BASE] [--corpus PATH]",
+       "[--json FILE] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--encoder-device cpu|cuda [--encoder-gpu-min 1]] [--embedder DIR] [--index BASE] [--corpus PATH]",
        {"quick"}, cmdBenchDepcache},
       {"blocks", "precompute",
        "[--passages hot|all|N] [--questions 2000] [--split test] [--max-mb 512] [--batch 32] [--model DIR] "
@@ -134,7 +134,7 @@ const std::vector<Command>& commands() {
       {"bench", "blocks",
        "[--quick] [--tables ttft,accuracy,serving] [--lengths 128,256,512,1024,1984] [--question-tokens 32] "
        "[--repeats 5] [--questions 400] [--contexts gold,retrieved] [--rows vanilla,block_noft,block_ft,block_ft_full,shipped_full] [--vanilla-model datasets/models/rag-llama-vanilla] [--block-model datasets/models/rag-llama-block] "
-       "[--requests 200] [--rps 16] [--slo 1] [--json FILE] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--encoder-device cpu|cuda] [--embedder DIR] "
+       "[--requests 200] [--rps 16] [--slo 1] [--json FILE] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--encoder-device cpu|cuda [--encoder-gpu-min 1]] [--embedder DIR] "
        "[--index BASE] [--corpus PATH]",
        {"quick"}, cmdBenchBlocks},
       {"bench", "ivf",
@@ -166,7 +166,7 @@ const std::vector<Command>& commands() {
        {"quick", "json", "deterministic", "ignore-eos"}, cmdBenchDragon},
       {"serve", "",
        "--listen HOST:PORT [--workflows FILE,...] [--max-inflight 32] [--retry-after 1] [--nprobe 128] "
-       "[--mode hedra] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--encoder-device cpu|cuda] [--embedder DIR] [--index BASE] [--corpus PATH] "
+       "[--mode hedra] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--encoder-device cpu|cuda [--encoder-gpu-min 1]] [--embedder DIR] [--index BASE] [--corpus PATH] "
        "[--generation-threads 1] [--retrieval-threads 1] [--prefix-cache on|off] [--eviction lru] "
        "[--host-kv-mb 0] [--graph-attention dependency|causal] [--block-attention on|off] [--deterministic]",
        {"deterministic"}, cmdServeHttp},

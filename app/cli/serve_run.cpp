@@ -35,7 +35,13 @@ Result<ServingParams> readServingParams(Args& args, const std::string& defaultMo
   p.dtype = choice.dtype;
   p.device = choice.device;
   p.encoderDevice = args.getOr("encoder-device", "cpu");
-  RAG_RETURN_IF_ERROR(encoderBackendFor(p.encoderDevice).status());
+  RAG_ASSIGN_OR_RETURN(model::EncoderBackendFactory encoder, encoderBackendFor(p.encoderDevice));
+  RAG_ASSIGN_OR_RETURN(int64_t minTexts, args.getInt("encoder-gpu-min", 1));
+  if (minTexts < 1 || minTexts > 65536)
+    return Status::invalidArgument("--encoder-gpu-min takes 1 to 65536 texts (the smallest batch the GPU encoder takes)");
+  if (minTexts > 1 && !encoder)
+    return Status::invalidArgument("--encoder-gpu-min applies to a GPU encoder: add --encoder-device cuda");
+  p.encoderDeviceMinTexts = static_cast<int32_t>(minTexts);
   RAG_ASSIGN_OR_RETURN(p.embedderDir, readEmbedderDir(args));
   if (auto base = args.get("index")) p.indexBase = *base;
   RAG_ASSIGN_OR_RETURN(p.policy, parseServePolicy(args.getOr("mode", defaultMode)));

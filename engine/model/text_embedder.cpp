@@ -41,6 +41,7 @@ struct TextEmbedder::Impl {
   // The encoder on a device (useBackend), which embed() calls take turns on; null: the CPU.
   struct Offload {
     std::unique_ptr<EncoderBackend> backend;
+    int64_t minTexts = 1;  // smaller batches run on the CPU kernels
     std::mutex mutex;
   };
   std::unique_ptr<Offload> offload;
@@ -237,7 +238,8 @@ int64_t TextEmbedder::pooledDim() const { return m_impl->model.config().hiddenSi
 int64_t TextEmbedder::maxTokens() const { return m_impl->maxTokens; }
 const std::string& TextEmbedder::fingerprint() const { return m_impl->fingerprint; }
 
-Status TextEmbedder::useBackend(const EncoderBackendFactory& factory) {
+Status TextEmbedder::useBackend(const EncoderBackendFactory& factory, int64_t minTexts) {
+  if (minTexts < 1) return Status::invalidArgument("the smallest batch for the device must be at least 1 text");
   if (m_impl->kernels.empty())
     return Status::invalidArgument("this embedder runs on libtorch ops (" +
                                       std::string(m_impl->device.is_cuda() ? "on CUDA" : "not F32 with the exact GELU") +
@@ -275,12 +277,15 @@ Status TextEmbedder::useBackend(const EncoderBackendFactory& factory) {
   RAG_ASSIGN_OR_RETURN(std::unique_ptr<EncoderBackend> backend, factory(shape, ew));
   auto offload = std::make_unique<Impl::Offload>();
   offload->backend = std::move(backend);
+  offload->minTexts = minTexts;
   m_impl->offload = std::move(offload);
   return Status::ok();
 }
 
 std::string TextEmbedder::device() const {
-  if (m_impl->offload) return m_impl->offload->backend->description();
+  if (const Impl::Offload* o = m_impl->offload.get())
+    return o->backend->description() +
+           (o->minTexts > 1 ? ", batches of " + std::to_string(o->minTexts) + "+ texts (smaller on the cpu)" : "");
   return m_impl->device.is_cuda() ? "cuda (libtorch)" : "cpu";
 }
 
@@ -320,7 +325,8 @@ Result<std::vector<float>> TextEmbedder::embed(std::span<const std::string> text
         std::vector<const std::vector<int32_t>*> batchIds;
         for (size_t r = 0; r < n; ++r) batchIds.push_back(&ids[order[first + r]]);
         std::vector<float> vecs(n * static_cast<size_t>(d));
-        if (Impl::Offload* device = m_impl->offload.get()) {
+        Impl::Offload* device = m_impl->offload.get();
+        if (device && static_cast<int64_t>(n) >= device->minTexts) {
           {
             std::lock_guard lock(device->mutex);
             RAG_RETURN_IF_ERROR(device->backend->encode(batchIds, vecs.data(), d));

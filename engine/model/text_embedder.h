@@ -85,10 +85,12 @@ public:
 
   // Runs the encoder on a backend made by `factory` from now on (a GPU: kernels/bert_encoder.h)
   // instead of the CPU kernels: the same vectors to float rounding, `team` unused; calls of
-  // embed() on several threads take turns on it. InvalidArgument for an encoder that does not
-  // run on the CPU kernels (BF16, another activation); the factory's errors (Unavailable without
-  // a device). Call before the embedder is shared.
-  Status useBackend(const EncoderBackendFactory& factory);
+  // embed() on several threads take turns on it. Batches of fewer than `minTexts` texts stay on
+  // the CPU kernels (a device call costs its launches and a synchronisation whatever its size,
+  // so one or two queries may be cheaper on a team of cores). InvalidArgument for an encoder
+  // that does not run on the CPU kernels (BF16, another activation) or minTexts < 1; the
+  // factory's errors (Unavailable without a device). Call before the embedder is shared.
+  Status useBackend(const EncoderBackendFactory& factory, int64_t minTexts = 1);
   // "cpu", or the backend's description.
   std::string device() const;
 

@@ -24,7 +24,7 @@ Result<std::shared_ptr<const ServingAssets>> loadServingAssets(const ServingPara
     return Status::invalidArgument("no embedder directory: set ServingParams::embedderDir (e.g. datasets/models/rag-embedder)");
   RAG_ASSIGN_OR_RETURN(std::unique_ptr<model::TextEmbedder> emb, model::TextEmbedder::load(params.embedderDir));
   RAG_ASSIGN_OR_RETURN(model::EncoderBackendFactory encoder, encoderBackendFor(params.encoderDevice));
-  if (encoder) RAG_RETURN_IF_ERROR(emb->useBackend(encoder));
+  if (encoder) RAG_RETURN_IF_ERROR(emb->useBackend(encoder, params.encoderDeviceMinTexts));
   const std::filesystem::path base = params.indexBase.empty() ? retrieval::defaultIndexBase(corpus) : params.indexBase;
   RAG_ASSIGN_OR_RETURN(retrieval::PassageIndex index, retrieval::PassageIndex::load(base, emb->fingerprint()));
   RAG_ASSIGN_OR_RETURN(auto fusion, retrieval::loadFusionCalibration(base, emb->fingerprint()));

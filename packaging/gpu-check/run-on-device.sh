@@ -21,7 +21,8 @@
 #                                     embedder and HedraRAG Fig. 13's
 #                                     `bench serve --find-max` (or `bench serve --quick ARGS`) with
 #                                     --device cuda (once per ENCODERS placement of the query
-#                                     encoder: ENCODERS="cpu cuda"), then --device cpu on the same
+#                                     encoder: ENCODERS="cpu cuda", ENCODER_GPU_MIN=N for
+#                                     --encoder-gpu-min), then --device cpu on the same
 #                                     machine while SECONDS (default 330) last
 set -u
 mode=${1:-check}
@@ -141,8 +142,10 @@ case "$mode" in
         left=$(( budget - $(elapsed) ))
         [ "$left" -gt 30 ] || { echo "no time left for bench serve --device $dev --encoder-device $enc"; break 2; }
         name=serve-$dev; [ "$enc" = cpu ] || name=$name-enc$enc
-        step "ragraph ${fig13[*]} --device $dev --encoder-device $enc (at most $left s)"
-        timeout "$left" "$rt/bin/ragraph" "${fig13[@]}" --device "$dev" --encoder-device "$enc" \
+        # ENCODER_GPU_MIN=N: a GPU encoder takes batches of N texts and more, smaller ones stay on the CPU.
+        split=(); [ "$enc" = cpu ] || [ -z "${ENCODER_GPU_MIN:-}" ] || { split=(--encoder-gpu-min "$ENCODER_GPU_MIN"); name=$name-min$ENCODER_GPU_MIN; }
+        step "ragraph ${fig13[*]} --device $dev --encoder-device $enc ${split[*]} (at most $left s)"
+        timeout "$left" "$rt/bin/ragraph" "${fig13[@]}" --device "$dev" --encoder-device "$enc" "${split[@]}" \
           --json "$OUT/$name.json" >"$OUT/$name.out" 2>"$OUT/$name.err"
         # Each run's line is on stderr as it finishes, so a run cut short by the budget still reports;
         # a crash's report (core/crash_report.h) is printed whole, to resolve here with addr2line.

@@ -99,6 +99,10 @@ private Q_SLOTS:
     r = runRagraph({"workflow", "run", "--builtin", "oneshot", "What is nothing?", "--corpus", corpus(), "--model", model(),
                     "--encoder-device", "cuda:9"});
     QVERIFY2(r.code == 1 && r.err.contains("--encoder-device cuda:9"), qPrintable(r.err));
+    r = runRagraph({"workflow", "run", "--builtin", "oneshot", "What is nothing?", "--corpus", corpus(), "--model", model(),
+                    "--encoder-gpu-min", "4"});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("add --encoder-device cuda"), qPrintable(r.err));
   }
 
   // The retrieval path end to end: a tiny embedder trained here, the index built beside the

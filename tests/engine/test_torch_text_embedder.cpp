@@ -258,6 +258,27 @@ private Q_SLOTS:
       for (int64_t i = 16; i < dim; ++i)
         QCOMPARE(row[i], (*want)[t * static_cast<size_t>(dim) + static_cast<size_t>(i)]);
     }
+    // Batches of fewer than minTexts texts stay on the CPU kernels: of 7 texts in batches of 3,
+    // the two full batches go to the device and the last text is the host's vector.
+    auto split = TextEmbedder::load(dir);
+    QVERIFY(mentions((*split)->useBackend(factory, 0), {"at least 1 text"}));
+    QVERIFY((*split)->useBackend(factory, 3).isOk());
+    QCOMPARE((*split)->device(), std::string("double:0, batches of 3+ texts (smaller on the cpu)"));
+    calls = 0;
+    auto mixed = (*split)->embed(m_texts, 3);
+    QVERIFY(mixed.isOk());
+    QCOMPARE(calls, 2);
+    size_t onHost = 0;
+    for (size_t t = 0; t < m_texts.size(); ++t)
+      if (std::equal(mixed->begin() + static_cast<std::ptrdiff_t>(t * dim), mixed->begin() + static_cast<std::ptrdiff_t>((t + 1) * dim),
+                     want->begin() + static_cast<std::ptrdiff_t>(t * dim)))
+        ++onHost;
+    QCOMPARE(onHost, size_t{1});
+    auto two = (*split)->embed(std::span<const std::string>(m_texts.data(), 2), 3);
+    QVERIFY(two.isOk());
+    QCOMPARE(calls, 2);  // two texts: one batch below the device's minimum
+    QVERIFY(std::equal(two->begin(), two->end(), want->begin()));
+
     fail = true;
     auto failing = TextEmbedder::load(dir);
     QVERIFY((*failing)->useBackend(factory).isOk());

@@ -102,6 +102,9 @@ struct ServingParams {
   // size, which FlashRAG's large per-turn batches amortise (its highest rates 1.1-2x) and hedra's
   // queries embedded as they arrive (1-2 a call) do not (One-shot 0.71x).
   std::string encoderDevice = "cpu";
+  // With the encoder on a device: batches of fewer texts stay on the CPU (TextEmbedder::
+  // useBackend's minTexts; 1: every batch on the device).
+  int32_t encoderDeviceMinTexts = 1;
   ServePolicy policy = *parseServePolicy("hedra");
   int64_t nprobe = 128;               // IVF clusters per retrieval (a node's nprobe overrides)
   int32_t generationThreads = 1;      // BLAS threads of the generation worker
