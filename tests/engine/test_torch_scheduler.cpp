@@ -612,7 +612,10 @@ private Q_SLOTS:
     // so rather than passing vacuously).
     if (e->servingStats().generationBusySeconds < 0.3)
       QSKIP(qPrintable(QString("%1 tokens in %2 s of generation work: too few to fill the gauge's windows").arg(generated).arg(e->servingStats().generationBusySeconds)));
-    QVERIFY2(highest > 0.6, qPrintable(QString("highest generation load %1 over %2 tokens").arg(highest).arg(generated)));
+    // Measured over its 2 threads the gauge could never pass 0.5; over the loop it read above 0.6
+    // in every CI run but one, 0.576 on the 2-core machine with another test running beside it,
+    // so the bound sits just above what the old gauge could reach.
+    QVERIFY2(highest > 0.55, qPrintable(QString("highest generation load %1 over %2 tokens").arg(highest).arg(generated)));
   }
 
   // A client streaming a request sees each node's whole text, also when the node's run was a
