@@ -1,7 +1,6 @@
 #include "bert_encoder.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -59,12 +58,6 @@ Status upload(DeviceBuffer& dst, const float* host, int64_t count, const std::st
   return dst.upload(host, static_cast<size_t>(count) * sizeof(float), "copying " + name + " to the device");
 }
 
-// Grows `b` to at least `bytes` (contents not kept), to a power of two.
-Status reserve(DeviceBuffer& b, size_t bytes, std::string_view what) {
-  if (b.size() >= bytes) return Status::ok();
-  return b.allocate(std::bit_ceil(bytes), what);
-}
-
 const float* f32(const DeviceBuffer& b) { return b.as<const float>(); }
 
 }  // namespace
@@ -99,7 +92,7 @@ Result<std::unique_ptr<CudaBertEncoder>> CudaBertEncoder::create(const model::En
                                    std::to_string(s.heads) + " heads");
   const DevicePagedKv kvShape{nullptr, nullptr, 1, s.heads, s.hidden / s.heads};
   RAG_RETURN_IF_ERROR(checkAttentionShape(s.heads, kvShape, "CudaBertEncoder"));
-  RAG_RETURN_IF_ERROR(fromCuda(cudaSetDevice(device), "selecting the CUDA device"));
+  RAG_RETURN_IF_ERROR(useDevice(device));
   RAG_ASSIGN_OR_RETURN(CublasContext blas, CublasContext::create());
   auto impl = std::make_unique<Impl>(std::move(blas));
   impl->shape = s;
@@ -171,16 +164,16 @@ Status CudaBertEncoder::encode(std::span<const std::vector<int32_t>* const> text
   }
   firstRow[n] = static_cast<int32_t>(rows);
 
-  RAG_RETURN_IF_ERROR(fromCuda(cudaSetDevice(m.device), "selecting the CUDA device"));
+  RAG_RETURN_IF_ERROR(useDevice(m.device));
   const size_t f = sizeof(float), rs = static_cast<size_t>(rows);
-  RAG_RETURN_IF_ERROR(reserve(m.x, rs * h * f, "allocating the encoder's activations"));
-  RAG_RETURN_IF_ERROR(reserve(m.qkv, rs * 3 * h * f, "allocating the encoder's q|k|v"));
-  RAG_RETURN_IF_ERROR(reserve(m.k, rs * h * f, "allocating the encoder's keys"));
-  RAG_RETURN_IF_ERROR(reserve(m.v, rs * h * f, "allocating the encoder's values"));
-  RAG_RETURN_IF_ERROR(reserve(m.att, rs * h * f, "allocating the encoder's attention output"));
-  RAG_RETURN_IF_ERROR(reserve(m.mid, rs * s.intermediate * f, "allocating the encoder's intermediate"));
-  RAG_RETURN_IF_ERROR(reserve(m.pooled, static_cast<size_t>(n * h) * f, "allocating the encoder's vectors"));
-  RAG_RETURN_IF_ERROR(reserve(m.ints, ints.size() * sizeof(int32_t), "allocating the encoder's tables"));
+  RAG_RETURN_IF_ERROR(m.x.reserve(rs * h * f, "allocating the encoder's activations"));
+  RAG_RETURN_IF_ERROR(m.qkv.reserve(rs * 3 * h * f, "allocating the encoder's q|k|v"));
+  RAG_RETURN_IF_ERROR(m.k.reserve(rs * h * f, "allocating the encoder's keys"));
+  RAG_RETURN_IF_ERROR(m.v.reserve(rs * h * f, "allocating the encoder's values"));
+  RAG_RETURN_IF_ERROR(m.att.reserve(rs * h * f, "allocating the encoder's attention output"));
+  RAG_RETURN_IF_ERROR(m.mid.reserve(rs * s.intermediate * f, "allocating the encoder's intermediate"));
+  RAG_RETURN_IF_ERROR(m.pooled.reserve(static_cast<size_t>(n * h) * f, "allocating the encoder's vectors"));
+  RAG_RETURN_IF_ERROR(m.ints.reserve(ints.size() * sizeof(int32_t), "allocating the encoder's tables"));
   RAG_RETURN_IF_ERROR(m.ints.write(ints.data(), ints.size() * sizeof(int32_t), "copying the encoder's tables", 0, m.stream));
   const int32_t* dInts = m.ints.as<const int32_t>();
   const int32_t *dTokens = dInts, *dPositions = dInts + rows, *dTextOf = dPositions + rows, *dRowIds = dTextOf + rows,

@@ -34,4 +34,6 @@ Status fromCuda(int err, std::string_view what) {
                           cudaGetErrorString(static_cast<cudaError_t>(err)));
 }
 
+Status useDevice(int index) { return fromCuda(cudaSetDevice(index), "selecting the CUDA device"); }
+
 }  // namespace rag::cuda

@@ -47,7 +47,7 @@ public:
 
   Status init(int device) {
     m_device = device;
-    RAG_RETURN_IF_ERROR(fromCuda(cudaSetDevice(device), "selecting the CUDA device"));
+    RAG_RETURN_IF_ERROR(useDevice(device));
     m_description = "cuda: " + deviceDescription(device);
     RAG_RETURN_IF_ERROR(fromCuda(cudaStreamCreateWithFlags(&m_copy, cudaStreamNonBlocking),
                                  "creating the copy stream"));
@@ -69,7 +69,7 @@ public:
     if (m_entries.count(cluster))
       return Status::alreadyExists("cluster " + std::to_string(cluster) +
                                    " is already on the device or moving");
-    RAG_RETURN_IF_ERROR(fromCuda(cudaSetDevice(m_device), "selecting the CUDA device"));
+    RAG_RETURN_IF_ERROR(useDevice(m_device));
     Entry e;
     e.rows = static_cast<int64_t>(ids.size());
     RAG_RETURN_IF_ERROR(
@@ -160,7 +160,7 @@ public:
     RAG_RETURN_IF_ERROR(retrieval::checkScanBatch(queries, dim, k, segments, offsets, slots, slots));
     if (queries.size() != nq * static_cast<size_t>(dim))
       return Status::invalidArgument("GPU cluster scan: one cluster list per query, please");
-    RAG_RETURN_IF_ERROR(fromCuda(cudaSetDevice(m_device), "selecting the CUDA device"));
+    RAG_RETURN_IF_ERROR(useDevice(m_device));
     // Inputs staged in one pinned buffer, results come back into another.
     const size_t qBytes = queries.size_bytes(), sBytes = segments.size() * sizeof(ScanSegment),
                  oBytes = offsets.size() * sizeof(int32_t);

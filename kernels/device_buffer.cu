@@ -1,5 +1,7 @@
 #include "device_buffer.h"
 
+#include <bit>
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -36,6 +38,12 @@ Status DeviceBuffer::allocate(size_t bytes, std::string_view what) {
   RAG_RETURN_IF_ERROR(fromCuda(cudaMalloc(&m_ptr, bytes), what));
   m_bytes = bytes;
   return Status::ok();
+}
+
+Status DeviceBuffer::reserve(size_t bytes, std::string_view what, bool* moved) {
+  if (m_bytes >= bytes) return Status::ok();
+  if (moved) *moved = true;
+  return allocate(std::bit_ceil(bytes), what);
 }
 
 Status DeviceBuffer::upload(const void* host, size_t bytes, std::string_view what) {

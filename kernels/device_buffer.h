@@ -32,6 +32,10 @@ public:
   // Frees what it held and allocates `bytes` (uninitialised; none for 0). `what` names the
   // buffer in the error ("allocating the KV pool").
   Status allocate(size_t bytes, std::string_view what);
+  // Grows the buffer to at least `bytes`, to a power of two so that a growing batch reallocates
+  // rarely; the contents are not kept. `moved` (optional) is set when it was reallocated: work
+  // captured with the old address (a CUDA graph) is stale.
+  Status reserve(size_t bytes, std::string_view what, bool* moved = nullptr);
   // allocate(bytes) and a copy of `host` into it.
   Status upload(const void* host, size_t bytes, std::string_view what);
   // Copies `bytes` from host into the buffer at byte `offset` (within size()), keeping the

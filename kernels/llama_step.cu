@@ -41,14 +41,6 @@ Status uploadWeight(DeviceBuffer& dst, const float* host, int64_t count, bool re
   return dst.upload(host, static_cast<size_t>(count) * sizeof(float), "copying " + name + " to the device");
 }
 
-// Grows `b` to at least `bytes` (contents not kept): the step's buffers are reused across steps,
-// and grow to a power of two so that a growing batch reallocates them rarely. `moved` is set
-// when `b` was reallocated: graphs captured with its old address are stale.
-Status reserve(DeviceBuffer& b, size_t bytes, std::string_view what, bool* moved = nullptr) {
-  if (b.size() >= bytes) return Status::ok();
-  if (moved) *moved = true;
-  return b.allocate(std::bit_ceil(bytes), what);
-}
 
 // cuBLAS's scratch space (Hopper's recommended size); ours, so that a captured step allocates nothing.
 constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
@@ -57,9 +49,6 @@ const float* f32(const DeviceBuffer& b) { return b.as<const float>(); }
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The current device is a per-thread setting, and the runner may be created on one thread and
-// driven on another: every entry point selects the step's device first.
-Status useDevice(int device) { return fromCuda(cudaSetDevice(device), "selecting the CUDA device"); }
 
 }  // namespace
 
@@ -305,17 +294,17 @@ Result<model::StepOutput> CudaLlamaStep::forward(std::span<const StepItem> items
 
   auto bytes = [](int64_t floats) { return static_cast<size_t>(floats) * sizeof(float); };
   bool moved = false;
-  RAG_RETURN_IF_ERROR(reserve(m.x, bytes(n * hid), "allocating the step's activations", &moved));
-  RAG_RETURN_IF_ERROR(reserve(m.h, bytes(n * hid), "allocating the step's activations", &moved));
-  RAG_RETURN_IF_ERROR(reserve(m.qkv, bytes(n * qkvW), "allocating the step's activations", &moved));
-  RAG_RETURN_IF_ERROR(reserve(m.att, bytes(n * nh * d), "allocating the step's activations", &moved));
-  RAG_RETURN_IF_ERROR(reserve(m.gateUp, bytes(n * 2 * inter), "allocating the step's activations", &moved));
-  RAG_RETURN_IF_ERROR(reserve(m.act, bytes(n * inter), "allocating the step's activations", &moved));
-  RAG_RETURN_IF_ERROR(reserve(m.logits, bytes(mRows * vocab), "allocating the step's logits", &moved));
-  RAG_RETURN_IF_ERROR(reserve(m.tokens, static_cast<size_t>(mRows) * sizeof(int32_t), "allocating the step's tokens", &moved));
-  RAG_RETURN_IF_ERROR(reserve(m.ints, ints.size() * sizeof(int32_t), "allocating the step's tables", &moved));
-  RAG_RETURN_IF_ERROR(reserve(m.trig, bytes(2 * n * d), "allocating the step's RoPE tables", &moved));
-  RAG_RETURN_IF_ERROR(reserve(m.masks, plan.masks.size(), "allocating the step's masks", &moved));
+  RAG_RETURN_IF_ERROR(m.x.reserve(bytes(n * hid), "allocating the step's activations", &moved));
+  RAG_RETURN_IF_ERROR(m.h.reserve(bytes(n * hid), "allocating the step's activations", &moved));
+  RAG_RETURN_IF_ERROR(m.qkv.reserve(bytes(n * qkvW), "allocating the step's activations", &moved));
+  RAG_RETURN_IF_ERROR(m.att.reserve(bytes(n * nh * d), "allocating the step's activations", &moved));
+  RAG_RETURN_IF_ERROR(m.gateUp.reserve(bytes(n * 2 * inter), "allocating the step's activations", &moved));
+  RAG_RETURN_IF_ERROR(m.act.reserve(bytes(n * inter), "allocating the step's activations", &moved));
+  RAG_RETURN_IF_ERROR(m.logits.reserve(bytes(mRows * vocab), "allocating the step's logits", &moved));
+  RAG_RETURN_IF_ERROR(m.tokens.reserve(static_cast<size_t>(mRows) * sizeof(int32_t), "allocating the step's tokens", &moved));
+  RAG_RETURN_IF_ERROR(m.ints.reserve(ints.size() * sizeof(int32_t), "allocating the step's tables", &moved));
+  RAG_RETURN_IF_ERROR(m.trig.reserve(bytes(2 * n * d), "allocating the step's RoPE tables", &moved));
+  RAG_RETURN_IF_ERROR(m.masks.reserve(plan.masks.size(), "allocating the step's masks", &moved));
   if (moved) m.dropGraphs();
   cudaStream_t stream = m.stream;
   RAG_RETURN_IF_ERROR(m.ints.write(ints.data(), ints.size() * sizeof(int32_t), "copying the step's tables", 0, stream));
@@ -450,7 +439,7 @@ Status uploadSlots(DeviceBuffer& dst, int32_t layer, size_t layers, std::span<co
       return Status::invalidArgument("CudaLlamaStep: KV slot " + std::to_string(slots[i]) + " is outside the pool");
     s32[i] = static_cast<int32_t>(slots[i]);
   }
-  RAG_RETURN_IF_ERROR(reserve(dst, s32.size() * sizeof(int32_t), "allocating a KV row transfer"));
+  RAG_RETURN_IF_ERROR(dst.reserve(s32.size() * sizeof(int32_t), "allocating a KV row transfer"));
   return dst.write(s32.data(), s32.size() * sizeof(int32_t), "copying KV slots to the device", 0, stream);
 }
 
@@ -463,7 +452,7 @@ Status CudaLlamaStep::readRows(int32_t layer, std::span<const int64_t> slots, vo
   const int64_t slotCount = m.params.numBlocks * m.params.blockSize;
   RAG_RETURN_IF_ERROR(useDevice(m.params.device));
   RAG_RETURN_IF_ERROR(uploadSlots(m.rowSlots, layer, m.kPool.size(), slots, slotCount, m.stream));
-  RAG_RETURN_IF_ERROR(reserve(m.rowData, static_cast<size_t>(2 * n * width) * sizeof(float), "allocating a KV row transfer"));
+  RAG_RETURN_IF_ERROR(m.rowData.reserve(static_cast<size_t>(2 * n * width) * sizeof(float), "allocating a KV row transfer"));
   const auto l = static_cast<size_t>(layer);
   float* rows = m.rowData.as<float>();
   // A pool layer is a table of slotCount rows: gathering rows by slot is the embedding gather.
@@ -483,7 +472,7 @@ Status CudaLlamaStep::writeRows(int32_t layer, std::span<const int64_t> slots, c
   RAG_RETURN_IF_ERROR(uploadSlots(m.rowSlots, layer, m.kPool.size(), slots, m.params.numBlocks * m.params.blockSize,
                                   m.stream));
   const size_t bytes = static_cast<size_t>(n * width) * sizeof(float);
-  RAG_RETURN_IF_ERROR(reserve(m.rowData, 2 * bytes, "allocating a KV row transfer"));
+  RAG_RETURN_IF_ERROR(m.rowData.reserve(2 * bytes, "allocating a KV row transfer"));
   RAG_RETURN_IF_ERROR(m.rowData.write(keys, bytes, "copying KV rows to the device", 0, m.stream));
   RAG_RETURN_IF_ERROR(m.rowData.write(values, bytes, "copying KV rows to the device", bytes, m.stream));
   const float* rows = m.rowData.as<const float>();
