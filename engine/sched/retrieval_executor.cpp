@@ -86,11 +86,19 @@ Status RetrievalExecutor::start(const StageJob& job) {
   RetrievalJob r;
   r.key = job.key;
   r.requestId = job.requestId;
-  r.query = trimmedText(queryText(node.query, vars));
-  if (r.query.empty()) {  // nothing to search with: the question
+  // A knowledge node searches its query's parts as one text; a retrieval node each part that is
+  // not empty (the first as `query`, the rest fused with it: RetrievalJob::alsoQueries).
+  std::vector<std::string> texts;
+  if (node.kind == NodeKind::Knowledge) texts.push_back(queryText(node.query, vars));
+  else texts = queryTexts(node.query, vars);
+  for (std::string& t : texts) t = trimmedText(t);
+  std::erase_if(texts, [](const std::string& t) { return t.empty(); });
+  if (texts.empty()) {  // nothing to search with: the question
     auto question = vars.find(kQuestionVar);
-    r.query = question == vars.end() ? std::string() : question->second;
+    texts.push_back(question == vars.end() ? std::string() : question->second);
   }
+  r.query = std::move(texts.front());
+  r.alsoQueries.assign(std::make_move_iterator(texts.begin() + 1), std::make_move_iterator(texts.end()));
   r.k = static_cast<int32_t>(node.topk);
   r.nprobe = node.retrieval.nprobe > 0 ? node.retrieval.nprobe : m_params.nprobe;
   r.method = node.retrieval.method;

@@ -31,6 +31,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "corpus/qa_prompt.h"
@@ -63,6 +64,10 @@ struct RetrievalJob {
   JobKey key = 0;
   uint32_t requestId = 0;
   std::string query;
+  // More texts searched as one query with `query` (a node query's '|' parts): the dense vector
+  // is the mean of all their embeddings (HyDE's query vector), BM25's ranking the
+  // reciprocal-rank fusion of theirs (lexicalRanking). Knowledge jobs use `query` alone.
+  std::vector<std::string> alsoQueries = {};
   int32_t k = 5;
   int64_t nprobe = 128;
   RetrievalMethod method = RetrievalMethod::Dense;
@@ -187,6 +192,9 @@ private:
   std::vector<retrieval::SearchHit> postedTop(const Live& l, std::vector<retrieval::SearchHit> dense) const;
   // BM25's top `k` for `query`, best first, as index rows (what SearchHit ids are).
   Result<std::vector<retrieval::SearchHit>> lexicalHits(const std::string& query, int32_t k);
+  // BM25's top `k` for a job: its query's, or with alsoQueries every text's top `depth` fused by
+  // reciprocal rank (equal weights, kQueryFusionC) and cut to `k`.
+  Result<std::vector<retrieval::SearchHit>> lexicalRanking(const RetrievalJob& job, int32_t k, int32_t depth);
   void traceGpuWork(const retrieval::HybridStepStats& h, uint64_t beginNs);
   std::vector<retrieval::SearchHit> answerFromCache(const retrieval::LocalCache& cache,
                                                     std::span<const float> query, int32_t k) const;
@@ -197,6 +205,10 @@ private:
   std::vector<int32_t> m_clusterOfIds;
   std::optional<retrieval::ClusterCache> m_cache;
   std::optional<retrieval::Bm25Index> m_bm25;
+  // BM25's rankings by depth and query text, as looked up (a search takes ~10 ms here, and a
+  // request's speculative and final retrievals repeat the parts that do not change, such as
+  // HyDE's question); bounded by clearing.
+  std::unordered_map<std::string, std::vector<retrieval::SearchHit>> m_lexicalSeen;
   // Knowledge jobs: the graph, loaded at the first one, and the passage reader its linking uses.
   std::unique_ptr<knowledge::KgRetriever> m_kg;
   std::optional<corpus::QaPromptReader> m_reader;

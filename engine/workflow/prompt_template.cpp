@@ -114,23 +114,28 @@ namespace {
 
 // A query as a template: a bare variable's name is "{name}".
 std::string queryTemplate(std::string_view query) {
-  return workflow::isVariableName(query) ? "{" + std::string(query) + "}" : std::string(query);
+  if (!workflow::isVariableName(query)) return std::string(query);
+  std::string name(1, '{');  // (not "{" + std::string(query): GCC 12 warns of a false -Wrestrict there)
+  name.append(query).push_back('}');
+  return name;
 }
 
-}  // namespace
-
-Result<std::vector<std::string>> queryVariables(std::string_view query) {
-  Result<std::vector<std::string>> names = templateVariables(queryTemplate(query));
-  if (!names || names->empty())
-    return Status::invalidArgument("the query '" + std::string(query) +
-                                   "' is neither a variable's name (letters, digits and '_', not starting with a "
-                                   "digit) nor a template of variables such as \"{answer} {question}\"" +
-                                   (names ? std::string() : ": " + names.status().message()));
-  return names;
+// The query's parts, separated by '|' (never part of a variable's name), each trimmed of spaces.
+std::vector<std::string_view> queryParts(std::string_view query) {
+  std::vector<std::string_view> parts;
+  for (size_t start = 0;;) {
+    const size_t bar = query.find('|', start);
+    std::string_view part = query.substr(start, bar == std::string_view::npos ? std::string_view::npos : bar - start);
+    while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
+    while (!part.empty() && part.back() == ' ') part.remove_suffix(1);
+    parts.push_back(part);
+    if (bar == std::string_view::npos) return parts;
+    start = bar + 1;
+  }
 }
 
-std::string queryText(std::string_view query, const Variables& vars) {
-  Result<std::vector<Piece>> pieces = parseTemplate(queryTemplate(query));
+std::string renderQueryPart(std::string_view part, const Variables& vars) {
+  Result<std::vector<Piece>> pieces = parseTemplate(queryTemplate(part));
   std::string out;
   if (!pieces) return out;
   for (const Piece& p : *pieces) {
@@ -140,6 +145,40 @@ std::string queryText(std::string_view query, const Variables& vars) {
       out += it->second;
     }
   }
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> queryVariables(std::string_view query) {
+  const std::vector<std::string_view> parts = queryParts(query);
+  std::vector<std::string> all;
+  for (std::string_view part : parts) {
+    if (part.empty() && parts.size() > 1)
+      return Status::invalidArgument("the query '" + std::string(query) +
+                                     "' has an empty part; separate several queries with a single '|', as in "
+                                     "\"{hypothesis} {question} | {question}\"");
+    Result<std::vector<std::string>> names = templateVariables(queryTemplate(part));
+    if (!names || names->empty())
+      return Status::invalidArgument("the query '" + std::string(parts.size() > 1 ? part : query) +
+                                     "' is neither a variable's name (letters, digits and '_', not starting with a "
+                                     "digit) nor a template of variables such as \"{answer} {question}\"" +
+                                     (names ? std::string() : ": " + names.status().message()));
+    for (std::string& n : *names)
+      if (std::find(all.begin(), all.end(), n) == all.end()) all.push_back(std::move(n));
+  }
+  return all;
+}
+
+std::vector<std::string> queryTexts(std::string_view query, const Variables& vars) {
+  std::vector<std::string> out;
+  for (std::string_view part : queryParts(query)) out.push_back(renderQueryPart(part, vars));
+  return out;
+}
+
+std::string queryText(std::string_view query, const Variables& vars) {
+  std::string out;
+  for (const std::string& text : queryTexts(query, vars)) out += (out.empty() ? "" : " ") + text;
   return out;
 }
 

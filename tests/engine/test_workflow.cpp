@@ -129,7 +129,9 @@ FakeRun simulate(
                                          retrieval::passageLines(run.vars[n->compression.passages]), n->topk)
                 .text;
     } else {
-      out = "passage for [" + queryText(n->query, run.vars) + "]\n";
+      std::string query;  // the parts of a query searched as one, as written
+      for (const std::string& part : queryTexts(n->query, run.vars)) query += (query.empty() ? "" : " | ") + part;
+      out = "passage for [" + query + "]\n";
     }
     run.vars[n->outputVar] = out;
     runs[n->id]++;
@@ -632,6 +634,22 @@ private Q_SLOTS:
     QCOMPARE(queryText("draft", vars), std::string());
   }
 
+  // Several queries in one, separated by '|': each a name or a template; their variables once each.
+  void queriesMayHaveSeveralParts() {
+    QCOMPARE(queryVariables("{answer} {question} | question").value(), (std::vector<std::string>{"answer", "question"}));
+    QCOMPARE(queryVariables("answer|question").value(), (std::vector<std::string>{"answer", "question"}));
+    QVERIFY(mentions(queryVariables("{answer} || {question}").status(), {"empty part", "single '|'"}));
+    QVERIFY(mentions(queryVariables("{answer} |").status(), {"empty part"}));
+    QVERIFY(mentions(queryVariables("{answer} | the topic").status(), {"'the topic'", "neither a variable's name"}));
+    const Variables vars{{"question", "What is a cat?"}, {"hypothesis", "A cat is | a feline."}};
+    // A value's own '|' is text, never a separator.
+    QCOMPARE(queryTexts("{hypothesis} {question} | question", vars),
+             (std::vector<std::string>{"A cat is | a feline. What is a cat?", "What is a cat?"}));
+    QCOMPARE(queryTexts("{draft} | question", vars), (std::vector<std::string>{"", "What is a cat?"}));
+    QCOMPARE(queryTexts("question", vars), std::vector<std::string>{"What is a cat?"});
+    QCOMPARE(queryText("hypothesis | question", vars), std::string("A cat is | a feline. What is a cat?"));
+  }
+
   // ---- conditions and the next node ----------------------------------------------------
 
   void conditions() {
@@ -747,12 +765,12 @@ private Q_SLOTS:
     QCOMPARE(joined(one.order), std::string("retrieve answer"));
     QCOMPARE(one.vars["docs"], std::string("passage for [what?]\n"));
 
-    // HyDE: a hypothetical passage and the question are the query.
+    // HyDE: the hypothetical passage with the question, and the question, searched as one query.
     FakeRun hyde = simulate(builtinWorkflow(Workflow::Hyde).value(), "what?", answerFor);
     QVERIFY(hyde.status.isOk());
     QCOMPARE(joined(hyde.order), std::string("hypothesis retrieve answer"));
     QVERIFY(hyde.vars["docs"].find("[hypothesis(") != std::string::npos);
-    QVERIFY(hyde.vars["docs"].find(") what?]") != std::string::npos);
+    QVERIFY(hyde.vars["docs"].find(") what? | what?]") != std::string::npos);
 
     // Multistep: stops when the model says DONE ...
     WorkflowGraph multistep = builtinWorkflow(Workflow::Multistep).value();

@@ -135,7 +135,9 @@ void PropertyPanel::buildNodePage(QWidget* page) {
   m_stop->setToolTip(tr("A JSON array of strings; generation ends at the first one: [\"\\n\"]"));
   m_query = new QLineEdit;
   m_query->setToolTip(tr("A variable's name (question) or a template of variables ({answer} {question}: IRG's "
-                         "query, the last answer and the question)"));
+                         "query, the last answer and the question); a retrieval node may search several as one, "
+                         "separated by '|' ({hypothesis} {question} | {question}: HyDE's, the mean of their "
+                         "embeddings and BM25's rankings fused)"));
   m_topk = spinBox(1, 1000);
   m_passages = new QLineEdit;
   m_passages->setToolTip(tr("The variable of retrieved passages to compress (a retrieval node's output: docs)"));

@@ -157,7 +157,7 @@ struct WorkflowNode {
   GenerationOptions generation;
   // Retrieval, Knowledge and Compression
   int64_t topk = 0;  // >= 1: passages (Retrieval), subgraphs (Knowledge) or sentences (Compression)
-  std::string query;  // a variable's name or a template of variables (queryVariables)
+  std::string query;  // a variable's name or a template of variables, or several separated by '|' (queryVariables)
   RetrievalOptions retrieval;
   KnowledgeOptions knowledge;
   CompressionOptions compression;
@@ -226,11 +226,16 @@ Result<std::string> renderTemplate(std::string_view tmpl, const Variables& vars)
 
 // A retrieval or knowledge node's query: one variable's name ("question": searches with its text)
 // or a template of variables ("{answer} {question}": Iter-RetGen's query, the last generation
-// and the question). The variables it reads; InvalidArgument when it is neither a name nor a
-// template using at least one variable.
+// and the question) -- or several of those separated by '|' ("{hypothesis} {question} |
+// {question}"), which a retrieval node searches as one query: the dense vector is the mean of
+// their embeddings (HyDE's), BM25's ranking the reciprocal-rank fusion of theirs. The variables
+// it reads; InvalidArgument when a part is neither a name nor a template using at least one
+// variable, or is empty.
 Result<std::vector<std::string>> queryVariables(std::string_view query);
-// The query's text with `vars`; a variable that is not set reads as "" (the retrieval executor
+// Each part's text with `vars`; a variable that is not set reads as "" (the retrieval executor
 // falls back to the question when nothing is left).
+std::vector<std::string> queryTexts(std::string_view query, const Variables& vars);
+// The parts' texts joined by a space (one text: what knowledge and compression nodes search).
 std::string queryText(std::string_view query, const Variables& vars);
 
 // ---- the graph ---------------------------------------------------------------------------
