@@ -265,7 +265,8 @@ Result<LmOptions> readLmOptions(Args& args) {
   RAG_ASSIGN_OR_RETURN(int64_t graphPaths, atLeast(args, "paths", 30, 1));
   o.graphSubgraphs = static_cast<int32_t>(graphSubgraphs);
   o.graphPaths = static_cast<int32_t>(graphPaths);
-  for (const char* flag : {"roles", "completion-budget", "no-gold-share", "two-hop-share", "shuffle-passages"})
+  for (const char* flag :
+       {"roles", "completion-budget", "no-gold-share", "two-hop-share", "shuffle-passages", "irg-guess-share"})
     if (o.data.data != TrainData::Roles && args.get(flag))
       return Status::invalidArgument("--" + std::string(flag) + " is for --data roles");
   if (auto roles = args.get("roles")) {
@@ -273,18 +274,22 @@ Result<LmOptions> readLmOptions(Args& args) {
   }
   RAG_ASSIGN_OR_RETURN(int64_t completionBudget, atLeast(args, "completion-budget", 0, 0));
   o.roles.completionBudget = static_cast<int32_t>(std::min<int64_t>(completionBudget, 1 << 20));
-  RAG_ASSIGN_OR_RETURN(double noGoldShare, args.getDouble("no-gold-share", o.roles.noGoldShare));
-  if (!(noGoldShare >= 0 && noGoldShare <= 1))
-    return Status::invalidArgument("--no-gold-share must be between 0 and 1 (the share of answer prompts without their gold passage)");
-  o.roles.noGoldShare = noGoldShare;
-  RAG_ASSIGN_OR_RETURN(double twoHopShare, args.getDouble("two-hop-share", o.roles.twoHopShare));
-  if (!(twoHopShare >= 0 && twoHopShare <= 1))
-    return Status::invalidArgument("--two-hop-share must be between 0 and 1 (the share of Multistep role examples drawn from two-hop questions)");
-  o.roles.twoHopShare = twoHopShare;
-  RAG_ASSIGN_OR_RETURN(double shuffle, args.getDouble("shuffle-passages", o.roles.shufflePassages));
-  if (!(shuffle >= 0 && shuffle <= 1))
-    return Status::invalidArgument("--shuffle-passages must be between 0 and 1 (the share of retrieved-passage prompts whose passages are shuffled)");
-  o.roles.shufflePassages = shuffle;
+  // A share in [0, 1], or InvalidArgument saying what it is the share of.
+  auto share = [&](const char* flag, double fallback, const char* of) -> Result<double> {
+    RAG_ASSIGN_OR_RETURN(double v, args.getDouble(flag, fallback));
+    if (!(v >= 0 && v <= 1)) return Status::invalidArgument("--" + std::string(flag) + " must be between 0 and 1 (" + of + ")");
+    return v;
+  };
+  RAG_ASSIGN_OR_RETURN(o.roles.noGoldShare, share("no-gold-share", o.roles.noGoldShare,
+                                                  "the share of answer prompts without their gold passage"));
+  RAG_ASSIGN_OR_RETURN(o.roles.twoHopShare, share("two-hop-share", o.roles.twoHopShare,
+                                                  "the share of Multistep role examples drawn from two-hop questions"));
+  RAG_ASSIGN_OR_RETURN(o.roles.shufflePassages,
+                       share("shuffle-passages", o.roles.shufflePassages,
+                             "the share of retrieved-passage prompts whose passages are shuffled"));
+  RAG_ASSIGN_OR_RETURN(o.roles.irgGuessShare,
+                       share("irg-guess-share", o.roles.irgGuessShare,
+                             "the share of two-hop IRG examples whose previous round wrote the answer or the topic"));
   RAG_ASSIGN_OR_RETURN(double promptLoss, args.getDouble("prompt-loss", 0.1));
   if (!(promptLoss >= 0 && promptLoss <= 1))
     return Status::invalidArgument("--prompt-loss must be between 0 and 1");
@@ -303,9 +308,10 @@ Result<LmOptions> readLmOptions(Args& args) {
                       {"recall-pairs", std::to_string(recallPairs)},
                       {"prompt-loss", shortest(promptLoss)},
                       {"completion-budget", std::to_string(completionBudget)},
-                      {"no-gold-share", shortest(noGoldShare)},
-                      {"two-hop-share", shortest(twoHopShare)},
-                      {"shuffle-passages", shortest(shuffle)},
+                      {"no-gold-share", shortest(o.roles.noGoldShare)},
+                      {"two-hop-share", shortest(o.roles.twoHopShare)},
+                      {"shuffle-passages", shortest(o.roles.shufflePassages)},
+                      {"irg-guess-share", shortest(o.roles.irgGuessShare)},
                       {"tokenizer-vocab", std::to_string(o.tokenizer->vocabSize())}})
     o.setup.runOptions.emplace_back(k, v);
   return o;

@@ -292,7 +292,8 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
     }
     case Role::Irg: {
       // The previous round's output, retrieved with as IRG does (with the question: Iter-RetGen).
-      std::string previous = hops ? it.intermediate : (rng.uniform01() < 0.5 ? answer : it.topic);
+      const bool guessed = hops && m.options.irgGuessShare > 0 && rng.uniform01() < m.options.irgGuessShare;
+      std::string previous = hops && !guessed ? it.intermediate : (rng.uniform01() < 0.5 ? answer : it.topic);
       const Variables round = {{std::string(kQuestionVar), it.qa.question}, {"answer", previous}};
       RAG_ASSIGN_OR_RETURN(docs, search(queryText(m.irgQuery, round), 5, dropGold));
       completion = answer;

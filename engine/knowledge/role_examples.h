@@ -9,7 +9,8 @@
 //   answer            answer (oneshot, irg round 1) the answer, from the question's top-5 BM25 passages;
 //                                                   `noGoldShare` of them with the gold ones left out
 //   irg               generate (irg, later rounds)  the answer, from the top-5 for the previous round's
-//                                                   output (two-hop: the intermediate entity; else the
+//                                                   output (two-hop: the intermediate entity, or with
+//                                                   `irgGuessShare` the answer or the topic; else the
 //                                                   answer or the topic)
 //   hyde              hypothesis (hyde)             the gold passage as prompts show it
 //   decompose         decompose (multistep)         two-hop: the first hop's question (from the KG path);
@@ -78,6 +79,13 @@ struct RoleExampleOptions {
   // cost One-shot 0.570 -> 0.478 over BM25's ranking, where the prior is right (README, issue 21),
   // so 0, the shipped model's setting, is the default. 0 draws nothing.
   double shufflePassages = 0;
+  // The share of two-hop IRG examples whose previous round wrote the final answer or the topic
+  // (half each) rather than the entity between them. Served, IRG's first round mostly writes a
+  // guess at the final answer, and retrieving with it puts that answer's own passage, one hop too
+  // far ("member of: Charadrii" for Phalaropidae), among the next round's passages; examples that
+  // only ever retrieved with the intermediate entity never show it. 0 (the shipped model's
+  // setting) draws nothing.
+  double irgGuessShare = 0;
   float promptLossWeight = 0.0f;
   // Completion tokens an example's loss may weigh at most: a longer completion (HyDE's passage,
   // RECOMP's summary) has its tokens' weights scaled so they sum to this, so the few-token

@@ -120,6 +120,12 @@ private Q_SLOTS:
     QTest::newRow("warmup") << lm(bad, {"--warmup", "9"}) << "--warmup must be between 0 and --steps - 1" << 2;
     QTest::newRow("lr") << lm(bad, {"--lr", "-1"}) << "--lr must be a number > 0" << 2;
     QTest::newRow("unknown option") << lm(bad, {"--epochs", "3"}) << "unknown option --epochs" << 2;
+    QTest::newRow("role option without roles")
+        << lm(bad, {"--irg-guess-share", "0.5"}) << "--irg-guess-share is for --data roles" << 2;
+    QTest::newRow("share above 1") << lm(bad, {"--data", "roles", "--irg-guess-share", "1.5"})
+                                   << "--irg-guess-share must be between 0 and 1 (the share of two-hop IRG" << 2;
+    QTest::newRow("negative share") << lm(bad, {"--data", "roles", "--no-gold-share", "-0.1"})
+                                    << "--no-gold-share must be between 0 and 1 (the share of answer prompts" << 2;
     QTest::newRow("tokenizer vocab")
         << QStringList{"train", "tokenizer", "--corpus", corpus(), "--vocab", "100", "--out", bad}
         << "--vocab must be at least 259" << 2;

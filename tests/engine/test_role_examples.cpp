@@ -191,6 +191,38 @@ private Q_SLOTS:
     QVERIFY(firstHopQueries > 0 && factQueries > 0);
   }
 
+  // Two-hop IRG examples retrieve with the intermediate entity, or with irgGuessShare the answer
+  // or the topic (what a served first round mostly writes); other questions' examples are the
+  // same draws either way.
+  void irgRoundsMayRetrieveWithAGuess() {
+    RoleExampleOptions never, always;
+    never.mix = always.mix = {{Role::Irg, 1}};
+    always.irgGuessShare = 1;
+    auto a = open(never), b = open(always);
+    QVERIFY(a && b);
+    corpus::QaPromptReader reader = *corpus::QaPromptReader::open(corpus());
+    int twoHop = 0, answered = 0, topical = 0;
+    for (int64_t i = 0; i < 200; ++i) {
+      auto x = a->exampleText(4, 0, i), y = b->exampleText(4, 0, i);
+      QVERIFY2(x.isOk() && y.isOk(), "an IRG example");
+      QCOMPARE(y->qaId, x->qaId);
+      QCOMPARE(y->completion, x->completion);
+      auto item = reader.item(x->qaId);
+      QVERIFY(item.isOk());
+      if (item->type != "two_hop") {
+        QCOMPARE(y->query, x->query);
+        continue;
+      }
+      ++twoHop;
+      const std::string withAnswer = x->completion + " " + item->question;
+      QVERIFY2(x->query != withAnswer && x->query.ends_with(" " + item->question), x->query.c_str());
+      QVERIFY2(y->query != x->query, y->query.c_str());
+      answered += y->query == withAnswer;
+      topical += y->query != withAnswer;
+    }
+    QVERIFY(twoHop > 0 && answered > 0 && topical > 0);
+  }
+
   // Shuffled prompts hold the same retrieved passages in another order; the completion is the
   // same; gold-passage prompts (already at a random place) and shuffle 0 keep the order.
   void retrievedPassagesAreShuffled() {
