@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <unordered_set>
 
 #include "core/clock.h"
 #include "core/fork_join.h"
@@ -203,7 +204,8 @@ RetrievalUpdate RetrievalWorker::knowledgeUpdate(const RetrievalJob& job) {
 
 void RetrievalWorker::embedQueries(std::span<Command* const> jobs, ForkJoin* team) {
   if (jobs.empty()) return;
-  // Every job's texts in one batch: its query, then its alsoQueries.
+  // Every job's texts: its query, then its alsoQueries; those not embedded before go in one batch.
+  const auto dim = static_cast<size_t>(m_embedder.dim());
   std::vector<std::string> texts;
   std::vector<size_t> firstText;
   for (const Command* c : jobs) {
@@ -212,34 +214,57 @@ void RetrievalWorker::embedQueries(std::span<Command* const> jobs, ForkJoin* tea
     for (const std::string& t : c->job.alsoQueries) texts.push_back(t.empty() ? std::string(" ") : t);
   }
   firstText.push_back(texts.size());
-  Result<std::vector<float>> vectors = Status::internal("not embedded");
+  std::vector<std::string> fresh;  // distinct texts to embed, in order
+  std::unordered_map<std::string, std::vector<float>> embedded;  // this call's vectors, by text
   {
+    std::unordered_set<std::string_view> pending;
+    std::lock_guard lock(m_embeddingSeenMutex);
+    for (const std::string& t : texts)
+      if (auto seen = m_embeddingSeen.find(t); seen != m_embeddingSeen.end()) embedded.emplace(t, seen->second);
+      else if (pending.insert(t).second) fresh.push_back(t);
+  }
+  Status failed;
+  if (!fresh.empty()) {
+    Result<std::vector<float>> vectors = Status::internal("not embedded");
     RAG_TRACE_ZONE(zone, m_params.ring, m_embedLane, TraceStage::Embed, jobs.size() == 1 ? jobs[0]->job.requestId : 0);
     zone.setArgs(static_cast<uint32_t>(jobs.size()));
-    if (!m_params.deterministic || texts.size() == 1) {
-      vectors = m_embedder.embed(texts, 32, team);
+    if (!m_params.deterministic || fresh.size() == 1) {
+      vectors = m_embedder.embed(fresh, 32, team);
     } else {
       std::vector<float> all;
-      for (const std::string& t : texts) {
+      for (const std::string& t : fresh) {
         Result<std::vector<float>> one = m_embedder.embed(std::span<const std::string>(&t, 1), 32, team);
         if (!one) { vectors = one.status(); break; }
         all.insert(all.end(), one->begin(), one->end());
       }
-      if (all.size() == texts.size() * static_cast<size_t>(m_embedder.dim())) vectors = std::move(all);
+      if (all.size() == fresh.size() * dim) vectors = std::move(all);
+    }
+    if (vectors) {
+      std::lock_guard lock(m_embeddingSeenMutex);
+      if (m_embeddingSeen.size() + fresh.size() > 4096) m_embeddingSeen.clear();
+      for (size_t f = 0; f < fresh.size(); ++f) {
+        std::vector<float> v(vectors->begin() + static_cast<std::ptrdiff_t>(f * dim),
+                             vectors->begin() + static_cast<std::ptrdiff_t>((f + 1) * dim));
+        m_embeddingSeen[fresh[f]] = v;
+        embedded.emplace(fresh[f], std::move(v));
+      }
+    } else {
+      failed = vectors.status();
     }
   }
-  const auto dim = static_cast<size_t>(m_embedder.dim());
   for (size_t i = 0; i < jobs.size(); ++i) {
-    if (!vectors) {
-      jobs[i]->vector.emplace(vectors.status());
+    if (!failed.isOk()) {
+      jobs[i]->vector.emplace(failed);
       continue;
     }
     // One text: its vector. Several: their mean (HyDE's query vector; inner-product rankings do
     // not depend on its length).
     std::vector<float> v(dim, 0.0f);
     const size_t n = firstText[i + 1] - firstText[i];
-    for (size_t t = firstText[i]; t < firstText[i + 1]; ++t)
-      for (size_t d = 0; d < dim; ++d) v[d] += (*vectors)[t * dim + d];
+    for (size_t t = firstText[i]; t < firstText[i + 1]; ++t) {
+      const std::vector<float>& e = embedded.at(texts[t]);
+      for (size_t d = 0; d < dim; ++d) v[d] += e[d];
+    }
     if (n > 1)
       for (float& x : v) x /= static_cast<float>(n);
     jobs[i]->vector.emplace(std::move(v));

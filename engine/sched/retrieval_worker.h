@@ -209,6 +209,11 @@ private:
   // request's speculative and final retrievals repeat the parts that do not change, such as
   // HyDE's question); bounded by clearing.
   std::unordered_map<std::string, std::vector<retrieval::SearchHit>> m_lexicalSeen;
+  // Query embeddings by text, for the same reason (a speculative and the final retrieval of
+  // HyDE's "{hypothesis} {question} | {question}" embed the question alike); bounded by
+  // clearing. Guarded: the embedding lane and the search thread both embed.
+  std::unordered_map<std::string, std::vector<float>> m_embeddingSeen;
+  std::mutex m_embeddingSeenMutex;
   // Knowledge jobs: the graph, loaded at the first one, and the passage reader its linking uses.
   std::unique_ptr<knowledge::KgRetriever> m_kg;
   std::optional<corpus::QaPromptReader> m_reader;
