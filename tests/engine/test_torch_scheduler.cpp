@@ -19,6 +19,7 @@
 #include "retrieval/bm25_index.h"
 #include "retrieval/fusion_calibration.h"
 #include "retrieval/passage_index.h"
+#include "sched/stage_executor.h"
 #include "status_checks.h"
 
 using namespace rag;
@@ -214,11 +215,6 @@ private Q_SLOTS:
     QVERIFY(emb.isOk());
     auto index = retrieval::PassageIndex::load(retrieval::defaultIndexBase(m_corpus), (*emb)->fingerprint());
     QVERIFY2(index.isOk(), index.status().message().c_str());
-    auto trimmed = [](std::string s) {
-      s.erase(0, s.find_first_not_of(" \t\r\n"));
-      s.erase(s.find_last_not_of(" \t\r\n") + 1);
-      return s;
-    };
     // The first part: the draft and another question's words (a tiny random model's draft alone
     // may name nothing in the corpus).
     const std::string other = m_questions.back();
@@ -242,7 +238,7 @@ private Q_SLOTS:
       int differs = 0;  // queries whose parts' own top 5 differ: else the check proves little
       for (size_t i = 0; i < served.size(); ++i) {
         const std::string question = m_questions[i];
-        const std::string expanded = trimmed(served[i].variables.at("draft") + " " + other);
+        const std::string expanded = sched::trimmedText(served[i].variables.at("draft") + " " + other);
         std::vector<int64_t> expected;
         if (method == RetrievalMethod::Bm25) {
           auto a = bm25->search(expanded, 20), b = bm25->search(question, 20);
