@@ -13,7 +13,7 @@ const std::vector<ServePolicy>& policies() {
   static const std::vector<ServePolicy> all = [] {
     const ServePolicy hedra{
         .name = "hedra",
-        .description = "HedraRAG: continuous decoding, retrieval in time-budgeted sub-stages (oldest searches "
+        .description = "HedraRAG: continuous decoding, retrieval in time-budgeted sub-stages (the oldest requests' searches "
                        "first, shared cluster scans, queries embedded ahead on their own thread), similarity-aware "
                        "cluster order, speculation, GPU cluster cache",
     };
@@ -50,6 +50,9 @@ const std::vector<ServePolicy>& policies() {
         ablation("hedra-nogpucache", "without the GPU cluster cache", [](ServePolicy& p) { p.gpuCache = false; }),
         ablation("hedra-roundrobin", "with round-robin sub-stages (one cluster of every search per round)",
                  [](ServePolicy& p) { p.planning = SubStagePlanning::RoundRobin; }),
+        ablation("hedra-admissionorder",
+                 "with sub-stages taking searches in the order they reached the worker, not by their request's age",
+                 [](ServePolicy& p) { p.planning = SubStagePlanning::AdmissionOrder; }),
         ablation("hedra-noshare", "without shared cluster scans (every search reads its clusters alone)",
                  [](ServePolicy& p) { p.sharedScans = false; }),
         ablation("hedra-noembedahead", "with queries embedded on the search thread before each sub-stage",

@@ -422,15 +422,21 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
     }
     m_budget.store(budget, std::memory_order_relaxed);
   }
-  // The sub-stage's plan (retrieval/substage_planner.h): the live searches in priority order
-  // (admission order, speculative ones last) under the policy's strategy. Shared scans need the
-  // CPU to read every cluster, so they are off while the GPU cluster cache splits the clusters.
+  // The sub-stage's plan (retrieval/substage_planner.h): the unfinished searches in priority
+  // order (subStageOrder: oldest request first, speculative ones last) under the policy's
+  // strategy. Shared scans need the CPU to read every cluster, so they are off while the GPU
+  // cluster cache splits the clusters.
+  std::vector<Live*> unfinished;
+  std::vector<SearchRank> ranks;
+  for (Live& l : m_live)
+    if (!l.task.done()) {
+      unfinished.push_back(&l);
+      ranks.push_back({.requestId = l.job.requestId, .speculative = l.job.speculative});
+    }
   std::vector<retrieval::SearchTask*> tasks;
-  for (bool speculative : {false, true})
-    for (Live& l : m_live)
-      if (l.job.speculative == speculative && !l.task.done()) tasks.push_back(&l.task);
+  for (size_t i : subStageOrder(ranks, m_params.planning)) tasks.push_back(&unfinished[i]->task);
   // With the cache, clusters resident on the device are planned free: the budget is the CPU's.
-  const bool oldestFirst = subStages && m_params.planning == SubStagePlanning::OldestFirst;
+  const bool oldestFirst = subStages && m_params.planning != SubStagePlanning::RoundRobin;
   const bool shared = oldestFirst && m_params.sharedScans && !m_cache;
   const std::vector<uint8_t> onDevice = m_cache ? m_cache->residentMask() : std::vector<uint8_t>();
   Result<retrieval::SubStagePlan> plan = retrieval::planSubStage(
@@ -442,7 +448,7 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
   const uint64_t t0 = nowNs();
   Result<retrieval::StepStats> stats = Status::internal("no step");
   {
-    RAG_TRACE_ZONE(zone, m_params.ring, m_lane, TraceStage::RetrievalStep, tasks.size() == 1 ? m_live[0].job.requestId : 0);
+    RAG_TRACE_ZONE(zone, m_params.ring, m_lane, TraceStage::RetrievalStep, tasks.size() == 1 ? unfinished[0]->job.requestId : 0);
     if (!plan) {
       stats = plan.status();
     } else if (m_cache) {
@@ -464,7 +470,7 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
       stats = m_index.ivf().execute(tasks, *plan);
     }
     if (stats) zone.setArgs(static_cast<uint32_t>(stats->clustersSearched), static_cast<uint32_t>(stats->tasksAdvanced));
-    if (subStages && tasks.size() == 1 && m_live[0].job.speculative) zone.addFlags(kTraceSpeculative);
+    if (subStages && tasks.size() == 1 && unfinished[0]->job.speculative) zone.addFlags(kTraceSpeculative);
   }
   const uint64_t t1 = nowNs();
   m_subStages.fetch_add(1, std::memory_order_relaxed);

@@ -1,4 +1,5 @@
-// The retrieval sub-stage budget mb of HedraRAG Eq. (1).
+// The retrieval sub-stage budget mb of HedraRAG Eq. (1), and the order a sub-stage takes its
+// searches in.
 //
 // Cutting a retrieval of t_R seconds into sub-stages of mb seconds lets a request that arrives
 // meanwhile wait mb/2 instead of t_R/2 for the search in progress, and costs β (scheduling and
@@ -11,6 +12,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <span>
+#include <vector>
+
+#include "rag/engine.h"
 
 namespace rag::sched {
 
@@ -25,6 +32,29 @@ inline double optimalSubStageSeconds(double tRetrieval, double beta, double minS
   if (!(tRetrieval > minSeconds)) return std::max(tRetrieval, minSeconds);
   const double mb = std::sqrt(2.0 * std::max(beta, 0.0) * tRetrieval);
   return std::clamp(mb, minSeconds, tRetrieval);
+}
+
+// A live search as a sub-stage ranks it: its request (ids rise with arrival: Scheduler::submit)
+// and whether it is speculative.
+struct SearchRank {
+  uint32_t requestId = 0;
+  bool speculative = false;
+};
+
+// The order a sub-stage plans `live` (given in admission order) in, as indexes into it: real
+// searches before speculative ones, and within each, under OldestFirst the oldest request first
+// (one request's searches in admission order), otherwise admission order. Under one SLO the oldest
+// request has the earliest deadline: an IRG request's third retrieval goes before the first
+// retrieval of a request that arrived after it.
+inline std::vector<size_t> subStageOrder(std::span<const SearchRank> live, SubStagePlanning planning) {
+  std::vector<size_t> order(live.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  const bool byRequest = planning == SubStagePlanning::OldestFirst;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (live[a].speculative != live[b].speculative) return !live[a].speculative;
+    return byRequest && live[a].requestId < live[b].requestId;
+  });
+  return order;
 }
 
 // An exponential moving average that starts at its first sample.

@@ -344,13 +344,15 @@ private Q_SLOTS:
     r = runRagraph(QStringList{"bench", "serve", "--workflows", "oneshot,multistep", "--modes", "sequential,flashrag,hedra,hedra-nogpucache",
                                "--rps", "40", "--requests", "4", "--json", path("serve.json"), "--trace", path("serve.trace.json"),
                                "--find-max", "--search-steps", "1", "--min-seconds", "0.2", "--kv-mb", "96", "--gpu-cache-mb", "64",
-                               "--max-running", "32"} + common);
+                               "--max-running", "32", "--warmup", "0.1"} + common);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QFile f(path("serve.json"));
     QVERIFY(f.open(QIODevice::ReadOnly));
     auto doc = parseJson(f.readAll().toStdString());
     QVERIFY(doc.isOk());
-    QCOMPARE(doc->find("runs")->size(), size_t{8});
+    QCOMPARE(doc->find("runs")->size(), size_t{8});  // the warm-up of each workflow is not among them
+    QCOMPARE(doc->find("settings")->find("warmup_s")->asDouble(), 0.1);
+    QVERIFY2(r.err.contains("warming up: oneshot / sequential at 40 rps"), qPrintable(r.err));
     QVERIFY(doc->find("settings")->find("blas_kernels") != nullptr);  // which matrix kernels ran
     // Eq. (2)'s two sizes as given, and where generation ran.
     QCOMPARE(*doc->find("settings")->find("kv_mb")->asInt64(), int64_t{96});
@@ -409,6 +411,22 @@ private Q_SLOTS:
       QVERIFY(overBound != nullptr && s->find("over_bound")->find("flashrag") != nullptr);
       if (sustained->isNull()) QVERIFY(overBound->isNull());
       else QCOMPARE(overBound->asDouble(), sustained->asDouble() / s->find("ceiling_rps")->find("hedra")->asDouble());
+      // ... and over the ceiling of the run that sustained it, which is that run's own.
+      const JsonValue* atSustained = s->find("ceiling_at_sustained_rps")->find("hedra");
+      const JsonValue* overAtSustained = s->find("over_ceiling_at_sustained")->find("hedra");
+      QVERIFY(atSustained != nullptr && overAtSustained != nullptr);
+      if (sustained->isNull()) {
+        QVERIFY(atSustained->isNull() && overAtSustained->isNull());
+      } else {
+        bool found = false;
+        for (const char* list : {"runs", "search_runs"})
+          for (const auto& run : doc->find(list)->asArray())
+            if (run.find("workflow")->asString() == w && run.find("mode")->asString() == "hedra" &&
+                run.find("rps")->asDouble() == sustained->asDouble() && run.find("slo_attainment")->asDouble() >= 0.9)
+              found = found || run.find("ceiling_rps")->asDouble() == atSustained->asDouble();
+        QVERIFY2(found, w);
+        QCOMPARE(overAtSustained->asDouble(), sustained->asDouble() / atSustained->asDouble());
+      }
       // The GPU cluster cache's gain, hedra over hedra-nogpucache (on this machine both search on
       // the CPU: the ratio is whatever the runs gave, computed from the two rates).
       const JsonValue* withoutCache = s->find("max_sustained_rps")->find("hedra-nogpucache");
@@ -423,6 +441,7 @@ private Q_SLOTS:
     for (const auto& [option, value, named] : {std::tuple{"--modes", "fastest", "hedra-nospec"},
                                                std::tuple{"--rps", "0", "--rps"},
                                                std::tuple{"--min-seconds", "-1", "--min-seconds"},
+                                               std::tuple{"--warmup", "-1", "--warmup"},
                                                std::tuple{"--spec-load", "-1", "--spec-load"},
                                                std::tuple{"--kv-mb", "0", "--kv-mb"},
                                                std::tuple{"--max-running", "-1", "--max-running"},

@@ -117,7 +117,8 @@ private Q_SLOTS:
     QVERIFY(graph.isOk());
     std::map<std::string, std::vector<RequestResult>> byPolicy;
     for (const char* policy :
-         {"sequential", "flashrag", "hedra", "hedra-roundrobin", "hedra-noshare", "hedra-noembedahead"}) {
+         {"sequential", "flashrag", "hedra", "hedra-roundrobin", "hedra-admissionorder", "hedra-noshare",
+          "hedra-noembedahead"}) {
       auto e = engine(params(policy));
       QVERIFY(e);
       byPolicy[policy] = runAll(*e, *graph);
@@ -127,6 +128,7 @@ private Q_SLOTS:
       const ServingStats stats = e->servingStats();
       QVERIFY2((stats.embeddingBusySeconds > 0) == (std::string(policy) == "hedra" ||
                                                      std::string(policy) == "hedra-roundrobin" ||
+                                                     std::string(policy) == "hedra-admissionorder" ||
                                                      std::string(policy) == "hedra-noshare"),
                policy);
       QVERIFY(stats.retrievalBusySeconds > 0);
@@ -136,7 +138,8 @@ private Q_SLOTS:
     for (size_t i = 0; i < m_questions.size(); ++i) {
       generatedText += byPolicy["sequential"][i].answer.size();
       const RequestResult& seq = byPolicy["sequential"][i];
-      for (const char* policy : {"flashrag", "hedra", "hedra-roundrobin", "hedra-noshare", "hedra-noembedahead"}) {
+      for (const char* policy :
+           {"flashrag", "hedra", "hedra-roundrobin", "hedra-admissionorder", "hedra-noshare", "hedra-noembedahead"}) {
         const RequestResult& other = byPolicy[policy][i];
         QCOMPARE(other.answer, seq.answer);
         QVERIFY2(other.variables == seq.variables, policy);

@@ -58,8 +58,12 @@ enum class RetrievalPacing : uint8_t {
 
 // Which searches a retrieval sub-stage advances (sched/substage_planner.h).
 enum class SubStagePlanning : uint8_t {
-  OldestFirst,  // whole searches in admission order (speculative last) until the budget is full
-  RoundRobin,   // one cluster of every live search per round (processor sharing)
+  // Whole searches, oldest request first (a request's later retrieval before a newer request's
+  // first: earliest deadline first, since every request has the same SLO), speculative ones
+  // last, until the budget is full.
+  OldestFirst,
+  AdmissionOrder,  // as OldestFirst, but in the order the searches reached the worker
+  RoundRobin,      // one cluster of every live search per round (processor sharing)
 };
 
 // A serving policy: a named set of strategies. The baselines and HedraRAG are policies of one
@@ -84,7 +88,7 @@ struct ServePolicy {
 
 // "sequential" (LangChain-style, Fig. 5a), "flashrag" (the paper's strengthened FlashRAG),
 // "hedra", and hedra's ablations "hedra-nospec", "hedra-noreorder", "hedra-nogpucache",
-// "hedra-roundrobin", "hedra-noshare", "hedra-noembedahead".
+// "hedra-roundrobin", "hedra-admissionorder", "hedra-noshare", "hedra-noembedahead".
 std::string servePolicyName(const ServePolicy& p);
 Result<ServePolicy> parseServePolicy(std::string_view name);
 std::vector<std::string> servePolicyNames();
