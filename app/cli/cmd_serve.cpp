@@ -33,6 +33,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -380,56 +381,49 @@ int cmdBenchServe(Args& args) {
     }
     for (const RunFigures& f : probes)
       if (f.workflow == wname) fromAnyRun(f);
-    w.key("max_sustained_rps").beginObject();
-    for (const ServePolicy& m : modes) {
-      const std::string n = servePolicyName(m);
-      w.key(n);
-      if (best.count(n)) w.value(best[n]);
-      else w.null();
-    }
-    w.endObject();
+    // An object of one figure per policy: value(name) or null where there is none.
+    auto perMode = [&](const char* key, auto value) {
+      w.key(key).beginObject();
+      for (const ServePolicy& m : modes) {
+        const std::optional<double> v = value(servePolicyName(m));
+        w.key(servePolicyName(m));
+        if (v) w.value(*v);
+        else w.null();
+      }
+      w.endObject();
+    };
+    auto sustained = [&](const std::string& n) -> std::optional<double> {
+      if (best.count(n)) return best[n];
+      return std::nullopt;
+    };
+    perMode("max_sustained_rps", sustained);
     // What each policy's work per request allows on this machine, from its highest-rate run
     // (grid or search): an estimate of its capacity, not a bound, since the work per request
     // falls as batching and shared scans grow with the load.
-    w.key("ceiling_rps").beginObject();
-    for (const ServePolicy& m : modes) w.key(servePolicyName(m)).value(ceiling[servePolicyName(m)].second);
-    w.endObject();
+    perMode("ceiling_rps", [&](const std::string& n) -> std::optional<double> { return ceiling[n].second; });
     // How close each policy's highest sustained rate comes to that ceiling (issue 27's CPU goal:
     // hedra ≥ 0.85 of its bound on every workflow).
-    auto overBound = [&](const std::string& n) {
-      if (best.count(n) && ceiling[n].second > 0) w.value(best[n] / ceiling[n].second);
-      else w.null();
+    auto overBound = [&](const std::string& n) -> std::optional<double> {
+      if (best.count(n) && ceiling[n].second > 0) return best[n] / ceiling[n].second;
+      return std::nullopt;
     };
-    w.key("over_bound").beginObject();
-    for (const ServePolicy& m : modes) {
-      w.key(servePolicyName(m));
-      overBound(servePolicyName(m));
-    }
-    w.endObject();
+    perMode("over_bound", overBound);
     w.key("hedra_over_bound");
-    overBound("hedra");
+    if (auto v = overBound("hedra")) w.value(*v);
+    else w.null();
     // The same rate over the ceiling of its own run: the share of the busiest worker (or of the
     // cores) the policy keeps busy while it meets the SLO. Beside over_bound, since hedra's work
     // per request keeps falling past its highest sustained rate (shared scans read a cluster once
     // for more searches), so the highest-rate run's ceiling is one no rate meeting the SLO had.
-    w.key("ceiling_at_sustained_rps").beginObject();
-    for (const ServePolicy& m : modes) {
-      w.key(servePolicyName(m));
-      if (ceilingAtBest.count(servePolicyName(m))) w.value(ceilingAtBest[servePolicyName(m)]);
-      else w.null();
-    }
-    w.endObject();
-    w.key("over_ceiling_at_sustained").beginObject();
-    for (const ServePolicy& m : modes) {
-      const std::string n = servePolicyName(m);
-      w.key(n);
-      if (ceilingAtBest.count(n) && ceilingAtBest[n] > 0) w.value(best[n] / ceilingAtBest[n]);
-      else w.null();
-    }
-    w.endObject();
-    w.key("mean_accuracy").beginObject();
-    for (const ServePolicy& m : modes) w.key(servePolicyName(m)).value(acc[servePolicyName(m)]);
-    w.endObject();
+    perMode("ceiling_at_sustained_rps", [&](const std::string& n) -> std::optional<double> {
+      if (ceilingAtBest.count(n)) return ceilingAtBest[n];
+      return std::nullopt;
+    });
+    perMode("over_ceiling_at_sustained", [&](const std::string& n) -> std::optional<double> {
+      if (ceilingAtBest.count(n) && ceilingAtBest[n] > 0) return best[n] / ceilingAtBest[n];
+      return std::nullopt;
+    });
+    perMode("mean_accuracy", [&](const std::string& n) -> std::optional<double> { return acc[n]; });
     // Hedra's highest sustained rate over each baseline's (null unless both ran); over
     // hedra-nogpucache (every cluster searched on the CPU) it is the GPU cluster cache's gain.
     for (const auto& [base, key] : {std::pair{"flashrag", "hedra_over_flashrag"},
