@@ -47,7 +47,8 @@ struct RunFigures {
   std::vector<double> ttft;
   // The same split by how much of the prompt the prefix cache held: at least half, or less.
   std::vector<double> ttftMostlyCached, ttftMostlyComputed;
-  ServingStats stats;  // at the end of the run
+  ServingStats stats;  // at the end of the run; its counters since the priming (gauges as they are)
+  double primeSeconds = 0;  // how long the priming took (0: none)
   RunMetrics m;
   std::string firstError;  // why the first failed request failed ("" when none did)
 };
@@ -69,7 +70,9 @@ using GraphFor = std::function<const WorkflowGraph*(const workload::TraceRequest
 
 // One run: `trace` replayed (workload/driver.h) through a new engine over `assets` under
 // `params`, each request through graphFor(it); `traceOut` (optional) receives the engine's trace
-// events and lane names.
+// events and lane names. With `prime`, the engine first answers each request of `prime` once
+// (closed loop, a few in flight), unmeasured: the run's figures, trace and worker counters start
+// after it, from warm caches (prefix KV, query embeddings, the scheduler's estimates).
 struct TraceSink {
   std::vector<TraceEvent>* events = nullptr;
   std::vector<TraceLane>* lanes = nullptr;
@@ -79,7 +82,7 @@ using ResultSink = std::function<void(size_t, const Result<RequestResult>&)>;
 Result<RunFigures> serveRun(const std::shared_ptr<const ServingAssets>& assets, const std::filesystem::path& corpus,
                             const ServingParams& params, std::span<const workload::TraceRequest> trace,
                             const GraphFor& graphFor, double slo, TraceSink traceOut = {},
-                            const ResultSink& onResult = {});
+                            const ResultSink& onResult = {}, std::span<const workload::TraceRequest> prime = {});
 
 double percentile(std::vector<double> v, double q);  // nearest rank; 0 for an empty vector
 // Blocks a radix tree holding every one of `prompts` would hold: their distinct full-block

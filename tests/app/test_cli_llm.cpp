@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <thread>
 #include <tuple>
 
@@ -352,6 +353,7 @@ private Q_SLOTS:
     QVERIFY(doc.isOk());
     QCOMPARE(doc->find("runs")->size(), size_t{8});  // the warm-up of each workflow is not among them
     QCOMPARE(doc->find("settings")->find("warmup_s")->asDouble(), 0.1);
+    QVERIFY(doc->find("settings")->find("prime")->asBool());  // each run's engine primed (the default)
     QVERIFY2(r.err.contains("warming up: oneshot / sequential at 40 rps"), qPrintable(r.err));
     QVERIFY(doc->find("settings")->find("blas_kernels") != nullptr);  // which matrix kernels ran
     // Eq. (2)'s two sizes as given, and where generation ran.
@@ -384,6 +386,7 @@ private Q_SLOTS:
       QVERIFY(ceiling <= cores * 1000.0 / (gen + ret + emb) + 1e-9);
       if (emb > 0) QVERIFY(ceiling <= 1000.0 / emb + 1e-9);
       QVERIFY2(cpu > 0, mode.c_str());
+      QVERIFY2(run.find("prime_s")->asDouble() > 0, mode.c_str());
       // The generation worker's busy time, split: the forward pass, the runner's host work, the
       // worker's own; together no more than the busy time they are part of.
       const JsonValue* steps = run.find("generation_steps");
@@ -437,11 +440,36 @@ private Q_SLOTS:
       QVERIFY(s->find("latency_hedra-nogpucache_over_hedra")->find("40") != nullptr);
     }
     QVERIFY(QFile::exists(path("serve.trace.json")));
+    // Priming: the same run with and without it. The run's counters start after the priming (the
+    // prompts looked up in the prefix cache are the run's own, the same either way), and the
+    // primed engine holds every prompt's prefix already (more of them found).
+    std::map<std::string, std::pair<int64_t, int64_t>> prefix;  // --prime: (queried, hit) tokens
+    for (const char* prime : {"on", "off"}) {
+      r = runRagraph(QStringList{"bench", "serve", "--workflows", "oneshot", "--modes", "flashrag", "--rps", "40",
+                                 "--requests", "4", "--min-seconds", "0", "--warmup", "0", "--prime", prime,
+                                 "--json", path("prime.json")} + common);
+      QVERIFY2(r.code == 0, qPrintable(r.err));
+      QFile pf(path("prime.json"));
+      QVERIFY(pf.open(QIODevice::ReadOnly));
+      auto pd = parseJson(pf.readAll().toStdString());
+      QVERIFY(pd.isOk());
+      QCOMPARE(pd->find("settings")->find("prime")->asBool(), std::string(prime) == "on");
+      const JsonValue& run = pd->find("runs")->asArray().at(0);
+      QCOMPARE(run.find("completed")->asInt64().value_or(0), int64_t{4});
+      QCOMPARE(run.find("prime_s")->asDouble() > 0, std::string(prime) == "on");
+      prefix[prime] = {run.find("prefix_cache")->find("queried_tokens")->asInt64().value_or(-1),
+                       run.find("prefix_cache")->find("hit_tokens")->asInt64().value_or(-1)};
+    }
+    QVERIFY(prefix["on"].first > 0);
+    QCOMPARE(prefix["on"].first, prefix["off"].first);
+    QVERIFY2(prefix["on"].second > prefix["off"].second,
+             qPrintable(QString("hit tokens primed %1, cold %2").arg(prefix["on"].second).arg(prefix["off"].second)));
     // Bad options: exit 2, naming the fix.
     for (const auto& [option, value, named] : {std::tuple{"--modes", "fastest", "hedra-nospec"},
                                                std::tuple{"--rps", "0", "--rps"},
                                                std::tuple{"--min-seconds", "-1", "--min-seconds"},
                                                std::tuple{"--warmup", "-1", "--warmup"},
+                                               std::tuple{"--prime", "maybe", "--prime"},
                                                std::tuple{"--spec-load", "-1", "--spec-load"},
                                                std::tuple{"--kv-mb", "0", "--kv-mb"},
                                                std::tuple{"--max-running", "-1", "--max-running"},
