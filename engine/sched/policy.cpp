@@ -57,6 +57,9 @@ const std::vector<ServePolicy>& policies() {
                  [](ServePolicy& p) { p.sharedScans = false; }),
         ablation("hedra-noembedahead", "with queries embedded on the search thread before each sub-stage",
                  [](ServePolicy& p) { p.embedAhead = false; }),
+        ablation("hedra-searchbudget",
+                 "with Eq. (1)'s sub-stage budget from one search's time, not the live searches' remaining work",
+                 [](ServePolicy& p) { p.stageBudget = false; }),
     };
   }();
   return all;

@@ -51,6 +51,7 @@ Result<std::unique_ptr<RetrievalExecutor>> RetrievalExecutor::create(const Servi
                             .threads = params.retrievalThreads,
                             .deterministic = params.deterministic,
                             .fixedBudgetSeconds = params.subStageSeconds,
+                            .stageBudget = policy.stageBudget,
                             .planning = policy.planning,
                             .sharedScans = policy.sharedScans,
                             .keepLocalCache = policy.reorder,

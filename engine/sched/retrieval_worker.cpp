@@ -417,6 +417,14 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
         tR = cm.seconds(static_cast<int64_t>(avgList)) * static_cast<double>(m_live.front().task.clusters().size());
       }
       if (m_beta.samples() == 0) beta = 2e-4;
+      if (m_params.stageBudget) {
+        std::vector<double> left;
+        for (const Live& l : m_live)
+          if (!l.task.done())
+            left.push_back(static_cast<double>(l.task.clustersLeft()) /
+                           static_cast<double>(std::max<size_t>(1, l.task.clusters().size())));
+        tR = retrievalStageSeconds(tR, left);
+      }
       const double floor = m_params.generationStepSeconds ? m_params.generationStepSeconds() : 0.0;
       budget = optimalSubStageSeconds(tR, beta, std::max(1e-4, floor));
     }

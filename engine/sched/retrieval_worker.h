@@ -101,6 +101,8 @@ struct RetrievalWorkerParams {
   int32_t threads = 1;          // OpenMP threads for FAISS, and the embedder's team (the same cores: the two take turns)
   bool deterministic = false;   // embed queries one at a time
   double fixedBudgetSeconds = 0;  // > 0: use it instead of Eq. (1)
+  // Eq. (1)'s t_R: the live searches' remaining work (true) or one search's time.
+  bool stageBudget = true;
   // SubStages: which searches a sub-stage advances.
   SubStagePlanning planning = SubStagePlanning::OldestFirst;
   // SubStages with OldestFirst and no GPU cluster cache: a sub-stage reads each cluster once for
@@ -225,7 +227,7 @@ private:
   Mailbox<Command> m_embedded;  // embedAhead: from the embedding thread, in the order the scheduler sent
   std::vector<Command> m_pending;
   std::vector<Live> m_live;
-  Ema m_tRetrieval{0.2};  // seconds of search per job (t_R)
+  Ema m_tRetrieval{0.2};  // seconds of one whole search (t_R: these times the live searches' shares left)
   Ema m_beta{0.2};        // seconds of overhead per sub-stage (β)
   std::atomic<bool> m_stop{false};
   std::atomic<int32_t> m_liveCount{0};

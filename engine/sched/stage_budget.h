@@ -1,13 +1,14 @@
 // The retrieval sub-stage budget mb of HedraRAG Eq. (1), and the order a sub-stage takes its
 // searches in.
 //
-// Cutting a retrieval of t_R seconds into sub-stages of mb seconds lets a request that arrives
+// Cutting a retrieval stage of t_R seconds (§4.2: "the average time of retrieval stages", the
+// batched search of the live requests) into sub-stages of mb seconds lets a request that arrives
 // meanwhile wait mb/2 instead of t_R/2 for the search in progress, and costs β (scheduling and
 // handling partial results) per sub-stage, t_R/mb of them. The expected gain
 //   Δ(mb) = (t_R − mb)/2 − β·t_R/mb
 // is largest at mb* = sqrt(2·β·t_R). (The paper prints "+ β·t_R/mb", whose argmax would be
-// mb → 0; the overhead term must be a cost, so it is subtracted here.) t_R and β are measured at
-// run time as exponential moving averages.
+// mb → 0; the overhead term must be a cost, so it is subtracted here.) One search's time and β
+// are measured at run time as exponential moving averages; t_R is retrievalStageSeconds below.
 #pragma once
 
 #include <algorithm>
@@ -24,6 +25,19 @@ namespace rag::sched {
 // Δ(mb) of Eq. (1) for a retrieval of tRetrieval seconds and β seconds of overhead per sub-stage.
 inline double subStageGain(double mb, double tRetrieval, double beta) {
   return (tRetrieval - mb) / 2.0 - beta * tRetrieval / mb;
+}
+
+// t_R is the retrieval stage's time: what one batched call over every live search would take,
+// the searches' remaining shares of one whole search's time. (Read as one search's time, as it
+// was, mb* stayed near 2 ms whatever the backlog: under load a sub-stage then advanced the oldest
+// search alone, no scan was shared, and β came with every 1.3 ms of scanning, so IRG under hedra
+// at 100 rps either held its SLO with 2.8 searches a sub-stage or sank, its first retrievals
+// queueing for 4 s at 1.3 a sub-stage, from run to run. With the stage's time mb* grows as the
+// square root of the backlog: more searches share each cluster read when more wait.)
+inline double retrievalStageSeconds(double searchSeconds, std::span<const double> sharesLeft) {
+  double left = 0;
+  for (double s : sharesLeft) left += std::clamp(s, 0.0, 1.0);
+  return std::max(searchSeconds, 0.0) * left;
 }
 
 // argmax Δ over mb in [minSeconds, tRetrieval]: sqrt(2·β·t_R) clamped to that range; tRetrieval

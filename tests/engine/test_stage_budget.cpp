@@ -23,6 +23,20 @@ private Q_SLOTS:
     QCOMPARE(optimalSubStageSeconds(5e-5, beta), 1e-4);
   }
 
+  // t_R is the live searches' remaining work: one search's time times their shares left (each
+  // clamped to [0, 1]); so the budget grows as the square root of the backlog.
+  void theStageIsTheLiveSearchesRemainingWork() {
+    const double search = 0.004, beta = 5e-4;
+    QCOMPARE(retrievalStageSeconds(search, std::vector<double>{1.0}), search);
+    QCOMPARE(retrievalStageSeconds(search, std::vector<double>{1.0, 0.5, 0.25}), search * 1.75);
+    QCOMPARE(retrievalStageSeconds(search, std::vector<double>{2.0, -1.0}), search);
+    QCOMPARE(retrievalStageSeconds(search, {}), 0.0);
+    const double one = optimalSubStageSeconds(retrievalStageSeconds(search, std::vector<double>(1, 1.0)), beta);
+    const double fifty = optimalSubStageSeconds(retrievalStageSeconds(search, std::vector<double>(50, 1.0)), beta);
+    QCOMPARE(one, std::sqrt(2 * beta * search));
+    QVERIFY(std::abs(fifty / one - std::sqrt(50.0)) < 1e-9);
+  }
+
   // Live searches in admission order: request 7's first retrieval, then request 3's later one,
   // a speculation of request 1, request 3's other search, request 5's.
   void oldestRequestsGoFirstAndSpeculationLast() {

@@ -117,7 +117,7 @@ private Q_SLOTS:
     QVERIFY(graph.isOk());
     std::map<std::string, std::vector<RequestResult>> byPolicy;
     for (const char* policy :
-         {"sequential", "flashrag", "hedra", "hedra-roundrobin", "hedra-admissionorder", "hedra-noshare",
+         {"sequential", "flashrag", "hedra", "hedra-roundrobin", "hedra-admissionorder", "hedra-searchbudget", "hedra-noshare",
           "hedra-noembedahead"}) {
       auto e = engine(params(policy));
       QVERIFY(e);
@@ -129,6 +129,7 @@ private Q_SLOTS:
       QVERIFY2((stats.embeddingBusySeconds > 0) == (std::string(policy) == "hedra" ||
                                                      std::string(policy) == "hedra-roundrobin" ||
                                                      std::string(policy) == "hedra-admissionorder" ||
+                                                     std::string(policy) == "hedra-searchbudget" ||
                                                      std::string(policy) == "hedra-noshare"),
                policy);
       QVERIFY(stats.retrievalBusySeconds > 0);
@@ -139,7 +140,7 @@ private Q_SLOTS:
       generatedText += byPolicy["sequential"][i].answer.size();
       const RequestResult& seq = byPolicy["sequential"][i];
       for (const char* policy :
-           {"flashrag", "hedra", "hedra-roundrobin", "hedra-admissionorder", "hedra-noshare", "hedra-noembedahead"}) {
+           {"flashrag", "hedra", "hedra-roundrobin", "hedra-admissionorder", "hedra-searchbudget", "hedra-noshare", "hedra-noembedahead"}) {
         const RequestResult& other = byPolicy[policy][i];
         QCOMPARE(other.answer, seq.answer);
         QVERIFY2(other.variables == seq.variables, policy);

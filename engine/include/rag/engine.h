@@ -83,12 +83,16 @@ struct ServePolicy {
   // SubStages: queries embedded on a thread of their own, overlapping the sub-stages in
   // progress (sched/retrieval_worker.h); off, the search thread embeds before each turn.
   bool embedAhead = true;
+  // SubStages: Eq. (1)'s t_R is the live searches' remaining work, so sub-stages grow with the
+  // backlog (sched/stage_budget.h); off, one search's time (a budget blind to the queue).
+  bool stageBudget = true;
   bool operator==(const ServePolicy&) const = default;
 };
 
 // "sequential" (LangChain-style, Fig. 5a), "flashrag" (the paper's strengthened FlashRAG),
 // "hedra", and hedra's ablations "hedra-nospec", "hedra-noreorder", "hedra-nogpucache",
-// "hedra-roundrobin", "hedra-admissionorder", "hedra-noshare", "hedra-noembedahead".
+// "hedra-roundrobin", "hedra-admissionorder", "hedra-noshare", "hedra-noembedahead",
+// "hedra-searchbudget".
 std::string servePolicyName(const ServePolicy& p);
 Result<ServePolicy> parseServePolicy(std::string_view name);
 std::vector<std::string> servePolicyNames();
