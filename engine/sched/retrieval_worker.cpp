@@ -404,6 +404,14 @@ RetrievalUpdate RetrievalWorker::finalUpdate(Live& l) {
 void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
   if (m_live.empty()) return;
   const bool subStages = m_params.pacing == RetrievalPacing::SubStages;
+  // The searches with clusters left: what the budget is sized for and the plan advances.
+  std::vector<Live*> unfinished;
+  std::vector<SearchRank> ranks;
+  for (Live& l : m_live)
+    if (!l.task.done()) {
+      unfinished.push_back(&l);
+      ranks.push_back({.requestId = l.job.requestId, .speculative = l.job.speculative});
+    }
   double budget = std::numeric_limits<double>::infinity();
   if (subStages) {
     if (m_params.fixedBudgetSeconds > 0) {
@@ -419,10 +427,9 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
       if (m_beta.samples() == 0) beta = 2e-4;
       if (m_params.stageBudget) {
         std::vector<double> left;
-        for (const Live& l : m_live)
-          if (!l.task.done())
-            left.push_back(static_cast<double>(l.task.clustersLeft()) /
-                           static_cast<double>(std::max<size_t>(1, l.task.clusters().size())));
+        for (const Live* l : unfinished)
+          left.push_back(static_cast<double>(l->task.clustersLeft()) /
+                         static_cast<double>(std::max<size_t>(1, l->task.clusters().size())));
         tR = retrievalStageSeconds(tR, left);
       }
       const double floor = m_params.generationStepSeconds ? m_params.generationStepSeconds() : 0.0;
@@ -434,13 +441,6 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
   // order (subStageOrder: oldest request first, speculative ones last) under the policy's
   // strategy. Shared scans need the CPU to read every cluster, so they are off while the GPU
   // cluster cache splits the clusters.
-  std::vector<Live*> unfinished;
-  std::vector<SearchRank> ranks;
-  for (Live& l : m_live)
-    if (!l.task.done()) {
-      unfinished.push_back(&l);
-      ranks.push_back({.requestId = l.job.requestId, .speculative = l.job.speculative});
-    }
   std::vector<retrieval::SearchTask*> tasks;
   for (size_t i : subStageOrder(ranks, m_params.planning)) tasks.push_back(&unfinished[i]->task);
   // With the cache, clusters resident on the device are planned free: the budget is the CPU's.
