@@ -1,7 +1,7 @@
 // `ragraph model gguf`: a Llama checkpoint as a GGUF file, for llama.cpp to run the same weights.
 // `ragraph model lexical`: an embedder with a whole-word lexical branch (model/lexical_words.h)
 // weighted by the corpus's passages, untrained: the dense part unchanged, BM25 carried beside it.
-// `ragraph model grow`: a Llama checkpoint made deeper without changing its outputs
+// `ragraph model grow`: a Llama checkpoint made deeper and/or wider without changing its outputs
 // (model/model_grow.h), to be trained on with `train lm --init`.
 #include <cstdio>
 #include <iostream>
@@ -10,6 +10,7 @@
 #include "core/json_writer.h"
 #include "core/fs.h"
 #include "model/gguf.h"
+#include "model/model_config.h"
 #include "model/model_grow.h"
 #include "model/text_embedder.h"
 #include "model/training_data.h"
@@ -108,17 +109,31 @@ int cmdModelGrow(Args& args) {
   auto modelDir = args.get("model");
   auto out = args.get("out");
   Result<int64_t> layers = args.getInt("layers", 0);
+  Result<int64_t> hidden = args.getInt("hidden", 0);
+  Result<int64_t> ffn = args.getInt("ffn", 0);
+  Result<int64_t> heads = args.getInt("heads", 0);
+  Result<int64_t> kvHeads = args.getInt("kv-heads", 0);
+  Result<int64_t> seed = args.getInt("seed", 1);
   const bool json = args.flag("json");
   if (Status s = args.finish(); !s) return fail(s);
-  if (!layers) return fail(layers.status());
-  if (!modelDir || !out || *layers == 0)
+  for (const Result<int64_t>* r : {&layers, &hidden, &ffn, &heads, &kvHeads, &seed})
+    if (!*r) return fail(r->status());
+  if (!modelDir || !out || (*layers == 0 && *hidden == 0 && *ffn == 0 && *heads == 0))
     return fail(Status::invalidArgument(
-        "--model DIR, --layers N and --out DIR are required (e.g. --model datasets/models/rag-llama-roles --layers 8 --out grown)"));
+        "--model DIR, --out DIR and a size to grow are required: --layers N (deeper), --hidden N, --ffn N, --heads N "
+        "(wider; e.g. --model datasets/models/rag-llama-roles --hidden 256 --ffn 704 --heads 8 --out grown)"));
   o.modelDir = *modelDir;
   o.out = *out;
   o.layers = *layers;
-  Result<model::GrownModel> g = model::growLlamaDepth(o);
+  o.hidden = *hidden;
+  o.intermediate = *ffn;
+  o.heads = *heads;
+  o.kvHeads = *kvHeads;
+  o.seed = static_cast<uint64_t>(*seed);
+  Result<model::GrownModel> g = model::growLlama(o);
   if (!g) return fail(g.status());
+  Result<model::LlamaConfig> c = model::loadLlamaConfig(o.out);
+  if (!c) return fail(c.status());
   if (json) {
     JsonWriter w(std::cout, true);
     w.beginObject();
@@ -128,13 +143,21 @@ int cmdModelGrow(Args& args) {
     w.key("new_layers").beginArray();
     for (int64_t i : g->newLayerIndexes) w.value(i);
     w.endArray();
+    w.key("hidden").value(c->hiddenSize);
+    w.key("ffn").value(c->intermediateSize);
+    w.key("heads").value(c->numAttentionHeads);
+    w.key("kv_heads").value(c->numKeyValueHeads);
+    w.key("old_parameters").value(g->oldParameters);
     w.key("parameters").value(g->parameters);
     w.endObject();
     std::cout << std::endl;
   } else {
-    std::printf("wrote %s: %lld layers (from %lld; the new ones add nothing until trained), %lld parameters\n",
-                o.out.c_str(), static_cast<long long>(g->layers), static_cast<long long>(g->oldLayers),
-                static_cast<long long>(g->parameters));
+    std::printf("wrote %s: %lld layers, hidden %lld, ffn %lld, %lld heads (from %lld layers; the new weights add "
+                "nothing until trained), %lld parameters (from %lld)\n",
+                o.out.c_str(), static_cast<long long>(g->layers), static_cast<long long>(c->hiddenSize),
+                static_cast<long long>(c->intermediateSize), static_cast<long long>(c->numAttentionHeads),
+                static_cast<long long>(g->oldLayers), static_cast<long long>(g->parameters),
+                static_cast<long long>(g->oldParameters));
   }
   return 0;
 }

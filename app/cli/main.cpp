@@ -88,7 +88,7 @@ const std::vector<Command>& commands() {
        "[--model DIR | --synthetic] [--dtype f32|bf16] [--device cpu|cuda] [--prompt N] [--prefill N] [--steps N] [--threads N] [--save DIR] [--llama-bench PATH/llama-bench] [--json]",
        {"json", "synthetic"}, cmdBenchLlm},
       {"model", "gguf", "--model DIR --out FILE.gguf [--tokenizer FILE] [--name NAME] [--json]", {"json"}, cmdModelGguf},
-      {"model", "grow", "--model DIR --layers N --out DIR [--json]", {"json"}, cmdModelGrow},
+      {"model", "grow", "--model DIR --out DIR [--layers N] [--hidden N --ffn N --heads N [--kv-heads N] --seed S] [--json]", {"json"}, cmdModelGrow},
       {"model", "lexical",
        "--embedder DIR --out DIR [--corpus PATH] [--buckets 524288] [--dim 512] [--weight 0.05] [--json]", {"json"},
        cmdModelLexical},

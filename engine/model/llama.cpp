@@ -195,6 +195,11 @@ torch::Tensor LlamaModel::forward(const torch::Tensor& tokens, int64_t startPos)
 
 torch::Tensor LlamaModel::forwardDense(const torch::Tensor& tokens, const torch::Tensor& positions,
                                        const torch::Tensor& allowed) const {
+  return logits(hiddenDense(tokens, positions, allowed));
+}
+
+torch::Tensor LlamaModel::hiddenDense(const torch::Tensor& tokens, const torch::Tensor& positions,
+                                      const torch::Tensor& allowed) const {
   namespace F = torch::nn::functional;
   const LlamaConfig& c = m_config;
   const int64_t b = tokens.size(0), n = tokens.size(1);
@@ -223,7 +228,7 @@ torch::Tensor LlamaModel::forwardDense(const torch::Tensor& tokens, const torch:
     x = x + F::linear(o, l.o, l.oBias);
     x = x + mlp(l, rmsNorm(x, l.postNorm));
   }
-  return logits(x);
+  return x;
 }
 
 }  // namespace rag::model

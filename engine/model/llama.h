@@ -85,6 +85,11 @@ public:
   // Autograd follows the caller's grad mode: the training loop and the masked references use it.
   torch::Tensor forwardDense(const torch::Tensor& tokens, const torch::Tensor& positions,
                              const torch::Tensor& allowed = {}) const;
+  // The same forward up to the residual stream after the last layer, before the final norm:
+  // [B, T, hidden] in the model's dtype. logits() of any rows of it are forwardDense's rows, so
+  // the training loss computes the vocabulary projection only where a target weighs.
+  torch::Tensor hiddenDense(const torch::Tensor& tokens, const torch::Tensor& positions,
+                            const torch::Tensor& allowed = {}) const;
 
   // Checks every id is in [0, vocab): the runner calls this before it touches a batch.
   Status checkTokens(const torch::Tensor& tokens) const;

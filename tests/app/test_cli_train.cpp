@@ -83,6 +83,33 @@ private Q_SLOTS:
     QVERIFY2(r.err.contains("made with --batch 2, this run asks for --batch 3"), qPrintable(r.err));
   }
 
+  void aTrainedModelGrowsWiderAndTrainsOn() {
+    // `model grow` widens the model trained above (hidden 32, 2 heads) and deepens it; `train lm
+    // --init` continues the grown one. Without a size to grow, or narrower, it says so.
+    CliRun r = runRagraph({"model", "grow", "--model", path("lm"), "--hidden", "48", "--heads", "3", "--ffn", "192",
+                           "--layers", "2", "--out", path("wide"), "--json"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    auto doc = parseJson(r.out.toStdString());
+    QVERIFY2(doc.isOk(), qPrintable(r.out));
+    QCOMPARE(*doc->find("hidden")->asInt64(), int64_t{48});
+    QCOMPARE(*doc->find("heads")->asInt64(), int64_t{3});
+    QCOMPARE(*doc->find("layers")->asInt64(), int64_t{2});
+    QVERIFY(*doc->find("parameters")->asInt64() > *doc->find("old_parameters")->asInt64());
+    QVERIFY(model::Tokenizer::load(path("wide").toStdString()).isOk());  // copied beside it
+    r = runRagraph({"train", "lm", "--corpus", corpus(), "--init", path("wide"), "--out", path("wide-trained"),
+                    "--steps", "2", "--batch", "2", "--seq-len", "96", "--threads", "1"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QCOMPARE(model::loadLlamaConfig(path("wide-trained").toStdString())->hiddenSize, int64_t{48});
+
+    r = runRagraph({"model", "grow", "--model", path("lm"), "--out", path("same")});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("a size to grow are required"), qPrintable(r.err));
+    r = runRagraph({"model", "grow", "--model", path("lm"), "--hidden", "16", "--out", path("narrow")});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("--hidden 16: the model has 32"), qPrintable(r.err));
+    QVERIFY(!fs::exists(path("narrow").toStdString()));
+  }
+
   void theTokenizerDefaultsToTheOutputDirectory() {
     // `train tokenizer --out D` then `train lm --out D` needs no --tokenizer.
     QCOMPARE(runRagraph({"train", "tokenizer", "--corpus", corpus(), "--vocab", "300", "--out", path("both"),

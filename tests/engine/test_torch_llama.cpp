@@ -146,7 +146,7 @@ private Q_SLOTS:
     QTemporaryDir tmp;
     const fs::path dir(tmp.path().toStdString());
     const int64_t old = m->config().numHiddenLayers;
-    auto g = growLlamaDepth({.modelDir = kFixture, .out = dir / "grown", .layers = old + 3});
+    auto g = growLlama({.modelDir = kFixture, .out = dir / "grown", .layers = old + 3});
     QVERIFY2(g.isOk(), g.status().message().c_str());
     QCOMPARE(g->layers, old + 3);
     QCOMPARE(g->newLayerIndexes.size(), size_t{3});
@@ -174,15 +174,65 @@ private Q_SLOTS:
     QCOMPARE(kept, old);
 
     // Refusals: no deeper, an output in use, the model's own directory.
-    auto shallow = growLlamaDepth({.modelDir = kFixture, .out = dir / "x", .layers = old});
+    auto shallow = growLlama({.modelDir = kFixture, .out = dir / "x", .layers = old});
     QVERIFY(!shallow.isOk());
     QVERIFY(shallow.status().message().find("--layers") != std::string::npos);
-    auto used = growLlamaDepth({.modelDir = kFixture, .out = dir / "grown", .layers = old + 1});
+    auto used = growLlama({.modelDir = kFixture, .out = dir / "grown", .layers = old + 1});
     QVERIFY(!used.isOk());
     QVERIFY(used.status().message().find("not empty") != std::string::npos);
-    auto self = growLlamaDepth({.modelDir = dir / "grown", .out = dir / "grown", .layers = old + 4});
+    auto self = growLlama({.modelDir = dir / "grown", .out = dir / "grown", .layers = old + 4});
     QVERIFY(!self.isOk());
-    QVERIFY(!growLlamaDepth({.modelDir = dir / "nowhere", .out = dir / "y", .layers = 4}).isOk());
+    QVERIFY(!growLlama({.modelDir = dir / "nowhere", .out = dir / "y", .layers = 4}).isOk());
+  }
+
+  // A model grown wider (more channels, FFN units and heads of the same size) and deeper at once
+  // computes the same logits: new readers are random, new writers zero, the norms rescaled.
+  void growingWiderKeepsTheLogits() {
+    auto m = LlamaModel::load(kFixture);
+    QVERIFY(m.isOk());
+    const LlamaConfig& c = m->config();  // hidden 32, ffn 48, 4 heads over 2 key/value heads
+    QTemporaryDir tmp;
+    const fs::path dir(tmp.path().toStdString());
+    auto g = growLlama({.modelDir = kFixture, .out = dir / "wide", .layers = c.numHiddenLayers + 1,
+                        .hidden = 48, .intermediate = 80, .heads = 6, .seed = 3});
+    QVERIFY2(g.isOk(), g.status().message().c_str());
+    auto wide = LlamaModel::load(dir / "wide");
+    QVERIFY2(wide.isOk(), wide.status().message().c_str());
+    const LlamaConfig& w = wide->config();
+    QCOMPARE(w.hiddenSize, int64_t{48});
+    QCOMPARE(w.intermediateSize, int64_t{80});
+    QCOMPARE(w.numAttentionHeads, int64_t{6});
+    QCOMPARE(w.numKeyValueHeads, int64_t{3});  // the model's two heads per key/value head
+    QCOMPARE(w.headDim, c.headDim);
+    QCOMPARE(w.numHiddenLayers, c.numHiddenLayers + 1);
+    QVERIFY(g->parameters > g->oldParameters);
+    const Expected e = loadExpected();
+    torch::NoGradGuard noGrad;
+    const torch::Tensor tokens = torch::tensor(e.tokens, torch::kLong);
+    const double diff = (wide->forward(tokens) - m->forward(tokens)).abs().max().item<double>();
+    QVERIFY2(diff < 1e-5, qPrintable(QString("max logit difference %1").arg(diff)));
+    // The new units can learn: their reading weights are random, not zero.
+    const LlamaLayerWeights& l0 = wide->weights().layers[0];
+    QVERIFY(l0.q.narrow(0, c.numAttentionHeads * c.headDim, 2 * c.headDim).abs().max().item<double>() > 0);
+    QVERIFY(l0.gate.narrow(0, c.intermediateSize, 32).abs().max().item<double>() > 0);
+    QCOMPARE(l0.down.narrow(1, c.intermediateSize, 32).abs().max().item<double>(), 0.0);
+    // The same seed gives the same model.
+    auto again = growLlama({.modelDir = kFixture, .out = dir / "wide2", .layers = c.numHiddenLayers + 1,
+                            .hidden = 48, .intermediate = 80, .heads = 6, .seed = 3});
+    QVERIFY(again.isOk());
+    QCOMPARE(*readFile(dir / "wide2" / "model.safetensors"), *readFile(dir / "wide" / "model.safetensors"));
+
+    // Refusals: narrower, another group size, nothing to grow.
+    auto narrow = growLlama({.modelDir = kFixture, .out = dir / "n", .hidden = 16});
+    QVERIFY(!narrow.isOk());
+    QVERIFY(narrow.status().message().find("--hidden 16") != std::string::npos);
+    auto group = growLlama({.modelDir = kFixture, .out = dir / "q", .heads = 6, .kvHeads = 6});
+    QVERIFY(!group.isOk());
+    QVERIFY2(group.status().message().find("heads per key/value head") != std::string::npos,
+             group.status().message().c_str());
+    auto nothing = growLlama({.modelDir = kFixture, .out = dir / "z"});
+    QVERIFY(!nothing.isOk());
+    QVERIFY(nothing.status().message().find("nothing to grow") != std::string::npos);
   }
 
   void badInputIsAClearError() {

@@ -495,6 +495,43 @@ private Q_SLOTS:
              qPrintable(QString("batch %1, expected %2 (a %3, b %4)").arg(lab).arg(expected).arg(la).arg(lb)));
   }
 
+  void theLossIsTheFullForwardsWeightedMean() {
+    // The trainer computes logits only where a target weighs; its loss must be the one the whole
+    // forward's logits give: sum of weight * cross-entropy over every target of both sequences,
+    // over the sum of weights, zero-weight targets (most of a prompt) included as zeros.
+    TrainingExample a = counting(12);
+    a.lossWeights = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 2};
+    TrainingExample b = counting(7, AttentionMask::blocks({0, 3}));
+    b.lossWeights = {1, 0, 0, 0.5f, 0, 0, 1};
+    FixedExamples pair;
+    pair.examples = {a, b};
+    const double trained = firstLoss(path("loss-full"), pair, 2);
+
+    Result<LlamaModel> m = LlamaModel::initRandom(tinyConfig(), setupIn(path("unused"), 1).params.seed);
+    QVERIFY2(m.isOk(), m.status().message().c_str());
+    torch::NoGradGuard noGrad;
+    double sum = 0, weight = 0;
+    for (const TrainingExample& e : pair.examples) {
+      const auto n = static_cast<int64_t>(e.tokens.size());
+      std::vector<int64_t> ids(e.tokens.begin(), e.tokens.end());
+      torch::Tensor tokens = torch::tensor(ids, torch::kLong).unsqueeze(0);
+      torch::Tensor allowed;
+      if (!e.mask.isCausal()) {
+        std::vector<uint8_t> dense = e.mask.dense(n);
+        allowed = torch::from_blob(dense.data(), {1, n, n}, torch::kUInt8).to(torch::kBool);
+      }
+      torch::Tensor logp = torch::log_softmax(
+          m->forwardDense(tokens, torch::arange(n, torch::kLong).unsqueeze(0), allowed).squeeze(0), -1);
+      for (int64_t t = 1; t < n; ++t) {
+        const double w = e.lossWeights[static_cast<size_t>(t)];
+        sum -= w * logp[t - 1][ids[static_cast<size_t>(t)]].item<double>();
+        weight += w;
+      }
+    }
+    QVERIFY2(std::abs(trained - sum / weight) < 1e-5,
+             qPrintable(QString("trainer %1, full forward %2").arg(trained).arg(sum / weight)));
+  }
+
   void heldOutEvaluationRunsOnFixedExamples() {
     CopyTask train, heldOut;
     TrainSetup s = setupIn(path("eval"), 10);
