@@ -8,8 +8,8 @@
 // stream (the copy gives the new layers useful input features rather than noise).
 //
 // Wider (more hidden channels, FFN units, attention heads of the same size): every weight that
-// *reads* gains random rows and columns (new heads' q/k/v, new FFN units' gate/up, and the old
-// rows' columns for the new channels), every weight that *writes* the residual stream gains zero
+// *reads* gains random rows (new heads' q/k/v, new FFN units' gate/up; the old rows read the new
+// channels through zeros until trained), every weight that *writes* the residual stream gains zero
 // rows and columns (o_proj, down_proj, the embedding's new channels), so the new channels stay
 // zero and the new units add nothing until training moves them; RMSNorm's mean over more
 // channels is made up for by scaling its gains by sqrt(hidden / new hidden) and its epsilon by

@@ -216,6 +216,9 @@ private Q_SLOTS:
     QVERIFY(l0.q.narrow(0, c.numAttentionHeads * c.headDim, 2 * c.headDim).abs().max().item<double>() > 0);
     QVERIFY(l0.gate.narrow(0, c.intermediateSize, 32).abs().max().item<double>() > 0);
     QCOMPARE(l0.down.narrow(1, c.intermediateSize, 32).abs().max().item<double>(), 0.0);
+    // The old heads and units read the new channels through zeros until trained.
+    QCOMPARE(l0.q.narrow(0, 0, c.numAttentionHeads * c.headDim).narrow(1, c.hiddenSize, 16).abs().max().item<double>(), 0.0);
+    QCOMPARE(l0.up.narrow(0, 0, c.intermediateSize).narrow(1, c.hiddenSize, 16).abs().max().item<double>(), 0.0);
     // The same seed gives the same model.
     auto again = growLlama({.modelDir = kFixture, .out = dir / "wide2", .layers = c.numHiddenLayers + 1,
                             .hidden = 48, .intermediate = 80, .heads = 6, .seed = 3});
