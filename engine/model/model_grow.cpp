@@ -172,7 +172,9 @@ Result<GrownModel> growLlama(const GrowOptions& o) {
   RAG_ASSIGN_OR_RETURN(SafetensorsWeights weights, SafetensorsWeights::open(o.modelDir));
   RAG_RETURN_IF_ERROR(checkTensors(weights, expectedLlamaTensors(c)));
 
-  GrownModel g{.oldLayers = oldLayers, .layers = layers};
+  GrownModel g;
+  g.oldLayers = oldLayers;
+  g.layers = layers;
   const std::vector<std::string> names = weights.names();
   std::map<std::string, OwnedTensor> tensors;
   for (const std::string& name : names) {
