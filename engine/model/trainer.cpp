@@ -138,9 +138,9 @@ Batch collate(const std::vector<TrainingExample>& examples) {
 
 // Sum over targets of weight * cross-entropy, and the sum of weights: loss = first / second.
 // Only the targets that weigh get logits: with the prompt's loss weight 0 (role and QA training)
-// a few completion tokens of a few hundred do, and the vocabulary projection and its softmax over
-// every position were most of a step's time. A zero-weight target adds nothing to the loss or its
-// gradient, so the loss is the full computation's.
+// a few completion tokens of a few hundred do, and the vocabulary projection, its softmax and their
+// backward over every other position were thrown away. A zero-weight target adds nothing to the
+// loss or its gradient, so the loss is the full computation's.
 std::pair<torch::Tensor, torch::Tensor> weightedLoss(const LlamaModel& model, const Batch& batch) {
   torch::Tensor x = model.hiddenDense(batch.tokens, batch.positions, batch.allowed);
   const int64_t t = batch.tokens.size(1);
@@ -165,13 +165,13 @@ Result<std::vector<TrainingExample>> drawExamples(ExampleSource& source, uint64_
   return examples;
 }
 
-// What one more forward group costs, in padded tokens: the per-call overhead of a step's
-// operators, measured as about this many tokens of a 1.3M-parameter model's work on the CPU.
+// What one more forward group is taken to cost, in padded tokens: the per-call overhead of a
+// step's operators (a rough figure, not tuned; any value gives the same loss).
 constexpr int64_t kGroupCostTokens = 256;
 
 // The examples split into groups of similar length, each padded only to its own longest: a
 // batch's lengths vary (role prompts 40 to 384 tokens), and padding all of them to the longest
-// doubled a step's work. Examples are sorted by length (ties by index) and cut into contiguous
+// spent the forward and backward on padding. Examples are sorted by length (ties by index) and cut into contiguous
 // groups minimising padded tokens + kGroupCostTokens per group (a small exact DP). The loss is a
 // sum over targets, so the groups' sums add up to the whole batch's: the same loss and gradient.
 std::vector<std::vector<TrainingExample>> lengthGroups(std::vector<TrainingExample> examples) {
@@ -367,8 +367,8 @@ private:
   };
 
   // A step's examples, drawn one step ahead on a thread of the objective's own while the model
-  // computes: drawing (BM25 retrieval, prompt rendering, tokenizing) took about a third of a role
-  // step on one core, with the compute's threads idle in between. Examples are a pure function of
+  // computes: drawing (BM25 retrieval, prompt rendering, tokenizing) 320 role examples took about
+  // 5 s on one core, a quarter of their 20 steps, with the compute's threads idle meanwhile. Examples are a pure function of
   // their key, so what is drawn ahead is what would be drawn now; the source is never asked from
   // two threads at once (the held-out draws wait for the draw in flight, in case it is the same
   // source).
