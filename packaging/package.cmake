@@ -8,7 +8,7 @@
 include(GNUInstallDirs)
 
 set(_ragwb_share ${CMAKE_INSTALL_DATADIR}/ragraph)
-foreach(_model rag-llama rag-llama-roles rag-llama-dep rag-llama-block rag-llama-vanilla rag-embedder rag-embedder-lex)
+foreach(_model rag-llama rag-llama-roles rag-llama-roles-wide rag-llama-dep rag-llama-block rag-llama-vanilla rag-embedder rag-embedder-lex)
   install(FILES
     ${PROJECT_SOURCE_DIR}/datasets/models/${_model}/config.json
     ${PROJECT_SOURCE_DIR}/datasets/models/${_model}/model.safetensors

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What travels to a lent GPU machine is the working tree plus carried paths, at most 64 MiB, and
-# the tracked tree alone is ~51 MB (mostly models). `aside.sh out` moves the tracked files the GPU
-# check does not read (the other models, the embedder, the screenshots: ~40 MB) out of the tree,
+# the tracked tree alone is ~68 MB (mostly models). `aside.sh out` moves the tracked files the GPU
+# check does not read (the other models, the embedder, the screenshots: ~57 MB) out of the tree,
 # `aside.sh back` returns them; `git status` is clean again after `back`. The check needs only
 # datasets/models/rag-llama and .gpu-check/bundle.tar.xz (carry: [".gpu-check"]).
 #
@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 stash=${RAGWB_ASIDE_DIR:-/tmp/ragwb-aside}
-paths=(datasets/models/rag-llama-block datasets/models/rag-llama-dep datasets/models/rag-llama-roles
+paths=(datasets/models/rag-llama-block datasets/models/rag-llama-dep datasets/models/rag-llama-roles datasets/models/rag-llama-roles-wide
        datasets/models/rag-llama-vanilla datasets/models/rag-embedder datasets/models/rag-embedder-lex resources/screenshots)
 case "${1:-}" in
   out)
