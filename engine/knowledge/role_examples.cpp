@@ -110,9 +110,17 @@ struct RoleExampleSource::Impl {
   DiscreteSampler roles;
   std::vector<Role> roleOf;        // sampler index -> role
   std::map<Role, std::string> templates;
-  std::string irgQuery;        // the query IRG's later rounds retrieve with (its retrieve_again node's)
-  std::string multistepQuery;      // the query Multistep's first sub-question retrieves with (its retrieve node's)
-  std::string multistepNextQuery;  // ... and each later one, after a fact was learnt (its retrieve_next node's)
+  // What the retrievals behind the prompts search with and how many passages they keep: the
+  // built-ins' own retrieval nodes.
+  struct Search {
+    std::string query;
+    int32_t topk = 0;
+  };
+  Search oneShot;        // One-shot's retrieve node (the answer roles)
+  Search irg;            // IRG's later rounds (its retrieve_again node)
+  Search multistep;      // Multistep's first sub-question (its retrieve node)
+  Search multistepNext;  // ... and each later one, after a fact was learnt (its retrieve_next node)
+  Search compress;       // the abstractive RECOMP's retrieve node
 
   Result<RoleItem> item(int64_t qaId);
   Result<std::vector<model::PassageText>> retrieve(std::string_view query, int32_t k, const RoleItem& item,
@@ -177,7 +185,7 @@ Result<std::unique_ptr<RoleExampleSource>> RoleExampleSource::open(const std::fi
                                                                    const RoleExampleOptions& options) {
   RAG_ASSIGN_OR_RETURN(corpus::QaPromptReader reader, corpus::QaPromptReader::open(corpus));
   RAG_ASSIGN_OR_RETURN(retrieval::Bm25Index bm25, retrieval::Bm25Index::openOrBuild(corpus));
-  auto impl = std::unique_ptr<Impl>(new Impl{std::move(reader), std::move(bm25), options, {}, {}, {}, {}, {}, {}, {}, {}});
+  auto impl = std::unique_ptr<Impl>(new Impl{std::move(reader), std::move(bm25), options, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}});
   RAG_ASSIGN_OR_RETURN(impl->ids, impl->reader.splitIds(options.split));
   {
     RAG_ASSIGN_OR_RETURN(sql::Stmt st,
@@ -230,12 +238,15 @@ Result<std::unique_ptr<RoleExampleSource>> RoleExampleSource::open(const std::fi
     impl->templates[s.role] = n->promptTemplate;
   }
   // ... and the retrievals behind them search with the built-in's own queries.
-  RAG_ASSIGN_OR_RETURN(WorkflowNode irgRetrieval, builtinNode(workflowName(Workflow::Irg), "retrieve_again", NodeKind::Retrieval));
-  RAG_ASSIGN_OR_RETURN(WorkflowNode multistepRetrieval, builtinNode(workflowName(Workflow::Multistep), "retrieve", NodeKind::Retrieval));
-  RAG_ASSIGN_OR_RETURN(WorkflowNode multistepNext, builtinNode(workflowName(Workflow::Multistep), "retrieve_next", NodeKind::Retrieval));
-  impl->irgQuery = irgRetrieval.query;
-  impl->multistepQuery = multistepRetrieval.query;
-  impl->multistepNextQuery = multistepNext.query;
+  auto searchOf = [&](std::string_view file, std::string_view id) -> Result<Impl::Search> {
+    RAG_ASSIGN_OR_RETURN(WorkflowNode n, builtinNode(file, id, NodeKind::Retrieval));
+    return Impl::Search{n.query, static_cast<int32_t>(n.topk)};
+  };
+  RAG_ASSIGN_OR_RETURN(impl->oneShot, searchOf(workflowName(Workflow::OneShot), "retrieve"));
+  RAG_ASSIGN_OR_RETURN(impl->irg, searchOf(workflowName(Workflow::Irg), "retrieve_again"));
+  RAG_ASSIGN_OR_RETURN(impl->multistep, searchOf(workflowName(Workflow::Multistep), "retrieve"));
+  RAG_ASSIGN_OR_RETURN(impl->multistepNext, searchOf(workflowName(Workflow::Multistep), "retrieve_next"));
+  RAG_ASSIGN_OR_RETURN(impl->compress, searchOf(kRecompAbstractive, "retrieve"));
   return std::unique_ptr<RoleExampleSource>(new RoleExampleSource(std::move(impl), tokenizer));
 }
 
@@ -265,16 +276,16 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
   const std::string fact = hops ? (secondHop ? factSentence(it.relations[1], it.intermediate, answer, it.secondHop) : firstFact)
                                 : factSentence(it.qa.relation, it.topic, answer, it.qa.question);
   std::string retrievalQuery;  // what the prompt's passages were retrieved with, if any
-  auto search = [&](std::string query, int32_t k, bool withoutGold) {
-    retrievalQuery = std::move(query);
-    return m.retrieve(retrievalQuery, k, it, withoutGold);
+  auto search = [&](const Impl::Search& node, const Variables& q, bool withoutGold) {
+    retrievalQuery = queryText(node.query, q);
+    return m.retrieve(retrievalQuery, node.topk, it, withoutGold);
   };
   // The two passages Multistep retrieves at this hop: the first sub-question's with the question
   // (its retrieve node), the second's with the first hop's fact too (retrieve_next).
   auto hopPassages = [&]() {
     Variables q{{std::string(kQuestionVar), it.qa.question}, {"subquestion", subquestion}};
     if (secondHop) q["fact"] = firstFact;
-    return search(queryText(secondHop ? m.multistepNextQuery : m.multistepQuery, q), 2, false);
+    return search(secondHop ? m.multistepNext : m.multistep, q, false);
   };
 
   switch (role) {
@@ -286,7 +297,7 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
       break;
     }
     case Role::Answer: {
-      RAG_ASSIGN_OR_RETURN(docs, search(it.qa.question, 5, dropGold));
+      RAG_ASSIGN_OR_RETURN(docs, search(m.oneShot, vars, dropGold));
       completion = answer;
       break;
     }
@@ -295,7 +306,7 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
       const bool guessed = hops && m.options.irgGuessShare > 0 && rng.uniform01() < m.options.irgGuessShare;
       std::string previous = hops && !guessed ? it.intermediate : (rng.uniform01() < 0.5 ? answer : it.topic);
       const Variables round = {{std::string(kQuestionVar), it.qa.question}, {"answer", previous}};
-      RAG_ASSIGN_OR_RETURN(docs, search(queryText(m.irgQuery, round), 5, dropGold));
+      RAG_ASSIGN_OR_RETURN(docs, search(m.irg, round, dropGold));
       completion = answer;
       break;
     }
@@ -346,7 +357,7 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
       else if (hops) summary = firstFact + " " + summary;
       if (summary.back() != '.') summary += '.';
       if (role == Role::Compress) {
-        RAG_ASSIGN_OR_RETURN(docs, search(it.qa.question, 5, false));
+        RAG_ASSIGN_OR_RETURN(docs, search(m.compress, vars, false));
         completion = summary;
       } else {
         vars["summary"] = summary;

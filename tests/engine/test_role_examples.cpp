@@ -49,6 +49,16 @@ class TestRoleExamples : public QObject {
     const WorkflowNode* n = g ? g->findNode(node) : nullptr;
     return n ? n->promptTemplate : std::string();
   }
+  // How many passages a built-in retrieval node keeps (0 when there is no such node).
+  int64_t nodeTopk(std::string_view file, std::string_view node) {
+    auto g = builtinWorkflowFile(file);
+    const WorkflowNode* n = g ? g->findNode(node) : nullptr;
+    return n && n->kind == NodeKind::Retrieval ? n->topk : 0;
+  }
+  static int64_t passagesIn(const RoleExampleText& t) {
+    return std::count_if(t.pieces.begin(), t.pieces.end(),
+                         [](const model::PromptPiece& p) { return p.origin == model::SegmentOrigin::Passage; });
+  }
 
 private Q_SLOTS:
   void initTestCase() {
@@ -127,12 +137,10 @@ private Q_SLOTS:
       QVERIFY(passageOfGold);
     }
     // Retrieved answering: passages as pieces of their own (what Block-Attention and the prefix
-    // cache reuse), at most five.
-    for (const RoleExampleText& t : roles[Role::Answer]) {
-      int passages = 0;
-      for (const model::PromptPiece& p : t.pieces) passages += p.origin == model::SegmentOrigin::Passage;
-      QVERIFY(passages >= 1 && passages <= 5);
-    }
+    // cache reuse), at most as many as One-shot's retrieve node keeps.
+    const int64_t oneShotTopk = nodeTopk("oneshot", "retrieve");
+    QVERIFY(oneShotTopk >= 1);
+    for (const RoleExampleText& t : roles[Role::Answer]) QVERIFY(passagesIn(t) >= 1 && passagesIn(t) <= oneShotTopk);
     // HyDE writes the gold passage as prompts show it.
     for (const RoleExampleText& t : roles[Role::Hyde]) {
       auto item = reader.item(t.qaId);
@@ -159,7 +167,9 @@ private Q_SLOTS:
     auto s = open(o);
     QVERIFY(s);
     corpus::QaPromptReader reader = *corpus::QaPromptReader::open(corpus());
-    int firstHops = 0, secondHops = 0, dones = 0, firstHopQueries = 0, factQueries = 0;
+    int firstHops = 0, secondHops = 0, dones = 0, firstHopQueries = 0, factQueries = 0, fullHops = 0;
+    const int64_t hopTopk[] = {nodeTopk("multistep", "retrieve"), nodeTopk("multistep", "retrieve_next")};
+    QVERIFY(hopTopk[0] >= 1 && hopTopk[1] >= 1);
     for (int64_t i = 0; i < 200; ++i) {
       auto t = s->exampleText(3, 1, i);
       QVERIFY2(t.isOk(), t.status().message().c_str());
@@ -185,10 +195,14 @@ private Q_SLOTS:
         QVERIFY2(firstHopQuery || factQuery, t->query.c_str());
         firstHopQueries += firstHopQuery;
         factQueries += factQuery;
+        // ... keeping as many passages as that node does (fewer only when the prompt is long).
+        const int64_t topk = hopTopk[factQuery ? 1 : 0];
+        QVERIFY2(passagesIn(*t) >= 1 && passagesIn(*t) <= topk, t->query.c_str());
+        fullHops += passagesIn(*t) == topk;
       }
     }
     QVERIFY(firstHops > 0 && secondHops > 0 && dones > 0);
-    QVERIFY(firstHopQueries > 0 && factQueries > 0);
+    QVERIFY(firstHopQueries > 0 && factQueries > 0 && fullHops > 0);
   }
 
   // Two-hop IRG examples retrieve with the intermediate entity, or with irgGuessShare the answer
