@@ -102,6 +102,9 @@ struct RoleItem {
 }  // namespace
 
 struct RoleExampleSource::Impl {
+  Impl(corpus::QaPromptReader r, retrieval::Bm25Index b, const RoleExampleOptions& o)
+      : reader(std::move(r)), bm25(std::move(b)), options(o) {}
+
   corpus::QaPromptReader reader;
   retrieval::Bm25Index bm25;
   RoleExampleOptions options;
@@ -185,7 +188,7 @@ Result<std::unique_ptr<RoleExampleSource>> RoleExampleSource::open(const std::fi
                                                                    const RoleExampleOptions& options) {
   RAG_ASSIGN_OR_RETURN(corpus::QaPromptReader reader, corpus::QaPromptReader::open(corpus));
   RAG_ASSIGN_OR_RETURN(retrieval::Bm25Index bm25, retrieval::Bm25Index::openOrBuild(corpus));
-  auto impl = std::unique_ptr<Impl>(new Impl{std::move(reader), std::move(bm25), options, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}});
+  auto impl = std::make_unique<Impl>(std::move(reader), std::move(bm25), options);
   RAG_ASSIGN_OR_RETURN(impl->ids, impl->reader.splitIds(options.split));
   {
     RAG_ASSIGN_OR_RETURN(sql::Stmt st,
@@ -280,8 +283,8 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
     retrievalQuery = queryText(node.query, q);
     return m.retrieve(retrievalQuery, node.topk, it, withoutGold);
   };
-  // The two passages Multistep retrieves at this hop: the first sub-question's with the question
-  // (its retrieve node), the second's with the first hop's fact too (retrieve_next).
+  // The passages Multistep retrieves at this hop: the first sub-question's with the question (its
+  // retrieve node), the second's with the first hop's fact too (retrieve_next).
   auto hopPassages = [&]() {
     Variables q{{std::string(kQuestionVar), it.qa.question}, {"subquestion", subquestion}};
     if (secondHop) q["fact"] = firstFact;

@@ -44,16 +44,19 @@ class TestRoleExamples : public QObject {
     }
     return out;
   }
-  std::string nodeTemplate(std::string_view file, std::string_view node) {
+  // A built-in workflow's node (an empty node when there is no such node).
+  static WorkflowNode builtinNode(std::string_view file, std::string_view node) {
     auto g = builtinWorkflowFile(file);
     const WorkflowNode* n = g ? g->findNode(node) : nullptr;
-    return n ? n->promptTemplate : std::string();
+    return n ? *n : WorkflowNode{};
+  }
+  static std::string nodeTemplate(std::string_view file, std::string_view node) {
+    return builtinNode(file, node).promptTemplate;
   }
   // How many passages a built-in retrieval node keeps (0 when there is no such node).
-  int64_t nodeTopk(std::string_view file, std::string_view node) {
-    auto g = builtinWorkflowFile(file);
-    const WorkflowNode* n = g ? g->findNode(node) : nullptr;
-    return n && n->kind == NodeKind::Retrieval ? n->topk : 0;
+  static int64_t nodeTopk(std::string_view file, std::string_view node) {
+    const WorkflowNode n = builtinNode(file, node);
+    return n.kind == NodeKind::Retrieval ? n.topk : 0;
   }
   static int64_t passagesIn(const RoleExampleText& t) {
     return std::count_if(t.pieces.begin(), t.pieces.end(),
