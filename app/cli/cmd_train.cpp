@@ -266,7 +266,8 @@ Result<LmOptions> readLmOptions(Args& args) {
   o.graphSubgraphs = static_cast<int32_t>(graphSubgraphs);
   o.graphPaths = static_cast<int32_t>(graphPaths);
   for (const char* flag :
-       {"roles", "completion-budget", "no-gold-share", "two-hop-share", "shuffle-passages", "irg-guess-share"})
+       {"roles", "completion-budget", "no-gold-share", "two-hop-share", "shuffle-passages", "irg-guess-share",
+        "gold-questions"})
     if (o.data.data != TrainData::Roles && args.get(flag))
       return Status::invalidArgument("--" + std::string(flag) + " is for --data roles");
   if (auto roles = args.get("roles")) {
@@ -274,6 +275,11 @@ Result<LmOptions> readLmOptions(Args& args) {
   }
   RAG_ASSIGN_OR_RETURN(int64_t completionBudget, atLeast(args, "completion-budget", 0, 0));
   o.roles.completionBudget = static_cast<int32_t>(std::min<int64_t>(completionBudget, 1 << 20));
+  RAG_ASSIGN_OR_RETURN(int64_t goldQuestions, atLeast(args, "gold-questions", 1, 1));
+  if (goldQuestions > 8)
+    return Status::invalidArgument("--gold-questions " + std::to_string(goldQuestions) +
+                                   " is more than 8; a 384-token prompt holds about 5 passages and 3 questions");
+  o.roles.goldQuestions = static_cast<int32_t>(goldQuestions);
   // A share in [0, 1], or InvalidArgument saying what it is the share of.
   auto share = [&](const char* flag, double fallback, const char* of) -> Result<double> {
     RAG_ASSIGN_OR_RETURN(double v, args.getDouble(flag, fallback));
@@ -312,6 +318,7 @@ Result<LmOptions> readLmOptions(Args& args) {
                       {"two-hop-share", shortest(o.roles.twoHopShare)},
                       {"shuffle-passages", shortest(o.roles.shufflePassages)},
                       {"irg-guess-share", shortest(o.roles.irgGuessShare)},
+                      {"gold-questions", std::to_string(goldQuestions)},
                       {"tokenizer-vocab", std::to_string(o.tokenizer->vocabSize())}})
     o.setup.runOptions.emplace_back(k, v);
   return o;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <span>
 
 #include "core/json.h"
 #include "corpus/qa_builder.h"
@@ -270,6 +271,7 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
   std::vector<model::PassageText> docs;
   std::string docsVar = "docs";
   std::string completion;
+  std::vector<QaItem> followUpItems;  // answer_gold's further questions over the same passages
   const bool dropGold = rng.uniform01() < m.options.noGoldShare;
   // The multistep hop this example stands at: a two-hop question's first or second hop, or the
   // question itself as its only hop.
@@ -293,8 +295,19 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
 
   switch (role) {
     case Role::AnswerGold: {
+      // One context for every question asked over it: the first item with the gold passages of
+      // all of them (corpus::QaPromptReader puts them among random ones, in a random order).
+      QaItem all = it.qa;
+      for (int32_t q = 1; q < m.options.goldQuestions; ++q) {
+        RAG_ASSIGN_OR_RETURN(QaItem more, m.reader.item(m.ids[rng.below(m.ids.size())]));
+        if (more.answers.empty() || more.answers.front().empty()) continue;
+        for (const Passage& g : more.goldPassages)
+          if (std::none_of(all.goldPassages.begin(), all.goldPassages.end(), [&](const Passage& a) { return a.id == g.id; }))
+            all.goldPassages.push_back(g);
+        followUpItems.push_back(std::move(more));
+      }
       corpus::QaPromptOptions o;
-      RAG_ASSIGN_OR_RETURN(std::vector<Passage> ctx, m.reader.contextPassages(it.qa, o, rng.below(uint64_t{1} << 62)));
+      RAG_ASSIGN_OR_RETURN(std::vector<Passage> ctx, m.reader.contextPassages(all, o, rng.below(uint64_t{1} << 62)));
       for (const Passage& p : ctx) docs.push_back(model::passageText(p));
       completion = answer;
       break;
@@ -386,26 +399,39 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
   out.query = retrievalQuery;
   RAG_ASSIGN_OR_RETURN(out.pieces, model::promptPieces(m.templates.at(role), vars, passages));
   for (const model::PromptPiece& p : out.pieces) out.prompt += p.text;
+  for (const QaItem& q : followUpItems) {
+    RoleExampleText::FollowUp f{.qaId = q.id, .completion = q.answers.front()};
+    RAG_ASSIGN_OR_RETURN(f.pieces, model::promptPieces(m.templates.at(role), {{"question", q.question}, {docsVar, ""}}, {}));
+    out.followUps.push_back(std::move(f));
+  }
   return out;
 }
 
 Result<model::TrainingExample> RoleExampleSource::example(uint64_t seed, int64_t step, int64_t index, int64_t maxTokens) {
   for (size_t drop = 0; drop <= 5; ++drop) {
     RAG_ASSIGN_OR_RETURN(RoleExampleText t, exampleText(seed, step, index, drop));
-    model::TrainingExample ex;
-    ex.tokens = model::tokenizePieces(m_tokenizer, t.pieces).tokens;
-    std::vector<int32_t> completion = m_tokenizer.encode(" " + t.completion, {.parseSpecial = false});
-    if (auto eos = m_tokenizer.eosId()) completion.push_back(*eos);
-    const size_t promptLength = ex.tokens.size();
-    if (static_cast<int64_t>(promptLength + completion.size()) > maxTokens) continue;
-    ex.tokens.insert(ex.tokens.end(), completion.begin(), completion.end());
     const RoleExampleOptions& o = m_impl->options;
-    const size_t budget = static_cast<size_t>(std::max(o.completionBudget, 0));
-    const float weight = budget == 0 || completion.size() <= budget
-                             ? 1.0f
-                             : static_cast<float>(budget) / static_cast<float>(completion.size());
-    ex.lossWeights.assign(ex.tokens.size(), o.promptLossWeight);
-    for (size_t i = promptLength; i < ex.tokens.size(); ++i) ex.lossWeights[i] = weight;
+    model::TrainingExample ex;
+    // Appends a prompt (weighing promptLossWeight) and its completion with EOS (weighing 1, or
+    // the budget spread over it); false, appending nothing, when they would pass maxTokens.
+    auto append = [&](std::span<const model::PromptPiece> pieces, const std::string& text) {
+      const std::vector<int32_t> prompt = model::tokenizePieces(m_tokenizer, pieces).tokens;
+      std::vector<int32_t> completion = m_tokenizer.encode(" " + text, {.parseSpecial = false});
+      if (auto eos = m_tokenizer.eosId()) completion.push_back(*eos);
+      if (static_cast<int64_t>(ex.tokens.size() + prompt.size() + completion.size()) > maxTokens) return false;
+      const size_t budget = static_cast<size_t>(std::max(o.completionBudget, 0));
+      const float weight = budget == 0 || completion.size() <= budget
+                               ? 1.0f
+                               : static_cast<float>(budget) / static_cast<float>(completion.size());
+      ex.tokens.insert(ex.tokens.end(), prompt.begin(), prompt.end());
+      ex.lossWeights.insert(ex.lossWeights.end(), prompt.size(), o.promptLossWeight);
+      ex.tokens.insert(ex.tokens.end(), completion.begin(), completion.end());
+      ex.lossWeights.insert(ex.lossWeights.end(), completion.size(), weight);
+      return true;
+    };
+    if (!append(t.pieces, t.completion)) continue;
+    for (const RoleExampleText::FollowUp& f : t.followUps)
+      if (!append(f.pieces, f.completion)) break;  // the questions that fit, in order
     return ex;
   }
   return Status::invalidArgument("a role example does not fit " + std::to_string(maxTokens) +

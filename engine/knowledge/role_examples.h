@@ -6,6 +6,8 @@
 //
 //   role              node (workflow)               completion
 //   answer_gold       answer (oneshot)              the answer, from its gold passages among random ones
+//                                                   (with `goldQuestions` > 1, further questions over the
+//                                                   same passages, each after the previous answer)
 //   answer            answer (oneshot, irg round 1) the answer, from the question's top-5 BM25 passages;
 //                                                   `noGoldShare` of them with the gold ones left out
 //   irg               generate (irg, later rounds)  the answer, from the top-5 for the previous round's
@@ -92,6 +94,12 @@ struct RoleExampleOptions {
   // answers every workflow ends with are not outweighed by the long roles. 0: every completion
   // token weighs 1.
   int32_t completionBudget = 0;
+  // answer_gold: questions asked over one set of passages, as `train lm --data qa --questions N`
+  // does (rag-llama's training): the passages hold the gold ones of every question, and each
+  // further question follows the previous answer's EOS as "Question: ...\nAnswer:" and its answer.
+  // With several questions over one context a passage's place cannot tell which question it
+  // answers; its names must. 1 (the shipped role models' setting) asks one.
+  int32_t goldQuestions = 1;
 };
 
 // One example as text, before tokenization (what --show-examples prints, what tests read).
@@ -102,6 +110,14 @@ struct RoleExampleText {
   std::string completion;  // without the leading space and EOS
   std::vector<model::PromptPiece> pieces;  // the prompt as serving tokenizes it
   std::string query;       // the query its passages were retrieved with; empty when none were
+  // answer_gold with goldQuestions > 1: the further questions, in order, each trained after the
+  // previous completion's EOS (example() leaves off those that do not fit).
+  struct FollowUp {
+    int64_t qaId = 0;
+    std::vector<model::PromptPiece> pieces;  // the node's template without passages
+    std::string completion;
+  };
+  std::vector<FollowUp> followUps;
 };
 
 class RoleExampleSource final : public model::ExampleSource {

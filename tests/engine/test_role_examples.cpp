@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -30,6 +31,16 @@ class TestRoleExamples : public QObject {
     auto s = RoleExampleSource::open(corpus(), *m_tok, o);
     if (!s) qWarning("%s", s.status().message().c_str());
     return s ? std::move(*s) : nullptr;
+  }
+  // Two sources over one mix, one with the default options and one with `change` applied, so
+  // that their draws can be compared key by key.
+  std::pair<std::unique_ptr<RoleExampleSource>, std::unique_ptr<RoleExampleSource>> openPair(
+      std::vector<RoleWeight> mix, const std::function<void(RoleExampleOptions&)>& change) {
+    RoleExampleOptions base;
+    base.mix = std::move(mix);
+    RoleExampleOptions changed = base;
+    change(changed);
+    return {open(base), open(changed)};
   }
   // The first draws of step 0 until every role has shown up (or 2,000 draws).
   std::map<Role, std::vector<RoleExampleText>> byRole(RoleExampleSource& s) {
@@ -212,10 +223,7 @@ private Q_SLOTS:
   // or the topic (what a served first round mostly writes); other questions' examples are the
   // same draws either way.
   void irgRoundsMayRetrieveWithAGuess() {
-    RoleExampleOptions never, always;
-    never.mix = always.mix = {{Role::Irg, 1}};
-    always.irgGuessShare = 1;
-    auto a = open(never), b = open(always);
+    auto [a, b] = openPair({{Role::Irg, 1}}, [](RoleExampleOptions& o) { o.irgGuessShare = 1; });
     QVERIFY(a && b);
     corpus::QaPromptReader reader = *corpus::QaPromptReader::open(corpus());
     int twoHop = 0, answered = 0, topical = 0;
@@ -240,6 +248,62 @@ private Q_SLOTS:
     QVERIFY(twoHop > 0 && answered > 0 && topical > 0);
   }
 
+  // With goldQuestions N a gold-passage prompt asks N questions over one set of passages, which
+  // holds every one's gold passages; each further question is the node's template without
+  // passages and trains its answer after the previous EOS. One question is the shipped draw.
+  void goldPromptsMayAskSeveralQuestions() {
+    auto [a, b] = openPair({{Role::AnswerGold, 1}}, [](RoleExampleOptions& o) { o.goldQuestions = 3; });
+    QVERIFY(a && b);
+    corpus::QaPromptReader reader = *corpus::QaPromptReader::open(corpus());
+    const std::string tmpl = nodeTemplate("oneshot", "answer");
+    QVERIFY(tmpl.starts_with("{docs}"));
+    const int32_t eos = *m_tok->eosId();
+    int asked = 0, whole = 0;
+    for (int64_t i = 0; i < 40; ++i) {
+      auto x = a->exampleText(8, 0, i), y = b->exampleText(8, 0, i);
+      QVERIFY2(x.isOk() && y.isOk(), "a gold-passage example");
+      QVERIFY(x->followUps.empty());
+      QCOMPARE(y->qaId, x->qaId);
+      QCOMPARE(y->completion, x->completion);
+      QVERIFY(y->followUps.size() <= 2);
+      std::set<int64_t> shown;
+      for (const model::PromptPiece& p : y->pieces)
+        if (p.origin == model::SegmentOrigin::Passage) shown.insert(p.passageId);
+      for (const RoleExampleText::FollowUp& f : y->followUps) {
+        auto item = reader.item(f.qaId);
+        QVERIFY(item.isOk());
+        QCOMPARE(item->split, std::string("train"));
+        QCOMPARE(f.completion, item->answers.front());
+        std::string prompt;
+        for (const model::PromptPiece& p : f.pieces) {
+          QVERIFY(p.origin != model::SegmentOrigin::Passage);
+          prompt += p.text;
+        }
+        QCOMPARE(prompt, "Question: " + item->question + "\nAnswer:");
+        for (const Passage& g : item->goldPassages) QVERIFY2(shown.count(g.id), "a follow-up's gold passage is shown");
+        ++asked;
+      }
+      // Tokens: one EOS per question answered, each a full-weight completion token.
+      auto ex = b->example(8, 0, i, 384);
+      QVERIFY2(ex.isOk(), ex.status().message().c_str());
+      int64_t eosCount = 0;
+      for (size_t t = 0; t < ex->tokens.size(); ++t)
+        if (ex->tokens[t] == eos) {
+          QCOMPARE(ex->lossWeights[t], 1.0f);
+          ++eosCount;
+        }
+      QVERIFY(eosCount >= 1 && eosCount <= 1 + static_cast<int64_t>(y->followUps.size()));
+      whole += eosCount == 1 + static_cast<int64_t>(y->followUps.size());
+      // A short sequence keeps the first question and leaves off the follow-ups that do not fit.
+      auto shorter = b->example(8, 0, i, static_cast<int64_t>(ex->tokens.size()) - 1);
+      if (y->followUps.empty()) continue;
+      QVERIFY2(shorter.isOk(), shorter.status().message().c_str());
+      QVERIFY(shorter->tokens.size() < ex->tokens.size());
+      QVERIFY(std::equal(shorter->tokens.begin(), shorter->tokens.end(), ex->tokens.begin()));
+    }
+    QVERIFY(asked > 40 && whole > 30);
+  }
+
   // Shuffled prompts hold the same retrieved passages in another order; the completion is the
   // same; gold-passage prompts (already at a random place) and shuffle 0 keep the order.
   void retrievedPassagesAreShuffled() {
@@ -249,11 +313,7 @@ private Q_SLOTS:
         if (p.origin == model::SegmentOrigin::Passage) ids.push_back(p.passageId);
       return ids;
     };
-    RoleExampleOptions keep, shuffle;
-    keep.mix = shuffle.mix = {{Role::Answer, 1}, {Role::AnswerGold, 1}};
-    keep.shufflePassages = 0;
-    shuffle.shufflePassages = 1;
-    auto a = open(keep), b = open(shuffle);
+    auto [a, b] = openPair({{Role::Answer, 1}, {Role::AnswerGold, 1}}, [](RoleExampleOptions& o) { o.shufflePassages = 1; });
     QVERIFY(a && b);
     int reordered = 0;
     for (int64_t i = 0; i < 60; ++i) {
