@@ -12,6 +12,7 @@
 // weights and KV one batch-1 decode step must read, over this machine's measured read bandwidth.
 // With --llama-bench BIN, llama.cpp runs the same weights (exported to GGUF) in the same run,
 // interleaved with this engine's own batch-1 decode and prefill, and the ratios are reported.
+#include <algorithm>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -330,7 +331,8 @@ int cmdEvalQa(Args& args) {
   auto runner = model::ModelRunner::create(setup->loaded.model, rp, setup->loaded.tokenizer);
   if (!runner) return fail(runner.status());
 
-  struct Pending { QaItem item; std::string output; };
+  // `place`: where the prompt shows the item's first gold passage (1 = first), 0 when it shows none.
+  struct Pending { QaItem item; std::string output; size_t place = 0; };
   std::map<model::SeqId, Pending> pending;
   ProgressPrinter progress(false);
   std::vector<std::vector<int64_t>> retrieved;  // --context retrieved: per item, best first
@@ -352,15 +354,17 @@ int cmdEvalQa(Args& args) {
     auto ctx = setup->retriever ? readPassages(*reader, retrieved[i])
                                 : reader->contextPassages(*item, setup->prompt);
     if (!ctx) return fail(ctx.status());
-    const model::QaTokens t = model::tokenizeQaPrompt(*setup->loaded.tokenizer,
-                                                        corpus::buildQaPrompt(*item, *ctx, setup->prompt));
+    const corpus::QaPrompt prompt = corpus::buildQaPrompt(*item, *ctx, setup->prompt);
+    const model::QaTokens t = model::tokenizeQaPrompt(*setup->loaded.tokenizer, prompt);
     auto id = (*runner)->add(requestFor(*setup, t));
     if (!id) return fail(Status(id.status().code(), "QA item " + std::to_string(ids[i]) + ": " + id.status().message()));
-    pending.emplace(*id, Pending{std::move(*item), {}});
+    const size_t place = prompt.goldSlots.empty() ? 0 : *std::min_element(prompt.goldSlots.begin(), prompt.goldSlots.end()) + 1;
+    pending.emplace(*id, Pending{std::move(*item), {}, place});
     progress("preparing prompts", i + 1, ids.size());
   }
   struct Tally { int64_t items = 0, correct = 0; };
   std::map<std::string, Tally> byType;
+  std::map<size_t, Tally> byPlace;  // by the first gold passage's place in the prompt (a reader's position bias)
   Tally overall;
   int64_t generated = 0, shown = 0;
   Stopwatch wall;
@@ -375,6 +379,7 @@ int cmdEvalQa(Args& args) {
       Tally& t = byType[p.item.type];
       ++t.items, ++overall.items;
       t.correct += ok, overall.correct += ok;
+      if (p.place > 0) ++byPlace[p.place].items, byPlace[p.place].correct += ok;
       if (shown < *examples) {
         ++shown;
         std::fprintf(stderr, "\n[%s] %s\n  output: %s\n  gold:   %s\n", ok ? "correct" : "wrong",
@@ -406,6 +411,16 @@ int cmdEvalQa(Args& args) {
       w.endObject();
     }
     w.endObject();
+    if (!byPlace.empty()) {
+      w.key("by_gold_place").beginObject();
+      for (const auto& [place, t] : byPlace) {
+        w.key(std::to_string(place)).beginObject();
+        w.key("items").value(t.items);
+        w.key("accuracy").value(acc(t));
+        w.endObject();
+      }
+      w.endObject();
+    }
     w.key("seconds").value(secs);
     w.key("decode_tokens_per_s").value(static_cast<double>(generated) / secs);
     w.endObject();
@@ -417,6 +432,9 @@ int cmdEvalQa(Args& args) {
     for (const auto& [type, t] : byType)
       std::printf("  %-12s %.4f (%lld/%lld)\n", type.c_str(), acc(t), static_cast<long long>(t.correct),
                   static_cast<long long>(t.items));
+    for (const auto& [place, t] : byPlace)
+      std::printf("  gold passage %zu%s: %.4f (%lld/%lld)\n", place, place == 1 ? "st" : place == 2 ? "nd" : place == 3 ? "rd" : "th",
+                  acc(t), static_cast<long long>(t.correct), static_cast<long long>(t.items));
   }
   return 0;
 }

@@ -52,11 +52,20 @@ private Q_SLOTS:
     int64_t perType = 0;
     for (const auto& [type, v] : doc->find("by_type")->asObject()) perType += *v.find("items")->asInt64();
     QCOMPARE(perType, int64_t{12});
-    // Block-Attention masks and closed-book prompts go through the same path.
+    // ... and by where the prompt put the gold passage: places 1..5, every question counted once.
+    int64_t perPlace = 0;
+    for (const auto& [place, v] : doc->find("by_gold_place")->asObject()) {
+      QVERIFY2(place >= "1" && place <= "5" && place.size() == 1, place.c_str());
+      perPlace += *v.find("items")->asInt64();
+    }
+    QCOMPARE(perPlace, int64_t{12});
+    // Block-Attention masks and closed-book prompts go through the same path; a closed-book
+    // prompt has no gold passage to place.
     r = runRagraph({"eval", "qa", "--corpus", corpus(), "--model", model(), "--limit", "4", "--max-tokens", "2",
                     "--context", "none", "--mask", "block", "--json"});
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY(r.out.contains("\"mask\": \"block\""));
+    QVERIFY(!r.out.contains("by_gold_place"));
   }
 
   void runAnswersOneQuestion() {

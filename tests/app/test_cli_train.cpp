@@ -151,6 +151,12 @@ private Q_SLOTS:
         << lm(bad, {"--irg-guess-share", "0.5"}) << "--irg-guess-share is for --data roles" << 2;
     QTest::newRow("share above 1") << lm(bad, {"--data", "roles", "--irg-guess-share", "1.5"})
                                    << "--irg-guess-share must be between 0 and 1 (the share of two-hop IRG" << 2;
+    QTest::newRow("gold questions without roles")
+        << lm(bad, {"--gold-questions", "3"}) << "--gold-questions is for --data roles" << 2;
+    QTest::newRow("no gold questions") << lm(bad, {"--data", "roles", "--gold-questions", "0"})
+                                       << "--gold-questions must be at least 1" << 2;
+    QTest::newRow("too many gold questions") << lm(bad, {"--data", "roles", "--gold-questions", "9"})
+                                             << "--gold-questions 9 is more than 8" << 2;
     QTest::newRow("negative share") << lm(bad, {"--data", "roles", "--no-gold-share", "-0.1"})
                                     << "--no-gold-share must be between 0 and 1 (the share of answer prompts" << 2;
     QTest::newRow("tokenizer vocab")
