@@ -12,7 +12,6 @@
 // weights and KV one batch-1 decode step must read, over this machine's measured read bandwidth.
 // With --llama-bench BIN, llama.cpp runs the same weights (exported to GGUF) in the same run,
 // interleaved with this engine's own batch-1 decode and prefill, and the ratios are reported.
-#include <algorithm>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -358,7 +357,7 @@ int cmdEvalQa(Args& args) {
     const model::QaTokens t = model::tokenizeQaPrompt(*setup->loaded.tokenizer, prompt);
     auto id = (*runner)->add(requestFor(*setup, t));
     if (!id) return fail(Status(id.status().code(), "QA item " + std::to_string(ids[i]) + ": " + id.status().message()));
-    const size_t place = prompt.goldSlots.empty() ? 0 : *std::min_element(prompt.goldSlots.begin(), prompt.goldSlots.end()) + 1;
+    const size_t place = prompt.goldSlots.empty() ? 0 : prompt.goldSlots.front() + 1;  // slots in prompt order
     pending.emplace(*id, Pending{std::move(*item), {}, place});
     progress("preparing prompts", i + 1, ids.size());
   }
@@ -433,8 +432,8 @@ int cmdEvalQa(Args& args) {
       std::printf("  %-12s %.4f (%lld/%lld)\n", type.c_str(), acc(t), static_cast<long long>(t.correct),
                   static_cast<long long>(t.items));
     for (const auto& [place, t] : byPlace)
-      std::printf("  gold passage %zu%s: %.4f (%lld/%lld)\n", place, place == 1 ? "st" : place == 2 ? "nd" : place == 3 ? "rd" : "th",
-                  acc(t), static_cast<long long>(t.correct), static_cast<long long>(t.items));
+      std::printf("  gold at place %zu  %.4f (%lld/%lld)\n", place, acc(t), static_cast<long long>(t.correct),
+                  static_cast<long long>(t.items));
   }
   return 0;
 }

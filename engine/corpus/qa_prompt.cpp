@@ -188,6 +188,13 @@ QaPrompt buildQaPrompt(const rag::QaItem& item, std::span<const rag::Passage> co
   return p;
 }
 
+void addGoldPassages(rag::QaItem& context, const rag::QaItem& other) {
+  for (const rag::Passage& g : other.goldPassages)
+    if (std::none_of(context.goldPassages.begin(), context.goldPassages.end(),
+                     [&](const rag::Passage& a) { return a.id == g.id; }))
+      context.goldPassages.push_back(g);
+}
+
 bool answerMatches(std::string_view output, std::span<const std::string> answers) {
   const std::string haystack = normalizeForMatch(output);
   for (const std::string& a : answers) {

@@ -71,7 +71,7 @@ struct QaPrompt {
   std::string text;                   // every segment, concatenated
   std::vector<size_t> segmentStarts;  // byte offset of each segment; [0] = 0; the last is the question
   std::vector<int64_t> passageIds;    // the context passages in prompt order
-  std::vector<size_t> goldSlots;      // indexes into passageIds of the gold passages
+  std::vector<size_t> goldSlots;      // indexes into passageIds of the gold passages, ascending
   std::string answer;                 // the first gold answer
   std::string completion;             // what follows `text` in training: " " + answer
 
@@ -84,6 +84,11 @@ struct QaPrompt {
 // item's gold passages.
 QaPrompt buildQaPrompt(const rag::QaItem& item, std::span<const rag::Passage> contextPassages,
                        const QaPromptOptions& options);
+
+// Adds the gold passages of `other` that `context` does not hold yet, in order: the context of a
+// prompt that asks several questions over one set of passages (`train lm --questions`,
+// `--gold-questions`) is the first item with every question's gold passages.
+void addGoldPassages(rag::QaItem& context, const rag::QaItem& other);
 
 // True when one of `answers` occurs in `output`, ignoring ASCII case and with every run of
 // white space read as one space (the Block-Attention paper's accuracy). Empty answers never

@@ -301,9 +301,7 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
       for (int32_t q = 1; q < m.options.goldQuestions; ++q) {
         RAG_ASSIGN_OR_RETURN(QaItem more, m.reader.item(m.ids[rng.below(m.ids.size())]));
         if (more.answers.empty() || more.answers.front().empty()) continue;
-        for (const Passage& g : more.goldPassages)
-          if (std::none_of(all.goldPassages.begin(), all.goldPassages.end(), [&](const Passage& a) { return a.id == g.id; }))
-            all.goldPassages.push_back(g);
+        corpus::addGoldPassages(all, more);
         followUpItems.push_back(std::move(more));
       }
       corpus::QaPromptOptions o;
@@ -400,7 +398,7 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
   RAG_ASSIGN_OR_RETURN(out.pieces, model::promptPieces(m.templates.at(role), vars, passages));
   for (const model::PromptPiece& p : out.pieces) out.prompt += p.text;
   for (const QaItem& q : followUpItems) {
-    RoleExampleText::FollowUp f{.qaId = q.id, .completion = q.answers.front()};
+    RoleExampleText::FollowUp f{.qaId = q.id, .pieces = {}, .completion = q.answers.front()};
     RAG_ASSIGN_OR_RETURN(f.pieces, model::promptPieces(m.templates.at(role), {{"question", q.question}, {docsVar, ""}}, {}));
     out.followUps.push_back(std::move(f));
   }

@@ -130,11 +130,7 @@ Result<TrainingExample> CorpusExampleSource::qaExample(uint64_t key, int64_t max
   };
   rag::QaItem all = items.front();
   all.goldPassages.clear();
-  for (const rag::QaItem& item : items)
-    for (const rag::Passage& g : item.goldPassages)
-      if (std::none_of(all.goldPassages.begin(), all.goldPassages.end(),
-                       [&](const rag::Passage& a) { return a.id == g.id; }))
-        all.goldPassages.push_back(g);
+  for (const rag::QaItem& item : items) corpus::addGoldPassages(all, item);
   RAG_ASSIGN_OR_RETURN(std::vector<rag::Passage> context,
                        m_reader.contextPassages(all, promptOptions, salt));
 
