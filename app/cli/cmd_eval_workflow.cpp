@@ -27,7 +27,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // One --answers line: the question, its gold answers, what the workflow answered (or why it
-// failed), whether that counts as correct, and every variable the workflow set.
+// failed), whether that counts as correct, every variable the workflow set (their last values)
+// and every node run in order with what it wrote ("steps": a loop's earlier rounds too).
 std::string answerLine(const workload::TraceRequest& q, const Result<RequestResult>& r, bool correct) {
   std::ostringstream out;
   JsonWriter w(out, false);
@@ -41,6 +42,9 @@ std::string answerLine(const workload::TraceRequest& q, const Result<RequestResu
     w.key("variables").beginObject();
     for (const auto& [name, value] : r->variables) w.key(name).value(value);
     w.endObject();
+    w.key("steps").beginArray();
+    for (const StageTiming& s : r->stages) w.beginObject().key("node").value(s.node).key("output").value(s.output).endObject();
+    w.endArray();
   } else {
     w.key("error").value(r.status().message()).key("correct").value(false);
   }

@@ -546,7 +546,7 @@ int cmdWorkflowRun(Args& args) {
       w.key("attention").value(s.attention);
       w.key("prompt_tokens").value(s.promptTokens).key("cached_prompt_tokens").value(s.cachedPromptTokens);
     }
-    w.key("speculative").value(s.speculative).endObject();
+    w.key("speculative").value(s.speculative).key("output").value(s.output).endObject();
   }
   w.endArray();
   w.key("passages").beginArray();

@@ -414,7 +414,8 @@ void Scheduler::finishNode(Req& r, NodeOutput output, bool speculative) {
   t.attention = output.attention;
   t.segments = output.segments;
   t.knowledge = output.knowledge;
-  r.result.stages.push_back(t);
+  t.output = output.text;
+  r.result.stages.push_back(std::move(t));
   traceNode(r,
             node->kind == NodeKind::Generation    ? TraceStage::Decode
             : node->kind == NodeKind::Compression ? TraceStage::Compress

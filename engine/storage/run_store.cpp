@@ -100,7 +100,10 @@ std::string stagesJson(const std::vector<StageTiming>& stages) {
   for (const StageTiming& s : stages) {
     w.beginObject().key("node").value(s.node).key("kind").value(nodeKindName(s.kind));
     w.key("begin").value(s.beginSeconds).key("end").value(s.endSeconds).key("work").value(s.work);
-    w.key("speculative").value(s.speculative).endObject();
+    w.key("speculative").value(s.speculative);
+    // What a generation or compression wrote (a retrieval's passages are the corpus's, not kept).
+    if (s.kind != NodeKind::Retrieval && !s.output.empty()) w.key("output").value(s.output);
+    w.endObject();
   }
   w.endArray();
   return out.str();
@@ -122,6 +125,7 @@ std::vector<StageTiming> stagesFromJson(std::string_view text) {
     s.work = static_cast<int64_t>(num("work"));
     const JsonValue* spec = v.find("speculative");
     s.speculative = spec && spec->isBool() && spec->asBool();
+    s.output = str("output");  // absent in runs stored before outputs were
     out.push_back(std::move(s));
   }
   return out;

@@ -350,6 +350,14 @@ private Q_SLOTS:
     QVERIFY2(one.isOk(), qPrintable(r.out));
     QCOMPARE(one->find("stages")->size(), size_t{6});  // retrieve, generate, (retrieve_again, generate) x 2
     QVERIFY(one->find("variables")->find("docs") != nullptr);
+    {
+      // Every run's output is kept, each round's too: the variables hold only the last ones.
+      const auto& stages = one->find("stages")->asArray();
+      QCOMPARE(stages[5].find("node")->asString(), std::string("generate"));
+      QCOMPARE(stages[5].find("output")->asString(), one->find("answer")->asString());
+      QCOMPARE(stages[4].find("output")->asString(), one->find("variables")->find("docs")->asString());
+      QVERIFY(!stages[0].find("output")->asString().empty());  // the first round's passages
+    }
     QCOMPARE(one->find("passages")->size(), size_t{5});
     r = runRagraph(QStringList{"bench", "serve", "--workflows", "oneshot,multistep", "--modes", "sequential,flashrag,hedra,hedra-nogpucache",
                                "--rps", "40", "--requests", "4", "--json", path("serve.json"), "--trace", path("serve.trace.json"),
@@ -515,6 +523,12 @@ private Q_SLOTS:
       QVERIFY(!a->find("question")->asString().empty() && a->find("gold")->size() > 0);
       QCOMPARE(a->find("variables")->find("answer")->asString(), a->find("answer")->asString());
       QVERIFY(a->find("variables")->find("docs") != nullptr);  // what the retrieval found
+      // ... and every node run in order with what it wrote.
+      const auto& steps = a->find("steps")->asArray();
+      QCOMPARE(steps.size(), size_t{2});
+      QCOMPARE(steps[0].find("node")->asString(), std::string("retrieve"));
+      QCOMPARE(steps[0].find("output")->asString(), a->find("variables")->find("docs")->asString());
+      QCOMPARE(steps[1].find("output")->asString(), a->find("answer")->asString());
       correct += a->find("correct")->asBool();
     }
     QVERIFY(std::abs(correct / 12.0 - acc) < 1e-9);

@@ -30,8 +30,8 @@ class TestRunStore : public QObject {
     r.speculations = 2;
     r.specAccepted = 1;
     r.rollbacks = 1;
-    r.stages = {{"retrieve", NodeKind::Retrieval, 0.0, 0.01, 128, false},
-                {"answer", NodeKind::Generation, 0.01, 0.05, 7, true}};
+    r.stages = {{"retrieve", NodeKind::Retrieval, 0.0, 0.01, 128, false, "dog: a canine. kind of: canine."},
+                {"answer", NodeKind::Generation, 0.01, 0.05, 7, true, "canine"}};
     return r;
   }
 
@@ -99,6 +99,9 @@ private Q_SLOTS:
     QCOMPARE((*reqs)[0].stages[1].node, std::string("answer"));
     QVERIFY((*reqs)[0].stages[1].speculative);
     QCOMPARE((*reqs)[0].stages[0].work, int64_t{128});
+    // A generation's output is kept; a retrieval's passages are the corpus's and are not.
+    QCOMPARE((*reqs)[0].stages[1].output, std::string("canine"));
+    QVERIFY((*reqs)[0].stages[0].output.empty());
     QVERIFY(!(*reqs)[1].ok);
     QCOMPARE((*reqs)[1].error, std::string("request was cancelled"));
     auto t = again->trace(*run);

@@ -49,6 +49,8 @@ rag::RequestRecord record(uint32_t id, std::string question, std::string answer,
   r.rollbacks = 1;
   r.stages = {stage("retrieve", rag::NodeKind::Retrieval, 0.001, 0.013),
               stage("answer", rag::NodeKind::Generation, 0.013, 0.043, true)};
+  r.stages[0].output = "dog: a domestic canine.\n";  // passages: not shown
+  r.stages[1].output = r.answer;
   return r;
 }
 
@@ -150,6 +152,9 @@ private Q_SLOTS:
     QCOMPARE(text(0, RequestTableModel::LatencyColumn), QString("43 ms"));
     QCOMPARE(text(0, RequestTableModel::SpeculationColumn), QString("2 / 1"));
     QCOMPARE(text(0, RequestTableModel::StagesColumn), QString("retrieve 12 ms → answer 30 ms (spec)"));
+    // Its tooltip: a line per stage with what a generation wrote.
+    QCOMPARE(model.index(0, RequestTableModel::StagesColumn).data(Qt::ToolTipRole).toString(),
+             QString("retrieve 12 ms\nanswer 30 ms (spec): a canine"));
     QVERIFY(text(2, RequestTableModel::AnswerColumn).contains("cancelled"));
     QCOMPARE(model.index(1, RequestTableModel::LatencyColumn).data(Qt::UserRole).toDouble(), 1.5);
     model.setRecords({record(1, "q", "a", {}, 0.004)});

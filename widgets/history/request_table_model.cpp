@@ -10,14 +10,35 @@ QString formatMilliseconds(double seconds) {
   return QStringLiteral("%1 ms").arg(ms, 0, 'f', ms < 10 ? 1 : 0);
 }
 
+namespace {
+
+QString stageLabel(const rag::StageTiming& s) {
+  QString label = QString::fromStdString(s.node) + ' ' + formatMilliseconds(s.endSeconds - s.beginSeconds);
+  if (s.speculative) label += QStringLiteral(" (spec)");
+  return label;
+}
+
+}  // namespace
+
 QString formatStages(const std::vector<rag::StageTiming>& stages) {
   QStringList parts;
-  for (const rag::StageTiming& s : stages) {
-    QString part = QString::fromStdString(s.node) + ' ' + formatMilliseconds(s.endSeconds - s.beginSeconds);
-    if (s.speculative) part += QStringLiteral(" (spec)");
-    parts << part;
-  }
+  for (const rag::StageTiming& s : stages) parts << stageLabel(s);
   return parts.join(QStringLiteral(" → "));
+}
+
+QString formatStageOutputs(const std::vector<rag::StageTiming>& stages) {
+  constexpr int kShown = 160;  // characters of an output a tooltip line shows
+  QStringList lines;
+  for (const rag::StageTiming& s : stages) {
+    QString line = stageLabel(s);
+    if (s.kind != rag::NodeKind::Retrieval && !s.output.empty()) {
+      QString text = QString::fromStdString(s.output).simplified();
+      if (text.size() > kShown) text = text.left(kShown - 1) + QChar(0x2026);
+      line += QStringLiteral(": ") + text;
+    }
+    lines << line;
+  }
+  return lines.join('\n');
 }
 
 RequestTableModel::RequestTableModel(QObject* parent) : QAbstractTableModel(parent) {}
@@ -91,7 +112,7 @@ QVariant RequestTableModel::data(const QModelIndex& index, int role) const {
               .arg(r.speculations)
               .arg(r.specAccepted)
               .arg(r.rollbacks);
-        case StagesColumn: return formatStages(r.stages);
+        case StagesColumn: return formatStageOutputs(r.stages);
         default: return {};
       }
     case Qt::ForegroundRole:

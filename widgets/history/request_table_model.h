@@ -16,6 +16,10 @@ QString formatMilliseconds(double seconds);
 
 // "retrieve 12 ms → answer 30 ms" (speculative stages that were kept are marked "(spec)").
 QString formatStages(const std::vector<rag::StageTiming>& stages);
+// One line per stage, each with what the stage wrote when it wrote text (a generation's answer or
+// sub-question, a compression's summary; a retrieval's passages are left out): the Stages
+// column's tooltip, where a loop's earlier rounds can be read.
+QString formatStageOutputs(const std::vector<rag::StageTiming>& stages);
 
 class RequestTableModel : public QAbstractTableModel {
   Q_OBJECT

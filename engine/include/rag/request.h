@@ -37,6 +37,10 @@ struct StageTiming {
   double endSeconds = 0;
   int64_t work = 0;          // tokens generated, or clusters searched
   bool speculative = false;  // the result came from speculative work that was kept
+  // What the node wrote into its output variable: a generation's text, a retrieval's passages as
+  // prompts show them, a compression's summary. A node that runs again (a loop) has one stage per
+  // run, so every round's output is kept where the variable keeps only the last.
+  std::string output;
   // Generation: the first token's time (since submit; -1 before one), the prompt's tokens and
   // how many of them the prefix cache supplied. TTFT of the node = firstTokenSeconds - beginSeconds.
   double firstTokenSeconds = -1;
