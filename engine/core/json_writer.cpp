@@ -6,9 +6,53 @@
 
 namespace rag {
 
+namespace {
+
+// The length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlong forms, no
+// surrogates, nothing above U+10FFFF), or 0 when there is none.
+size_t utf8SequenceLength(std::string_view s, size_t i) {
+  const auto b0 = static_cast<unsigned char>(s[i]);
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+  if (b0 >= 0xC2 && b0 <= 0xDF) n = 2;
+  else if (b0 >= 0xE0 && b0 <= 0xEF) {
+    n = 3;
+    if (b0 == 0xE0) lo = 0xA0;
+    if (b0 == 0xED) hi = 0x9F;
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    n = 4;
+    if (b0 == 0xF0) lo = 0x90;
+    if (b0 == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    const auto b = static_cast<unsigned char>(s[i + k]);
+    if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+// Text a model generated can end inside a UTF-8 character (a byte-level BPE piece) or hold stray
+// bytes; each byte that starts no well-formed sequence is written as U+FFFD, so every document
+// written here is valid JSON that core/json.h (and any other parser) reads back.
 void JsonWriter::writeEscaped(std::ostream& out, std::string_view s) {
   out << '"';
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      const size_t n = utf8SequenceLength(s, i);
+      if (n == 0) {
+        out << "\xEF\xBF\xBD";
+      } else {
+        out.write(s.data() + i, static_cast<std::streamsize>(n));
+        i += n - 1;
+      }
+      continue;
+    }
     switch (c) {
       case '"': out << "\\\""; break;
       case '\\': out << "\\\\"; break;

@@ -223,6 +223,26 @@ private Q_SLOTS:
     JsonWriter(os).beginArray().value(0.7).value(2.0).value(-0.0).value(std::nan("")).endArray();
     QCOMPARE(os.str(), std::string("[0.7,2,0,null]"));  // the same text after a round trip
   }
+
+  // Model output can stop inside a UTF-8 character: the writer still writes JSON its own parser
+  // reads, each byte that starts no well-formed sequence becoming U+FFFD, valid text unchanged.
+  void writerKeepsStringsValidUtf8() {
+    const std::string fffd = "\xEF\xBF\xBD";
+    const std::pair<std::string, std::string> cases[] = {
+        {"caf\xC3\xA9 \xF0\x9F\x98\x80", "caf\xC3\xA9 \xF0\x9F\x98\x80"},  // valid: as is
+        {"ab\xE2\x82", "ab" + fffd + fffd},                                   // cut inside a character
+        {"\xFF" "x", fffd + "x"},                                                // never a UTF-8 byte
+        {"\xC0\xAF", fffd + fffd},                                              // overlong '/'
+        {"\xED\xA0\x80", fffd + fffd + fffd},                                  // a surrogate
+        {"\x80" "a\xC3\xA9", fffd + "a\xC3\xA9"},                               // a stray continuation byte
+    };
+    for (const auto& [in, out] : cases) {
+      std::ostringstream os;
+      JsonWriter(os).value(in);
+      JsonValue v = parseOk(os.str());
+      QCOMPARE(v.asString(), out);
+    }
+  }
 };
 
 QTEST_GUILESS_MAIN(TestJson)
