@@ -130,6 +130,7 @@ struct GenerationSetup {
   std::string contextName;             // gold | none | retrieved
   std::optional<Retriever> retriever;  // --context retrieved
   bool blockMask = false;
+  bool extractive = false;  // --extractive: the answer is a span of the passages (copy-constrained)
   int32_t maxTokens = 16;
 };
 
@@ -153,6 +154,7 @@ Result<GenerationSetup> readGenerationSetup(Args& args, corpus::QaContext defaul
   if (mask != "causal" && mask != "block")
     return Status::invalidArgument("--mask must be causal or block, not '" + mask + "'");
   g.blockMask = mask == "block";
+  g.extractive = args.flag("extractive");
   RAG_ASSIGN_OR_RETURN(int64_t maxTokens, args.getInt("max-tokens", 16));
   RAG_ASSIGN_OR_RETURN(int64_t threads, args.getInt("threads", static_cast<int64_t>(std::thread::hardware_concurrency())));
   if (maxTokens < 1 || maxTokens > 1024) return Status::invalidArgument("--max-tokens must be between 1 and 1024");
@@ -177,12 +179,14 @@ Result<std::vector<Passage>> readPassages(corpus::QaPromptReader& reader, const 
   return out;
 }
 
-model::SequenceRequest requestFor(const GenerationSetup& g, const model::QaTokens& t) {
+model::SequenceRequest requestFor(const GenerationSetup& g, const corpus::QaPrompt& p, const model::QaTokens& t) {
   model::SequenceRequest q;
   q.prompt.assign(t.tokens.begin(), t.tokens.begin() + t.promptLength);
   if (g.blockMask) q.mask = model::AttentionMask::blocks(t.blockStarts);
   q.sampling.maxTokens = g.maxTokens;
   q.sampling.stop = {"\n"};
+  // The passages: every segment before the question's (none in a closed-book prompt).
+  if (g.extractive) q.sampling.copyFrom = p.text.substr(0, p.segmentStarts.back());
   return q;
 }
 
@@ -258,7 +262,7 @@ int cmdRun(Args& args) {
   rp.backend = setup->backend;
   auto runner = model::ModelRunner::create(setup->loaded.model, rp, setup->loaded.tokenizer);
   if (!runner) return fail(runner.status());
-  auto id = (*runner)->add(requestFor(*setup, tokens));
+  auto id = (*runner)->add(requestFor(*setup, prompt, tokens));
   if (!id) return fail(id.status());
   if (!json) std::printf("%s", prompt.text.c_str());
   std::string answer;
@@ -355,7 +359,7 @@ int cmdEvalQa(Args& args) {
     if (!ctx) return fail(ctx.status());
     const corpus::QaPrompt prompt = corpus::buildQaPrompt(*item, *ctx, setup->prompt);
     const model::QaTokens t = model::tokenizeQaPrompt(*setup->loaded.tokenizer, prompt);
-    auto id = (*runner)->add(requestFor(*setup, t));
+    auto id = (*runner)->add(requestFor(*setup, prompt, t));
     if (!id) return fail(Status(id.status().code(), "QA item " + std::to_string(ids[i]) + ": " + id.status().message()));
     const size_t place = prompt.goldSlots.empty() ? 0 : prompt.goldSlots.front() + 1;  // slots in prompt order
     pending.emplace(*id, Pending{std::move(*item), {}, place});
@@ -399,6 +403,7 @@ int cmdEvalQa(Args& args) {
     w.key("split").value(split);
     w.key("context").value(setup->contextName);
     w.key("mask").value(setup->blockMask ? "block" : "causal");
+    w.key("decode").value(setup->extractive ? "extractive" : "free");
     w.key("items").value(overall.items);
     w.key("accuracy").value(acc(overall));
     w.key("by_type").beginObject();

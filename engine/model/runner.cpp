@@ -264,9 +264,14 @@ StepResult ModelRunner::Impl::step() {
         const int64_t vocab = cfg.vocabSize;
         auto sampled = [&] {
           const float* last = lg.data_ptr<float>() + (lg.size(0) - 1) * vocab;
-          return s.sampler->sample(std::span<const float>(last, static_cast<size_t>(vocab)));
+          std::span<const float> row(last, static_cast<size_t>(vocab));
+          if (!s.span) return s.sampler->sample(row);
+          spanScratch.assign(row.begin(), row.end());
+          s.span->mask(spanScratch, s.sampling.stop, s.sampling.stopTokenIds);
+          return s.sampler->sample(spanScratch);
         };
         const int32_t t = itemToken[k] != kNoDeviceToken ? itemToken[k] : sampled();
+        if (s.span && t >= 0) s.span->advance(t);
         if (t < 0) {  // every logit NaN or -inf: a numerical fault of the model, not of the runner
           finish(s, FinishReason::Error, nullptr, &ev);
           result.events.push_back(std::move(ev));
@@ -478,6 +483,9 @@ Result<SeqId> ModelRunner::add(SequenceRequest req) {
   RAG_RETURN_IF_ERROR(req.sampling.validate());
   if (!req.sampling.stop.empty() && !m.tokenizer)
     return Status::invalidArgument("stop strings need a tokenizer; create the runner with one or use stopTokenIds");
+  if (!req.sampling.copyFrom.empty() && (!m.tokenizer || m.tokenizer->kind() != TokenizerKind::ByteLevelBpe))
+    return Status::invalidArgument("copy-constrained decoding (copyFrom) needs the model's byte-level BPE tokenizer; "
+                                   "create the runner with it");
   int64_t cachedTokens = 0;
   for (const KvSegment& seg : req.cached) {
     if (seg.kv.numTokens <= 0 || static_cast<int64_t>(seg.kv.tokens.size()) != seg.kv.numTokens ||
@@ -506,6 +514,7 @@ Result<SeqId> ModelRunner::add(SequenceRequest req) {
   s.sampling = req.sampling;
   s.sampler.emplace(s.sampling);
   if (!s.sampling.stop.empty()) s.stop.emplace(s.sampling.stop);
+  if (!s.sampling.copyFrom.empty()) s.span.emplace(SpanSource::build(s.sampling.copyFrom), m.tokenPieces());
   s.keepKv = req.keepKv;
   s.allLogits = req.allLogits;
 

@@ -22,6 +22,7 @@
 #include "model/llama.h"
 #include "model/runner.h"
 #include "model/sampler.h"
+#include "model/span_constraint.h"
 #include "model/step_backend.h"
 #include "model/stop_matcher.h"
 #include "model/tokenizer.h"
@@ -46,6 +47,7 @@ struct Seq {
   SamplingParams sampling;
   std::optional<Sampler> sampler;
   std::optional<StopMatcher> stop;
+  std::optional<SpanConstraint> span;  // SamplingParams::copyFrom
   std::string decoded;   // text of the generated tokens as decoded so far
   std::string text;      // text released to the caller (stop strings held back / cut)
   bool keepKv = false;
@@ -106,6 +108,7 @@ using detail::SeqState;
 struct ModelRunner::Impl {
   std::shared_ptr<const LlamaModel> model;
   std::shared_ptr<const Tokenizer> tokenizer;
+  std::shared_ptr<const TokenPieces> pieces;  // the tokenizer's bytes by id, for span constraints
   RunnerParams params;
   LlamaConfig cfg;
   int64_t bs = 16;
@@ -139,6 +142,7 @@ struct ModelRunner::Impl {
   } scratch;
   std::shared_ptr<ForkJoin> team;  // this step's, from computeTeam()
   std::vector<int64_t> eosIds;
+  std::vector<float> spanScratch;  // a logit row masked by a span constraint
   std::map<SeqId, Seq> seqs;
   std::deque<SeqId> waiting;
   std::vector<SeqId> running;  // admission order: preemption takes from the back
@@ -246,15 +250,38 @@ struct ModelRunner::Impl {
     return it == seqs.end() ? nullptr : &it->second;
   }
 
+  // Each token id's bytes (built on first use; needs the tokenizer).
+  const std::shared_ptr<const TokenPieces>& tokenPieces() {
+    if (!pieces) {
+      auto p = std::make_shared<TokenPieces>();
+      p->bytes.resize(static_cast<size_t>(cfg.vocabSize));
+      for (int32_t id = 0; id < cfg.vocabSize && id < tokenizer->vocabSize(); ++id) {
+        if (tokenizer->isSpecial(id)) continue;
+        Result<std::string> b = tokenizer->decode(std::span<const int32_t>(&id, 1));
+        if (b.isOk()) p->bytes[static_cast<size_t>(id)] = std::move(*b);
+      }
+      for (int64_t e : eosIds) p->endIds.push_back(static_cast<int32_t>(e));
+      pieces = std::move(p);
+    }
+    return pieces;
+  }
+
   Status notFound(SeqId id) const {
     return Status::notFound("no sequence " + std::to_string(id) +
                             " in this runner (finished sequences are forgotten unless keepKv)");
   }
 
+  // The generated text (and the span constraint's place in its source) after the tokens
+  // changed other than by sampling (truncate, extend).
   void recomputeText(Seq& s) {
     s.decoded.clear();
     s.text.clear();
     if (s.stop) s.stop.emplace(s.sampling.stop);
+    if (s.span) {
+      s.span->reset();
+      for (int64_t i = s.promptLength; i < static_cast<int64_t>(s.tokens.size()); ++i)
+        s.span->advance(s.tokens[static_cast<size_t>(i)]);
+    }
     if (!tokenizer || s.generated() == 0) return;
     std::span<const int32_t> gen(s.tokens.data() + s.promptLength, static_cast<size_t>(s.generated()));
     Result<std::string> t = tokenizer->decode(gen, {.skipSpecial = true});

@@ -51,6 +51,9 @@ struct SamplingParams {
   // The model's end-of-sequence tokens do not stop it (benchmarks that must decode exactly
   // maxTokens whatever the model says; vLLM's ignore_eos).
   bool ignoreEos = false;
+  // Non-empty: copy-constrained decoding, the generated text must stay a span of this text (the
+  // passages the answer should come from; model/span_constraint.h). Needs a tokenizer.
+  std::string copyFrom = {};
 
   // InvalidArgument naming the field, its value and the allowed range: temperature must be
   // finite and >= 0, topK >= 0, topP in (0, 1], maxTokens >= 0, stop strings non-empty,

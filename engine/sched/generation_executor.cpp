@@ -105,6 +105,10 @@ Result<model::SequenceRequest> GenerationExecutor::sequenceFor(const StageJob& j
   q.sampling.temperature = static_cast<float>(node.generation.temperature);
   q.sampling.seed = job.requestId;
   q.sampling.stop = node.generation.stop;
+  if (!node.generation.copyFrom.empty()) {
+    auto source = job.inputs->vars.find(node.generation.copyFrom);
+    if (source != job.inputs->vars.end()) q.sampling.copyFrom = source->second;
+  }
   return q;
 }
 

@@ -140,9 +140,13 @@ private:
   }
 
   void checkGeneration(const WorkflowNode& n, const std::string& at) {
+    const GenerationOptions& o = n.generation;
     if (Result<std::vector<std::string>> vars = templateVariables(n.promptTemplate); !vars)
       add(n.id, -1, at + ": " + vars.status().message());
-    const GenerationOptions& o = n.generation;
+    else if (!o.copyFrom.empty() && std::find(vars->begin(), vars->end(), o.copyFrom) == vars->end())
+      add(n.id, -1, at + ": copy_from names '" + o.copyFrom +
+                        "', which its prompt does not use; name one of the prompt's variables (the text the "
+                        "answer copies from, e.g. \"docs\") or leave copy_from out");
     if (o.maxTokens < 1)
       add(n.id, -1, at + ": max_tokens is " + std::to_string(o.maxTokens) + "; it must be >= 1");
     if (!std::isfinite(o.temperature) || o.temperature < 0)

@@ -8,6 +8,8 @@
 
 #include <QtTest>
 
+#include <cctype>
+
 #include <filesystem>
 #include <map>
 
@@ -305,6 +307,51 @@ private Q_SLOTS:
     Run cut = drain(*r, tok->vocabSize())[id];
     QCOMPARE(cut.reason, FinishReason::StopString);
     QCOMPARE(cut.text, full.text.substr(0, full.text.find(stop)));
+  }
+
+  // Copy-constrained decoding: whatever a random model prefers, greedy or sampled, its text stays
+  // a span of the source (case and space runs aside); an empty answer is never given.
+  void copyFromKeepsTheTextASpanOfTheSource() {
+    auto tok = Tokenizer::load(fs::path(RAGWB_FIXTURES_DIR) / "tokenizer" / "gpt2_style");
+    QVERIFY2(tok.isOk(), tok.status().message().c_str());
+    auto shared = std::make_shared<const Tokenizer>(*tok);
+    auto m = tinyModel(5, tok->vocabSize());
+    auto r = makeRunner(m, {}, shared);
+    const std::string source = "The quick brown fox: a  small canid.\nkind of: Dog, wolf.\n";
+    const std::string normal = "the quick brown fox: a small canid.|kind of: dog, wolf.|";
+    auto normalised = [](std::string t) {
+      std::string out;
+      for (char c : t) {
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (c == ' ' && (out.empty() || out.back() == ' ')) continue;
+        out.push_back(c);
+      }
+      while (!out.empty() && out.back() == ' ') out.pop_back();
+      return out;
+    };
+    int freeOutside = 0;
+    for (int round = 0; round < 8; ++round) {
+      SequenceRequest q = greedy(tok->encode("Question " + std::to_string(round) + ": what is it?\nAnswer:"), 10, false);
+      q.sampling.stop = {"\n"};
+      q.sampling.temperature = round < 4 ? 0.0f : 1.5f;
+      q.sampling.seed = static_cast<uint64_t>(round);
+      SequenceRequest unconstrained = q;
+      q.sampling.copyFrom = source;
+      const SeqId id = *r->add(q);
+      const SeqId freeId = *r->add(unconstrained);
+      auto runs = drain(*r, tok->vocabSize());
+      const std::string text = normalised(runs[id].text);
+      QVERIFY2(!text.empty(), runs[id].text.c_str());
+      QVERIFY2(normal.find(text) != std::string::npos, runs[id].text.c_str());
+      const std::string freeText = normalised(runs[freeId].text);
+      freeOutside += normal.find(freeText) == std::string::npos;
+    }
+    QVERIFY(freeOutside > 0);  // the constraint is what kept the text inside
+    // Without a tokenizer there are no bytes to compare.
+    auto bare = makeRunner(m);
+    SequenceRequest q = greedy({1, 2, 3}, 2);
+    q.sampling.copyFrom = source;
+    QVERIFY(mentions(bare->add(q).status(), {"copyFrom", "tokenizer"}));
   }
 
   void badInputIsRefusedAndOthersCarryOn() {

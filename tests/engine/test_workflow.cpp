@@ -71,7 +71,7 @@ WorkflowGraph everything() {
                   {.maxTokens = 12, .temperature = 0.1234567890123, .stop = {"\n", "END\"", "\\"}});
   g.addRetrieval("search", 4, "draft", "docs", {.method = RetrievalMethod::Hybrid, .nprobe = 256});
   g.addGeneration("final", "{draft}\nQ: {question}\nA:", "final",
-                  {.maxTokens = 1, .temperature = 0.7, .stop = {}});
+                  {.maxTokens = 1, .temperature = 0.7, .stop = {}, .copyFrom = "draft"});
   g.addEdge(std::string(kStart), "draft");
   g.addEdge("draft", "final", EdgeCondition::empty("draft"));
   g.addEdge("draft", "search", EdgeCondition::nonEmpty("draft"));
@@ -573,6 +573,17 @@ private Q_SLOTS:
     QVERIFY(hasIssue(h, "g", {"temperature"}));
     QVERIFY(hasIssue(h, "g", {"stop sequence #0 is empty"}));
     QVERIFY(hasIssue(h, "g", {"runs_below limit is 0"}));
+    // copy_from names a variable the prompt does not show.
+    for (const std::string from : {"hypothesis", "docs"}) {
+      WorkflowGraph c("t");
+      c.addRetrieval("retrieve", 3, "question", "docs");
+      c.addGeneration("answer", "{docs}Question: {question}\nAnswer:", "answer", {.stop = {"\n"}, .copyFrom = from});
+      c.addEdge(std::string(kStart), "retrieve");
+      c.addEdge("retrieve", "answer");
+      c.addEdge("answer", std::string(kEnd));
+      if (from == "docs") QVERIFY(c.validate().isOk());
+      else QVERIFY(hasIssue(c, "answer", {"copy_from names 'hypothesis'", "does not use", "docs"}));
+    }
     QVERIFY(hasIssue(h, "", {"max_node_runs is 0"}));
     QVERIFY(mentions(h.validate(), {"more problems"}));
   }

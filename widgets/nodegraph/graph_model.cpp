@@ -342,6 +342,10 @@ rag::Status GraphModel::setNodeProperty(const QString& id, NodeProperty property
       for (const QString& s : value.toStringList()) n.generation.stop.push_back(s.toStdString());
       break;
     }
+    case NodeProperty::CopyFrom: {
+      n.generation.copyFrom = value.toString().trimmed().toStdString();
+      break;
+    }
   }
   const QString key = QStringLiteral("property:%1:%2").arg(id).arg(int(property));
   return edit(tr("Edit %1").arg(id), key, [&](Parts& p) {

@@ -57,6 +57,7 @@ public:
     NProbe,       // integer, retrieval
     Method,       // QString "dense" | "bm25" | "hybrid", retrieval
     Passages,     // QString, compression: the passages variable it compresses
+    CopyFrom,     // QString, generation: the variable its output must be a span of ("" : free)
   };
 
   explicit GraphModel(QObject* parent = nullptr);

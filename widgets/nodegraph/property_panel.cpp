@@ -133,6 +133,11 @@ void PropertyPanel::buildNodePage(QWidget* page) {
   m_temperature->setKeyboardTracking(false);
   m_stop = new QLineEdit;
   m_stop->setToolTip(tr("A JSON array of strings; generation ends at the first one: [\"\\n\"]"));
+  m_copyFrom = new QLineEdit;
+  m_copyFrom->setPlaceholderText(tr("free generation"));
+  m_copyFrom->setToolTip(tr("Extractive answers: a variable of the prompt (docs) whose text the output must be a "
+                            "span of, compared without case; the model chooses what to copy but cannot "
+                            "miscopy or invent words. Empty: free generation"));
   m_query = new QLineEdit;
   m_query->setToolTip(tr("A variable's name (question) or a template of variables ({answer} {question}: IRG's "
                          "query, the last answer and the question); a retrieval node may search several as one, "
@@ -159,6 +164,7 @@ void PropertyPanel::buildNodePage(QWidget* page) {
   addRow(m_nodeColumn, tr("Max tokens"), m_maxTokens);
   addRow(m_nodeColumn, tr("Temperature"), m_temperature);
   addRow(m_nodeColumn, tr("Stop strings"), m_stop);
+  addRow(m_nodeColumn, tr("Copy from"), m_copyFrom);
   addRow(m_nodeColumn, tr("Passages"), m_passages);
   addRow(m_nodeColumn, tr("Query"), m_query);
   addRow(m_nodeColumn, tr("Top-k"), m_topk);
@@ -175,6 +181,8 @@ void PropertyPanel::buildNodePage(QWidget* page) {
   connect(m_temperature, &QDoubleSpinBox::valueChanged, this,
           [this](double v) { setNodeProperty(Prop::Temperature, v); });
   connect(m_stop, &QLineEdit::editingFinished, this, &PropertyPanel::commitStop);
+  connect(m_copyFrom, &QLineEdit::editingFinished, this,
+          [this] { setNodeProperty(Prop::CopyFrom, m_copyFrom->text()); });
   connect(m_query, &QLineEdit::editingFinished, this,
           [this] { setNodeProperty(Prop::Query, m_query->text()); });
   connect(m_passages, &QLineEdit::editingFinished, this,
@@ -299,7 +307,8 @@ void PropertyPanel::refreshNode(const rag::WorkflowNode& n) {
   m_kind->setText(toQString(rag::nodeKindName(n.kind)));
   setText(m_output, toQString(n.outputVar));
   for (QWidget* w : {static_cast<QWidget*>(m_prompt), static_cast<QWidget*>(m_maxTokens),
-                     static_cast<QWidget*>(m_temperature), static_cast<QWidget*>(m_stop)})
+                     static_cast<QWidget*>(m_temperature), static_cast<QWidget*>(m_stop),
+                     static_cast<QWidget*>(m_copyFrom)})
     setRowVisible(w, gen);
   for (QWidget* w : {static_cast<QWidget*>(m_query), static_cast<QWidget*>(m_topk)}) setRowVisible(w, !gen);
   // Top-k counts subgraphs on a knowledge node, sentences kept on a compression node; method and
@@ -319,6 +328,7 @@ void PropertyPanel::refreshNode(const rag::WorkflowNode& n) {
     QJsonArray stops;
     for (const std::string& s : n.generation.stop) stops.append(toQString(s));
     setText(m_stop, QString::fromUtf8(QJsonDocument(stops).toJson(QJsonDocument::Compact)));
+    setText(m_copyFrom, toQString(n.generation.copyFrom));
   } else {
     setText(m_query, toQString(n.query));
     m_topk->setValue(int(n.topk));

@@ -46,6 +46,7 @@ public:
   QSpinBox* maxTokensBox() const { return m_maxTokens; }
   QDoubleSpinBox* temperatureBox() const { return m_temperature; }
   QLineEdit* stopEdit() const { return m_stop; }  // a JSON array of strings: ["\n"]
+  QLineEdit* copyFromEdit() const { return m_copyFrom; }  // a variable's name, or empty
   QLineEdit* queryEdit() const { return m_query; }
   QSpinBox* topkBox() const { return m_topk; }
   QLineEdit* passagesEdit() const { return m_passages; }
@@ -110,6 +111,7 @@ private:
   QSpinBox* m_maxTokens;
   QDoubleSpinBox* m_temperature;
   QLineEdit* m_stop;
+  QLineEdit* m_copyFrom;
   QLineEdit* m_query;
   QSpinBox* m_topk;
   QLineEdit* m_passages;

@@ -110,6 +110,10 @@ struct GenerationOptions {
   int64_t maxTokens = 64;         // >= 1
   double temperature = 0.0;       // 0: greedy; finite and >= 0
   std::vector<std::string> stop = {};  // generation ends at the first of these (each non-empty)
+  // Non-empty: extractive answers, the output must be a span of this variable's text (one of the
+  // prompt's variables, e.g. "docs"), compared without case (copy-constrained decoding,
+  // model/span_constraint.h). Empty: free generation.
+  std::string copyFrom = {};
   bool operator==(const GenerationOptions&) const = default;
 };
 

@@ -1,0 +1,171 @@
+#include "model/span_constraint.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace rag::model {
+
+uint8_t SpanSource::normalise(uint8_t c) {
+  if (c == ' ' || c == '\t' || c == '\r') return ' ';
+  if (c < 0x20 || c == 0x7f) return kBreak;
+  if (c >= 'A' && c <= 'Z') return static_cast<uint8_t>(c - 'A' + 'a');
+  return c;
+}
+
+int32_t SpanSource::addState() {
+  m_first.push_back(kNone);
+  m_link.push_back(kNone);
+  m_len.push_back(0);
+  return static_cast<int32_t>(m_first.size()) - 1;
+}
+
+void SpanSource::addEdge(int32_t from, uint8_t c, int32_t to) {
+  m_edges.push_back({c, to, m_first[static_cast<size_t>(from)]});
+  m_first[static_cast<size_t>(from)] = static_cast<int32_t>(m_edges.size()) - 1;
+}
+
+void SpanSource::setEdge(int32_t from, uint8_t c, int32_t to) {
+  for (int32_t e = m_first[static_cast<size_t>(from)]; e != kNone; e = m_edges[static_cast<size_t>(e)].nextEdge)
+    if (m_edges[static_cast<size_t>(e)].byte == c) {
+      m_edges[static_cast<size_t>(e)].to = to;
+      return;
+    }
+  addEdge(from, c, to);
+}
+
+int32_t SpanSource::next(int32_t state, uint8_t c) const {
+  if (state < 0 || static_cast<size_t>(state) >= m_first.size()) return kNone;
+  for (int32_t e = m_first[static_cast<size_t>(state)]; e != kNone; e = m_edges[static_cast<size_t>(e)].nextEdge)
+    if (m_edges[static_cast<size_t>(e)].byte == c) return m_edges[static_cast<size_t>(e)].to;
+  return kNone;
+}
+
+std::shared_ptr<const SpanSource> SpanSource::build(std::string_view text) {
+  // Normalise: whitespace runs become one space, none at a line's start.
+  std::string norm;
+  norm.reserve(text.size());
+  for (char ch : text) {
+    const uint8_t c = normalise(static_cast<uint8_t>(ch));
+    if (c == ' ' && (norm.empty() || norm.back() == ' ' || static_cast<uint8_t>(norm.back()) == kBreak)) continue;
+    norm.push_back(static_cast<char>(c));
+  }
+  auto s = std::make_shared<SpanSource>();
+  s->m_first.reserve(2 * norm.size() + 1);
+  s->m_link.reserve(2 * norm.size() + 1);
+  s->m_len.reserve(2 * norm.size() + 1);
+  s->m_edges.reserve(3 * norm.size() + 1);
+  s->addState();  // the root: the empty string
+  int32_t last = kRoot;
+  for (char ch : norm) {  // the classic online construction (Blumer et al. 1985)
+    const auto c = static_cast<uint8_t>(ch);
+    const int32_t cur = s->addState();
+    s->m_len[static_cast<size_t>(cur)] = s->m_len[static_cast<size_t>(last)] + 1;
+    int32_t p = last;
+    while (p != kNone && s->next(p, c) == kNone) {
+      s->addEdge(p, c, cur);
+      p = s->m_link[static_cast<size_t>(p)];
+    }
+    if (p == kNone) {
+      s->m_link[static_cast<size_t>(cur)] = kRoot;
+    } else {
+      const int32_t q = s->next(p, c);
+      if (s->m_len[static_cast<size_t>(p)] + 1 == s->m_len[static_cast<size_t>(q)]) {
+        s->m_link[static_cast<size_t>(cur)] = q;
+      } else {
+        const int32_t clone = s->addState();
+        s->m_len[static_cast<size_t>(clone)] = s->m_len[static_cast<size_t>(p)] + 1;
+        s->m_link[static_cast<size_t>(clone)] = s->m_link[static_cast<size_t>(q)];
+        for (int32_t e = s->m_first[static_cast<size_t>(q)]; e != kNone; e = s->m_edges[static_cast<size_t>(e)].nextEdge)
+          s->addEdge(clone, s->m_edges[static_cast<size_t>(e)].byte, s->m_edges[static_cast<size_t>(e)].to);
+        while (p != kNone && s->next(p, c) == q) {
+          s->setEdge(p, c, clone);
+          p = s->m_link[static_cast<size_t>(p)];
+        }
+        s->m_link[static_cast<size_t>(q)] = clone;
+        s->m_link[static_cast<size_t>(cur)] = clone;
+      }
+    }
+    last = cur;
+  }
+  return s;
+}
+
+SpanConstraint::SpanConstraint(std::shared_ptr<const SpanSource> source, std::shared_ptr<const TokenPieces> pieces)
+    : m_source(std::move(source)), m_pieces(std::move(pieces)) {}
+
+SpanConstraint::Walk SpanConstraint::walk(Walk w, std::string_view bytes) const {
+  for (char ch : bytes) {
+    if (w.state == SpanSource::kNone) return w;
+    const uint8_t c = SpanSource::normalise(static_cast<uint8_t>(ch));
+    if (c == ' ') {
+      // Whitespace before the first character is free; after it, a run is one space.
+      if (w.started && !w.space) w.state = m_source->next(w.state, ' ');
+      w.space = w.started;
+      continue;
+    }
+    if (c == SpanSource::kBreak) {
+      w.state = SpanSource::kNone;
+      return w;
+    }
+    w.state = m_source->next(w.state, c);
+    w.started = true;
+    w.space = false;
+  }
+  return w;
+}
+
+size_t SpanConstraint::mask(std::span<float> logits, std::span<const std::string> stops,
+                            std::span<const int32_t> stopTokenIds) const {
+  if (outside()) return logits.size();  // left the source already: no constraint to keep
+  const std::vector<std::string>& bytes = m_pieces->bytes;
+  const Walk here{m_state, m_started, m_space};
+  auto isEnd = [&](int32_t t) {
+    return std::find(m_pieces->endIds.begin(), m_pieces->endIds.end(), t) != m_pieces->endIds.end() ||
+           std::find(stopTokenIds.begin(), stopTokenIds.end(), t) != stopTokenIds.end();
+  };
+  // Decide first, then mask, so that a row with nothing allowed is left as it was.
+  std::vector<uint8_t> allowed(logits.size(), 0);
+  size_t count = 0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const auto t = static_cast<int32_t>(i);
+    bool ok;
+    if (isEnd(t)) {
+      ok = m_started;
+    } else if (i >= bytes.size() || bytes[i].empty()) {
+      ok = false;
+    } else {
+      std::string_view piece = bytes[i];
+      size_t cut = std::string_view::npos;
+      for (const std::string& s : stops)
+        if (!s.empty()) cut = std::min(cut, piece.find(s));
+      if (cut != std::string_view::npos) {
+        const Walk w = walk(here, piece.substr(0, cut));
+        ok = w.state != SpanSource::kNone && w.started;  // stops here, with some text
+      } else {
+        ok = walk(here, piece).state != SpanSource::kNone;
+      }
+    }
+    allowed[i] = ok;
+    count += ok;
+  }
+  if (count == 0) return 0;
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (!allowed[i]) logits[i] = -std::numeric_limits<float>::infinity();
+  return count;
+}
+
+void SpanConstraint::advance(int32_t token) {
+  if (outside() || token < 0 || static_cast<size_t>(token) >= m_pieces->bytes.size()) return;
+  const Walk w = walk({m_state, m_started, m_space}, m_pieces->bytes[static_cast<size_t>(token)]);
+  m_state = w.state;
+  m_started = w.started;
+  m_space = w.space;
+}
+
+void SpanConstraint::reset() {
+  m_state = SpanSource::kRoot;
+  m_started = false;
+  m_space = false;
+}
+
+}  // namespace rag::model

@@ -1,0 +1,109 @@
+// Copy-constrained (extractive) decoding: the text a sequence generates must stay a span of a
+// source text — the passages its answer should come from — so a small reader can choose
+// *which* words to copy but cannot miscopy or invent them (the constrained decoding of SGLang's
+// and vLLM's regex/grammar modes, with "a substring of this text" as the language).
+//
+//   auto source = SpanSource::build(passagesText);    // suffix automaton, O(n) in the text
+//   SpanConstraint c(source, pieces);                 // pieces: each token id's bytes
+//   c.mask(logits, stops);                            // -inf on every token that would leave it
+//   int32_t t = sampler.sample(logits);
+//   c.advance(t);
+//
+// Comparison ignores ASCII case, reads every run of spaces and tabs as one space and ignores
+// whitespace before the first character; a newline in the source separates spans (an answer
+// cannot run from one passage line into the next). A token that contains a stop string (e.g.
+// "\n") is checked only up to it, since generation ends there. End-of-sequence and stop tokens,
+// and a stop string, are allowed once at least one character has been generated, never before
+// (an empty answer is no answer). When no token at all would be allowed, mask() leaves the row
+// as it was: the constraint narrows the model's choice and never makes a sequence fail.
+//
+// Cost per step: one walk of at most a token's length through the automaton per vocabulary
+// entry, most ending at their first byte (a 4,096-piece vocabulary: tens of microseconds).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rag::model {
+
+// The suffix automaton of a normalised source text: every substring of it is a path from the
+// root, and nothing else is.
+class SpanSource {
+public:
+  static std::shared_ptr<const SpanSource> build(std::string_view text);
+
+  static constexpr int32_t kNone = -1;
+  static constexpr int32_t kRoot = 0;
+  // The state after reading byte `c` (already normalised) from `state`; kNone when the text
+  // read so far followed by `c` is no substring of the source.
+  int32_t next(int32_t state, uint8_t c) const;
+  size_t states() const { return m_first.size(); }
+
+  // How source and generated text are compared: ASCII lowercase; space and tab (and '\r')
+  // become ' '; newline and other control bytes become kBreak, which never matches.
+  static constexpr uint8_t kBreak = 0;
+  static uint8_t normalise(uint8_t c);
+
+private:
+  struct Edge {
+    uint8_t byte;
+    int32_t to;
+    int32_t nextEdge;  // the state's next edge, or kNone
+  };
+  int32_t addState();
+  void addEdge(int32_t from, uint8_t c, int32_t to);
+  void setEdge(int32_t from, uint8_t c, int32_t to);
+
+  std::vector<int32_t> m_first;  // per state: its first edge, or kNone
+  std::vector<int32_t> m_link;   // per state: suffix link
+  std::vector<int32_t> m_len;    // per state: length of its longest string
+  std::vector<Edge> m_edges;
+};
+
+// What the constraint needs of a tokenizer, built once per model: each token id's bytes and
+// which ids end a sequence.
+struct TokenPieces {
+  std::vector<std::string> bytes;    // by token id; empty for special tokens
+  std::vector<int32_t> endIds;       // end-of-sequence ids
+};
+
+class SpanConstraint {
+public:
+  SpanConstraint(std::shared_ptr<const SpanSource> source, std::shared_ptr<const TokenPieces> pieces);
+
+  // Sets logits[t] = -inf for every token t that would take the text out of the source.
+  // `stopTokenIds` are allowed like end-of-sequence ids; `stops` end the text where they occur
+  // in a token. Returns how many tokens stay allowed (the row is unchanged when that is 0).
+  size_t mask(std::span<float> logits, std::span<const std::string> stops,
+              std::span<const int32_t> stopTokenIds) const;
+
+  // Follows the sampled token (a token mask() did not allow moves the state outside the
+  // source; every later token is then allowed only up to a stop, as with no constraint).
+  void advance(int32_t token);
+  // Back to an empty text (a new prompt).
+  void reset();
+
+  bool started() const { return m_started; }
+  bool outside() const { return m_state == SpanSource::kNone; }
+
+private:
+  struct Walk {
+    int32_t state;
+    bool started;
+    bool space;
+  };
+  // The walk after `bytes` from `w`; state kNone when it leaves the source.
+  Walk walk(Walk w, std::string_view bytes) const;
+
+  std::shared_ptr<const SpanSource> m_source;
+  std::shared_ptr<const TokenPieces> m_pieces;
+  int32_t m_state = SpanSource::kRoot;
+  bool m_started = false;  // a character (not whitespace) has been generated
+  bool m_space = false;    // the text ends in whitespace (matched as one space)
+};
+
+}  // namespace rag::model

@@ -1,0 +1,149 @@
+#include <QtTest>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model/span_constraint.h"
+
+using namespace rag::model;
+
+namespace {
+
+// Walks `text` byte by byte from the root; true when it is a substring of the source.
+bool contains(const SpanSource& s, const std::string& text) {
+  int32_t st = SpanSource::kRoot;
+  for (char c : text) {
+    st = s.next(st, static_cast<uint8_t>(c));
+    if (st == SpanSource::kNone) return false;
+  }
+  return true;
+}
+
+// A vocabulary: id 0 is the end-of-sequence token (no bytes), the rest are the given pieces.
+std::shared_ptr<TokenPieces> vocab(const std::vector<std::string>& pieces) {
+  auto p = std::make_shared<TokenPieces>();
+  p->bytes.push_back("");
+  for (const std::string& s : pieces) p->bytes.push_back(s);
+  p->endIds = {0};
+  return p;
+}
+
+// The ids mask() leaves allowed.
+std::vector<int32_t> allowed(const SpanConstraint& c, size_t vocabSize, const std::vector<std::string>& stops = {}) {
+  std::vector<float> logits(vocabSize, 1.0f);
+  c.mask(logits, stops, {});
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (std::isfinite(logits[i])) out.push_back(static_cast<int32_t>(i));
+  return out;
+}
+
+}  // namespace
+
+class TestSpanConstraint : public QObject {
+  Q_OBJECT
+private Q_SLOTS:
+  // The automaton accepts exactly the substrings: checked against std::string::find for every
+  // substring of a random text and for random strings that are not in it.
+  void automatonAcceptsExactlyTheSubstrings() {
+    std::mt19937 rng(7);
+    for (int round = 0; round < 20; ++round) {
+      std::string text;
+      const int n = 1 + static_cast<int>(rng() % 60);
+      for (int i = 0; i < n; ++i) text.push_back(static_cast<char>('a' + rng() % 3));
+      auto s = SpanSource::build(text);
+      QVERIFY(s->states() <= 2 * text.size() + 1);
+      for (size_t b = 0; b < text.size(); ++b)
+        for (size_t e = b + 1; e <= text.size(); ++e) QVERIFY(contains(*s, text.substr(b, e - b)));
+      for (int k = 0; k < 200; ++k) {
+        std::string probe;
+        const int m = 1 + static_cast<int>(rng() % 8);
+        for (int i = 0; i < m; ++i) probe.push_back(static_cast<char>('a' + rng() % 3));
+        QCOMPARE(contains(*s, probe), text.find(probe) != std::string::npos);
+      }
+    }
+  }
+
+  void normalisesCaseAndSpacesAndBreaksAtNewlines() {
+    auto s = SpanSource::build("Dog,  domestic\tdog: a CANID.\nkind of: canine\n");
+    QVERIFY(contains(*s, "dog, domestic dog"));  // two spaces and a tab read as one space
+    QVERIFY(contains(*s, "a canid."));          // case ignored
+    QVERIFY(!contains(*s, "Dog"));              // the walk itself takes normalised bytes
+    QVERIFY(!contains(*s, "canid. kind"));       // a newline is no space: spans stay on their line
+    QVERIFY(!contains(*s, "canid.kind"));
+  }
+
+  // The generated text may only grow into a span: after " canine" only pieces that continue a
+  // span, and the end, are allowed; before any character the end is not.
+  void masksTokensThatLeaveTheSource() {
+    auto source = SpanSource::build("dog: a canid. kind of: canine, canid.\nwolf: a wild canine.\n");
+    auto v = vocab({" can", "ine", "id", " wolf", " cat", "\n", "ine\n", " ", "x", "INE", ",", " Dog"});
+    SpanConstraint c(source, v);
+    const std::vector<std::string> stops = {"\n"};
+    // Empty text: every piece found in the source, "ine\n" (stops after "ine") and " " (leading
+    // whitespace is free); not the end (id 0) or "\n" (either would stop with nothing).
+    QCOMPARE(allowed(c, v->bytes.size(), stops),
+             (std::vector<int32_t>{1, 2, 3, 4, 7, 8, 10, 11, 12}));
+    c.advance(1);  // " can"
+    QVERIFY(c.started());
+    // "can" + ...: "ine", "id", "ine\n" (stops after "canine"), "INE" (case), the end, "\n";
+    // not " " ("can " is in no span).
+    QCOMPARE(allowed(c, v->bytes.size(), stops), (std::vector<int32_t>{0, 2, 3, 6, 7, 10}));
+    c.advance(2);  // "canine"
+    // "canine" is followed by "," (kind of: canine, canid) and by "." (wild canine.): "," allowed;
+    // a space would need "canine ", which is not in the source; the newline stops here.
+    QCOMPARE(allowed(c, v->bytes.size(), stops), (std::vector<int32_t>{0, 6, 11}));
+    c.advance(11);
+    QVERIFY(!c.outside());
+  }
+
+  void pendingSpaceMustMatchASpace() {
+    auto source = SpanSource::build("grain sorghum: a cereal.\n");
+    auto v = vocab({"grain", " ", "sorghum", " sorghum", "cereal"});
+    SpanConstraint c(source, v);
+    c.advance(1);  // "grain"
+    // "grain" + "sorghum" (no space) is not a span; with a space (alone or in the piece) it is.
+    QCOMPARE(allowed(c, v->bytes.size()), (std::vector<int32_t>{0, 2, 4}));
+    c.advance(2);  // "grain "
+    // A second space joins the first; "sorghum" with or without its own leading space.
+    QCOMPARE(allowed(c, v->bytes.size()), (std::vector<int32_t>{0, 2, 3, 4}));
+    c.advance(3);  // "grain sorghum"
+    QVERIFY(!c.outside());
+    c.reset();
+    QVERIFY(!c.started());
+    QCOMPARE(allowed(c, v->bytes.size()), (std::vector<int32_t>{1, 2, 3, 4, 5}));
+  }
+
+  // Nothing allowed (an empty source): the row is left as it was, and a token outside the
+  // source lifts the constraint rather than blocking the sequence.
+  void neverBlocksASequence() {
+    auto v = vocab({"a", "b"});
+    SpanConstraint empty(SpanSource::build(""), v);
+    std::vector<float> logits = {0.5f, 1.0f, 2.0f};
+    QCOMPARE(empty.mask(logits, {}, {}), size_t{0});
+    QCOMPARE(logits, (std::vector<float>{0.5f, 1.0f, 2.0f}));
+
+    SpanConstraint c(SpanSource::build("a"), v);
+    c.advance(2);  // "b": outside
+    QVERIFY(c.outside());
+    QCOMPARE(allowed(c, v->bytes.size()).size(), size_t{3});
+  }
+
+  void stopTokenIdsEndLikeEndOfSequence() {
+    auto v = vocab({"a", "<stop>"});
+    SpanConstraint c(SpanSource::build("a"), v);
+    std::vector<float> logits(3, 0.0f);
+    const std::vector<int32_t> stopIds = {2};
+    c.mask(logits, {}, stopIds);
+    QVERIFY(std::isfinite(logits[1]) && !std::isfinite(logits[0]) && !std::isfinite(logits[2]));
+    c.advance(1);
+    logits.assign(3, 0.0f);
+    c.mask(logits, {}, stopIds);
+    QVERIFY(std::isfinite(logits[0]) && !std::isfinite(logits[1]) && std::isfinite(logits[2]));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestSpanConstraint)
+#include "test_span_constraint.moc"
