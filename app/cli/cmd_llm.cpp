@@ -131,6 +131,7 @@ struct GenerationSetup {
   std::optional<Retriever> retriever;  // --context retrieved
   bool blockMask = false;
   bool extractive = false;  // --extractive: the answer is a span of the passages (copy-constrained)
+  float copyFloor = model::SamplingParams::kDefaultCopyFloor;  // --copy-floor
   int32_t maxTokens = 16;
 };
 
@@ -155,6 +156,9 @@ Result<GenerationSetup> readGenerationSetup(Args& args, corpus::QaContext defaul
     return Status::invalidArgument("--mask must be causal or block, not '" + mask + "'");
   g.blockMask = mask == "block";
   g.extractive = args.flag("extractive");
+  RAG_ASSIGN_OR_RETURN(double copyFloor, args.getDouble("copy-floor", model::SamplingParams::kDefaultCopyFloor));
+  if (!(copyFloor >= 0 && copyFloor <= 1)) return Status::invalidArgument("--copy-floor must be in [0, 1]");
+  g.copyFloor = static_cast<float>(copyFloor);
   RAG_ASSIGN_OR_RETURN(int64_t maxTokens, args.getInt("max-tokens", 16));
   RAG_ASSIGN_OR_RETURN(int64_t threads, args.getInt("threads", static_cast<int64_t>(std::thread::hardware_concurrency())));
   if (maxTokens < 1 || maxTokens > 1024) return Status::invalidArgument("--max-tokens must be between 1 and 1024");
@@ -187,6 +191,7 @@ model::SequenceRequest requestFor(const GenerationSetup& g, const corpus::QaProm
   q.sampling.stop = {"\n"};
   // The passages: every segment before the question's (none in a closed-book prompt).
   if (g.extractive) q.sampling.copyFrom = p.text.substr(0, p.segmentStarts.back());
+  q.sampling.copyFloor = g.copyFloor;
   return q;
 }
 

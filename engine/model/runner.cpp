@@ -267,7 +267,7 @@ StepResult ModelRunner::Impl::step() {
           std::span<const float> row(last, static_cast<size_t>(vocab));
           if (!s.span) return s.sampler->sample(row);
           spanScratch.assign(row.begin(), row.end());
-          s.span->mask(spanScratch, s.sampling.stop, s.sampling.stopTokenIds);
+          s.span->mask(spanScratch, s.sampling.stop, s.sampling.stopTokenIds, s.sampling.copyFloor);
           return s.sampler->sample(spanScratch);
         };
         const int32_t t = itemToken[k] != kNoDeviceToken ? itemToken[k] : sampled();

@@ -134,6 +134,9 @@ Status SamplingParams::validate() const {
       return Status::invalidArgument("sampling stopTokenIds[" + std::to_string(i) + "] is " +
                                      std::to_string(stopTokenIds[i]) +
                                      "; token ids must be >= 0");
+  if (!(copyFloor >= 0 && copyFloor <= 1))
+    return Status::invalidArgument("sampling copyFloor must be in [0, 1] (0 = always copy), got " +
+                                   formatFloat(copyFloor));
   return Status::ok();
 }
 

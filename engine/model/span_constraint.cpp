@@ -1,6 +1,7 @@
 #include "model/span_constraint.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace rag::model {
@@ -115,7 +116,7 @@ SpanConstraint::Walk SpanConstraint::walk(Walk w, std::string_view bytes) const 
 }
 
 size_t SpanConstraint::mask(std::span<float> logits, std::span<const std::string> stops,
-                            std::span<const int32_t> stopTokenIds) const {
+                            std::span<const int32_t> stopTokenIds, float floor) {
   if (outside()) return logits.size();  // left the source already: no constraint to keep
   const std::vector<std::string>& bytes = m_pieces->bytes;
   const Walk here{m_state, m_started, m_space};
@@ -149,6 +150,17 @@ size_t SpanConstraint::mask(std::span<float> logits, std::span<const std::string
     count += ok;
   }
   if (count == 0) return 0;
+  if (floor > 0 && !m_started) {  // at the answer's start: the best span start against the model's best
+    float best = -std::numeric_limits<float>::infinity(), bestAllowed = best;
+    for (size_t i = 0; i < logits.size(); ++i) {
+      best = std::max(best, logits[i]);
+      if (allowed[i]) bestAllowed = std::max(bestAllowed, logits[i]);
+    }
+    if (std::isfinite(best) && static_cast<double>(bestAllowed) - static_cast<double>(best) < std::log(static_cast<double>(floor))) {
+      m_state = SpanSource::kNone;  // the model is not copying: lift the constraint
+      return logits.size();
+    }
+  }
   for (size_t i = 0; i < logits.size(); ++i)
     if (!allowed[i]) logits[i] = -std::numeric_limits<float>::infinity();
   return count;

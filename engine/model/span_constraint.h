@@ -17,6 +17,15 @@
 // (an empty answer is no answer). When no token at all would be allowed, mask() leaves the row
 // as it was: the constraint narrows the model's choice and never makes a sequence fail.
 //
+// The floor: when, before the first character, the likeliest token that starts a span is less
+// than `floor` times as probable as the model's likeliest token, the model is not copying — it
+// answers from what it knows, e.g. a two-hop question whose second passage was not retrieved —
+// and forcing a span would make it write a fragment ("ment" of "commandment" for
+// "municipality"). Then the constraint lifts and the sequence generates freely. Once a span has
+// begun it is kept to the end: a model that starts copying and then strays is miscopying ("tea-"
+// for "tea bag"), which is what the constraint is for. Floor 0: always copy; 1: copy only when
+// the model's first choice starts a span.
+//
 // Cost per step: one walk of at most a token's length through the automaton per vocabulary
 // entry, most ending at their first byte (a 4,096-piece vocabulary: tens of microseconds).
 #pragma once
@@ -77,18 +86,20 @@ public:
 
   // Sets logits[t] = -inf for every token t that would take the text out of the source.
   // `stopTokenIds` are allowed like end-of-sequence ids; `stops` end the text where they occur
-  // in a token. Returns how many tokens stay allowed (the row is unchanged when that is 0).
+  // in a token. Returns how many tokens stay allowed; the row is unchanged when that is 0, when
+  // the constraint has lifted, or when, before the first character, the best allowed token is
+  // less than `floor` times as probable as the best token (which lifts it).
   size_t mask(std::span<float> logits, std::span<const std::string> stops,
-              std::span<const int32_t> stopTokenIds) const;
+              std::span<const int32_t> stopTokenIds, float floor = 0);
 
   // Follows the sampled token (a token mask() did not allow moves the state outside the
-  // source; every later token is then allowed only up to a stop, as with no constraint).
+  // source: the constraint has lifted, every later token is allowed).
   void advance(int32_t token);
   // Back to an empty text (a new prompt).
   void reset();
 
   bool started() const { return m_started; }
-  bool outside() const { return m_state == SpanSource::kNone; }
+  bool outside() const { return m_state == SpanSource::kNone; }  // lifted: generation is free
 
 private:
   struct Walk {

@@ -108,6 +108,7 @@ Result<model::SequenceRequest> GenerationExecutor::sequenceFor(const StageJob& j
   if (!node.generation.copyFrom.empty()) {
     auto source = job.inputs->vars.find(node.generation.copyFrom);
     if (source != job.inputs->vars.end()) q.sampling.copyFrom = source->second;
+    q.sampling.copyFloor = static_cast<float>(node.generation.copyFloor);
   }
   return q;
 }

@@ -211,7 +211,7 @@ Result<WorkflowNode> readNode(const JsonValue& v, const std::string& path) {
   if (kind == nodeKindName(NodeKind::Generation)) {
     n.kind = NodeKind::Generation;
     RAG_RETURN_IF_ERROR(
-        r.checkKeys({"id", "kind", "prompt", "output", "max_tokens", "temperature", "stop", "copy_from"},
+        r.checkKeys({"id", "kind", "prompt", "output", "max_tokens", "temperature", "stop", "copy_from", "copy_floor"},
                     "a generation node"));
     const GenerationOptions defaults;
     RAG_ASSIGN_OR_RETURN(n.promptTemplate, r.string("prompt", "\"Answer {question}\""));
@@ -222,6 +222,7 @@ Result<WorkflowNode> readNode(const JsonValue& v, const std::string& path) {
                          r.numberOr("temperature", defaults.temperature, "0.7"));
     RAG_ASSIGN_OR_RETURN(n.generation.stop, r.stringsOr("stop", "[\"\\n\"]"));
     RAG_ASSIGN_OR_RETURN(n.generation.copyFrom, r.stringOr("copy_from", std::string(), "\"docs\""));
+    RAG_ASSIGN_OR_RETURN(n.generation.copyFloor, r.numberOr("copy_floor", defaults.copyFloor, "0.1"));
   } else if (kind == nodeKindName(NodeKind::Retrieval)) {
     n.kind = NodeKind::Retrieval;
     RAG_RETURN_IF_ERROR(
@@ -358,7 +359,10 @@ std::string WorkflowGraph::toJson() const {
       w.key("stop").beginArray();
       for (const std::string& s : n.generation.stop) w.value(s);
       w.endArray();
-      if (!n.generation.copyFrom.empty()) w.key("copy_from").value(n.generation.copyFrom);
+      if (!n.generation.copyFrom.empty()) {
+        w.key("copy_from").value(n.generation.copyFrom);
+        w.key("copy_floor").value(n.generation.copyFloor);
+      }
     } else if (n.kind == NodeKind::Knowledge) {
       w.key("query").value(n.query);
       w.key("output").value(n.outputVar);

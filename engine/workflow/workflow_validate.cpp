@@ -147,6 +147,9 @@ private:
       add(n.id, -1, at + ": copy_from names '" + o.copyFrom +
                         "', which its prompt does not use; name one of the prompt's variables (the text the "
                         "answer copies from, e.g. \"docs\") or leave copy_from out");
+    if (!(o.copyFloor >= 0 && o.copyFloor <= 1))
+      add(n.id, -1, at + ": copy_floor is " + std::to_string(o.copyFloor) +
+                        "; it must be in [0, 1] (the share of the model's probability below which it stops copying)");
     if (o.maxTokens < 1)
       add(n.id, -1, at + ": max_tokens is " + std::to_string(o.maxTokens) + "; it must be >= 1");
     if (!std::isfinite(o.temperature) || o.temperature < 0)

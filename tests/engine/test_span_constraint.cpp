@@ -1,6 +1,7 @@
 #include <QtTest>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,7 +32,7 @@ std::shared_ptr<TokenPieces> vocab(const std::vector<std::string>& pieces) {
 }
 
 // The ids mask() leaves allowed.
-std::vector<int32_t> allowed(const SpanConstraint& c, size_t vocabSize, const std::vector<std::string>& stops = {}) {
+std::vector<int32_t> allowed(SpanConstraint c, size_t vocabSize, const std::vector<std::string>& stops = {}) {
   std::vector<float> logits(vocabSize, 1.0f);
   c.mask(logits, stops, {});
   std::vector<int32_t> out;
@@ -129,6 +130,32 @@ private Q_SLOTS:
     c.advance(2);  // "b": outside
     QVERIFY(c.outside());
     QCOMPARE(allowed(c, v->bytes.size()).size(), size_t{3});
+  }
+
+  // Below the floor at the start the constraint lifts for good; at or above it, it masks.
+  void liftsWhenTheModelIsNotCopying() {
+    auto v = vocab({"a", "b"});
+    SpanConstraint c(SpanSource::build("a"), v);
+    // "a" (in the source) is 1/9 as probable as "b" (not): kept at floor 0.05, lifted at 0.2
+    std::vector<float> logits = {-std::numeric_limits<float>::infinity(), 0.0f, std::log(9.0f)};
+    std::vector<float> row = logits;
+    QCOMPARE(c.mask(row, {}, {}, 0.05f), size_t{1});
+    QVERIFY(std::isfinite(row[1]) && !std::isfinite(row[2]));
+    QVERIFY(!c.outside());
+    row = logits;
+    QCOMPARE(c.mask(row, {}, {}, 0.2f), size_t{3});
+    QCOMPARE(row, logits);
+    QVERIFY(c.outside());
+    row = logits;
+    c.mask(row, {}, {}, 0.0f);  // lifted: stays lifted
+    QCOMPARE(row, logits);
+    // Once a span has begun, the floor no longer applies: the model is miscopying, not answering
+    // from memory.
+    SpanConstraint d(SpanSource::build("ab"), vocab({"a", "b", "c"}));
+    d.advance(1);  // "a"
+    std::vector<float> strays = {0.0f, 0.0f, 0.0f, 10.0f};  // "c" far more likely than "b"
+    QCOMPARE(d.mask(strays, {}, {}, 0.5f), size_t{2});      // the end and "b"
+    QVERIFY(std::isfinite(strays[0]) && std::isfinite(strays[2]) && !std::isfinite(strays[3]));
   }
 
   void stopTokenIdsEndLikeEndOfSequence() {

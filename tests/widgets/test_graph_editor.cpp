@@ -121,6 +121,16 @@ private Q_SLOTS:
     QCOMPARE(panel->maxTokensBox()->value(), 48);
     QCOMPARE(panel->stopEdit()->text(), QString("[\"\\n\"]"));
     QCOMPARE(panel->outputEdit()->text(), QString("fact"));
+    // Copy from: the panel edits the node; a variable the prompt does not use is an issue.
+    panel->copyFromEdit()->setText("docs");
+    Q_EMIT panel->copyFromEdit()->editingFinished();
+    QCOMPARE(editor.model()->node("subanswer")->generation.copyFrom, std::string("docs"));
+    panel->copyFloorBox()->setValue(0.25);
+    QCOMPARE(editor.model()->node("subanswer")->generation.copyFloor, 0.25);
+    QVERIFY(editor.model()->graph().validate().isOk());
+    panel->copyFromEdit()->setText("hypothesis");
+    Q_EMIT panel->copyFromEdit()->editingFinished();
+    QVERIFY(!editor.model()->graph().validate().isOk());
 
     editor.scene()->selectEdge(5);  // next -> answer when subquestion contains DONE
     QCOMPARE(panel->edgeIndex(), 5);

@@ -38,7 +38,9 @@ bool propertyBelongsTo(GraphModel::NodeProperty p, rag::NodeKind k) {
     case P::Prompt:
     case P::MaxTokens:
     case P::Temperature:
-    case P::Stop: return k == K::Generation;
+    case P::Stop:
+    case P::CopyFrom:
+    case P::CopyFloor: return k == K::Generation;
     case P::Query:
     case P::TopK: return k != K::Generation;
     case P::NProbe:
@@ -344,6 +346,13 @@ rag::Status GraphModel::setNodeProperty(const QString& id, NodeProperty property
     }
     case NodeProperty::CopyFrom: {
       n.generation.copyFrom = value.toString().trimmed().toStdString();
+      break;
+    }
+    case NodeProperty::CopyFloor: {
+      bool ok = false;
+      const double f = value.toDouble(&ok);
+      if (!ok || !(f >= 0 && f <= 1)) return rag::Status::invalidArgument("copy floor must be a number in [0, 1]");
+      n.generation.copyFloor = f;
       break;
     }
   }

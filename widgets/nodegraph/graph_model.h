@@ -58,6 +58,7 @@ public:
     Method,       // QString "dense" | "bm25" | "hybrid", retrieval
     Passages,     // QString, compression: the passages variable it compresses
     CopyFrom,     // QString, generation: the variable its output must be a span of ("" : free)
+    CopyFloor,    // double in [0, 1], generation: below this share of probability it stops copying
   };
 
   explicit GraphModel(QObject* parent = nullptr);

@@ -138,6 +138,15 @@ void PropertyPanel::buildNodePage(QWidget* page) {
   m_copyFrom->setToolTip(tr("Extractive answers: a variable of the prompt (docs) whose text the output must be a "
                             "span of, compared without case; the model chooses what to copy but cannot "
                             "miscopy or invent words. Empty: free generation"));
+  m_copyFloor = new QDoubleSpinBox;
+  m_copyFloor->setRange(0.0, 1.0);
+  m_copyFloor->setSingleStep(0.05);
+  m_copyFloor->setDecimals(2);
+  m_copyFloor->setSpecialValueText(tr("0 (always copy)"));
+  m_copyFloor->setKeyboardTracking(false);
+  m_copyFloor->setToolTip(tr("With Copy from: when the words the passages allow hold less than this share of the "
+                             "model's probability, it is answering from what it knows, and the node generates "
+                             "freely from there on"));
   m_query = new QLineEdit;
   m_query->setToolTip(tr("A variable's name (question) or a template of variables ({answer} {question}: IRG's "
                          "query, the last answer and the question); a retrieval node may search several as one, "
@@ -165,6 +174,7 @@ void PropertyPanel::buildNodePage(QWidget* page) {
   addRow(m_nodeColumn, tr("Temperature"), m_temperature);
   addRow(m_nodeColumn, tr("Stop strings"), m_stop);
   addRow(m_nodeColumn, tr("Copy from"), m_copyFrom);
+  addRow(m_nodeColumn, tr("Copy floor"), m_copyFloor);
   addRow(m_nodeColumn, tr("Passages"), m_passages);
   addRow(m_nodeColumn, tr("Query"), m_query);
   addRow(m_nodeColumn, tr("Top-k"), m_topk);
@@ -183,6 +193,8 @@ void PropertyPanel::buildNodePage(QWidget* page) {
   connect(m_stop, &QLineEdit::editingFinished, this, &PropertyPanel::commitStop);
   connect(m_copyFrom, &QLineEdit::editingFinished, this,
           [this] { setNodeProperty(Prop::CopyFrom, m_copyFrom->text()); });
+  connect(m_copyFloor, &QDoubleSpinBox::valueChanged, this,
+          [this](double v) { setNodeProperty(Prop::CopyFloor, v); });
   connect(m_query, &QLineEdit::editingFinished, this,
           [this] { setNodeProperty(Prop::Query, m_query->text()); });
   connect(m_passages, &QLineEdit::editingFinished, this,
@@ -308,7 +320,7 @@ void PropertyPanel::refreshNode(const rag::WorkflowNode& n) {
   setText(m_output, toQString(n.outputVar));
   for (QWidget* w : {static_cast<QWidget*>(m_prompt), static_cast<QWidget*>(m_maxTokens),
                      static_cast<QWidget*>(m_temperature), static_cast<QWidget*>(m_stop),
-                     static_cast<QWidget*>(m_copyFrom)})
+                     static_cast<QWidget*>(m_copyFrom), static_cast<QWidget*>(m_copyFloor)})
     setRowVisible(w, gen);
   for (QWidget* w : {static_cast<QWidget*>(m_query), static_cast<QWidget*>(m_topk)}) setRowVisible(w, !gen);
   // Top-k counts subgraphs on a knowledge node, sentences kept on a compression node; method and
@@ -329,6 +341,7 @@ void PropertyPanel::refreshNode(const rag::WorkflowNode& n) {
     for (const std::string& s : n.generation.stop) stops.append(toQString(s));
     setText(m_stop, QString::fromUtf8(QJsonDocument(stops).toJson(QJsonDocument::Compact)));
     setText(m_copyFrom, toQString(n.generation.copyFrom));
+    m_copyFloor->setValue(n.generation.copyFloor);
   } else {
     setText(m_query, toQString(n.query));
     m_topk->setValue(int(n.topk));

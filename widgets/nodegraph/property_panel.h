@@ -47,6 +47,7 @@ public:
   QDoubleSpinBox* temperatureBox() const { return m_temperature; }
   QLineEdit* stopEdit() const { return m_stop; }  // a JSON array of strings: ["\n"]
   QLineEdit* copyFromEdit() const { return m_copyFrom; }  // a variable's name, or empty
+  QDoubleSpinBox* copyFloorBox() const { return m_copyFloor; }
   QLineEdit* queryEdit() const { return m_query; }
   QSpinBox* topkBox() const { return m_topk; }
   QLineEdit* passagesEdit() const { return m_passages; }
@@ -112,6 +113,7 @@ private:
   QDoubleSpinBox* m_temperature;
   QLineEdit* m_stop;
   QLineEdit* m_copyFrom;
+  QDoubleSpinBox* m_copyFloor;
   QLineEdit* m_query;
   QSpinBox* m_topk;
   QLineEdit* m_passages;
