@@ -27,7 +27,10 @@
 // the model's first choice starts a span.
 //
 // Cost per step: one walk of at most a token's length through the automaton per vocabulary
-// entry, most ending at their first byte (a 4,096-piece vocabulary: tens of microseconds).
+// entry. Measured with a 4,096-piece vocabulary on this project's 2-core host: `eval qa
+// --context gold --limit 2000` with the 4.26M-parameter role model took 17.2 and 18.8 s with
+// --extractive against 16.5 and 15.3 s without (alternating runs), 0.1–0.5 ms a masked step —
+// a tenth of the wall time for a model this small, less for any larger one.
 #pragma once
 
 #include <cstdint>
