@@ -253,15 +253,15 @@ struct ModelRunner::Impl {
   // Each token id's bytes (built on first use; needs the tokenizer).
   const std::shared_ptr<const TokenPieces>& tokenPieces() {
     if (!pieces) {
-      auto p = std::make_shared<TokenPieces>();
-      p->bytes.resize(static_cast<size_t>(cfg.vocabSize));
+      std::vector<std::string> bytes(static_cast<size_t>(cfg.vocabSize));
       for (int32_t id = 0; id < cfg.vocabSize && id < tokenizer->vocabSize(); ++id) {
         if (tokenizer->isSpecial(id)) continue;
         Result<std::string> b = tokenizer->decode(std::span<const int32_t>(&id, 1));
-        if (b.isOk()) p->bytes[static_cast<size_t>(id)] = std::move(*b);
+        if (b.isOk()) bytes[static_cast<size_t>(id)] = std::move(*b);
       }
-      for (int64_t e : eosIds) p->endIds.push_back(static_cast<int32_t>(e));
-      pieces = std::move(p);
+      std::vector<int32_t> ends;
+      for (int64_t e : eosIds) ends.push_back(static_cast<int32_t>(e));
+      pieces = TokenPieces::make(std::move(bytes), std::move(ends));
     }
     return pieces;
   }

@@ -91,6 +91,33 @@ std::shared_ptr<const SpanSource> SpanSource::build(std::string_view text) {
   return s;
 }
 
+std::shared_ptr<const TokenPieces> TokenPieces::make(std::vector<std::string> bytes, std::vector<int32_t> endIds) {
+  auto p = std::make_shared<TokenPieces>();
+  p->bytes = std::move(bytes);
+  p->endIds = std::move(endIds);
+  p->nextToken.assign(p->bytes.size(), -1);
+  p->trieFirstEdge.push_back(-1);
+  p->trieFirstToken.push_back(-1);
+  auto child = [&](int32_t node, uint8_t c) {
+    for (int32_t e = p->trieFirstEdge[static_cast<size_t>(node)]; e >= 0; e = p->trieEdges[static_cast<size_t>(e)].next)
+      if (p->trieEdges[static_cast<size_t>(e)].byte == c) return p->trieEdges[static_cast<size_t>(e)].to;
+    const auto to = static_cast<int32_t>(p->trieFirstEdge.size());
+    p->trieFirstEdge.push_back(-1);
+    p->trieFirstToken.push_back(-1);
+    p->trieEdges.push_back({c, to, p->trieFirstEdge[static_cast<size_t>(node)]});
+    p->trieFirstEdge[static_cast<size_t>(node)] = static_cast<int32_t>(p->trieEdges.size()) - 1;
+    return to;
+  };
+  for (size_t id = 0; id < p->bytes.size(); ++id) {
+    if (p->bytes[id].empty()) continue;
+    int32_t node = 0;
+    for (char c : p->bytes[id]) node = child(node, static_cast<uint8_t>(c));
+    p->nextToken[id] = p->trieFirstToken[static_cast<size_t>(node)];
+    p->trieFirstToken[static_cast<size_t>(node)] = static_cast<int32_t>(id);
+  }
+  return p;
+}
+
 SpanConstraint::SpanConstraint(std::shared_ptr<const SpanSource> source, std::shared_ptr<const TokenPieces> pieces)
     : m_source(std::move(source)), m_pieces(std::move(pieces)) {}
 
@@ -115,40 +142,55 @@ SpanConstraint::Walk SpanConstraint::walk(Walk w, std::string_view bytes) const 
   return w;
 }
 
+void SpanConstraint::decide(std::span<uint8_t> allowed, std::span<const std::string> stops) {
+  const TokenPieces& p = *m_pieces;
+  if (!m_stopsRead) {
+    m_stopsRead = true;
+    m_holdsStop.assign(p.bytes.size(), 0);
+    for (size_t id = 0; id < p.bytes.size(); ++id) {
+      size_t cut = std::string_view::npos;
+      for (const std::string& s : stops)
+        if (!s.empty()) cut = std::min(cut, std::string_view(p.bytes[id]).find(s));
+      if (cut == std::string_view::npos) continue;
+      m_holdsStop[id] = 1;
+      m_stopCuts.emplace_back(static_cast<int32_t>(id), cut);
+    }
+  }
+  const Walk here{m_state, m_started, m_space};
+  // The trie, depth first: a node's tokens are allowed when the walk to it stays in the source.
+  m_stack.clear();
+  m_stack.emplace_back(0, here);
+  while (!m_stack.empty()) {
+    const auto [node, w] = m_stack.back();
+    m_stack.pop_back();
+    for (int32_t t = p.trieFirstToken[static_cast<size_t>(node)]; t >= 0; t = p.nextToken[static_cast<size_t>(t)])
+      if (static_cast<size_t>(t) < allowed.size() && !m_holdsStop[static_cast<size_t>(t)]) allowed[static_cast<size_t>(t)] = 1;
+    for (int32_t e = p.trieFirstEdge[static_cast<size_t>(node)]; e >= 0; e = p.trieEdges[static_cast<size_t>(e)].next) {
+      const TokenPieces::TrieEdge& edge = p.trieEdges[static_cast<size_t>(e)];
+      const char c = static_cast<char>(edge.byte);
+      const Walk next = walk(w, std::string_view(&c, 1));
+      if (next.state != SpanSource::kNone) m_stack.emplace_back(edge.to, next);
+    }
+  }
+  // A token with a stop string stops there, with some text.
+  for (const auto& [id, cut] : m_stopCuts) {
+    if (static_cast<size_t>(id) >= allowed.size()) continue;
+    const Walk w = walk(here, std::string_view(p.bytes[static_cast<size_t>(id)]).substr(0, cut));
+    allowed[static_cast<size_t>(id)] = w.state != SpanSource::kNone && w.started;
+  }
+}
+
 size_t SpanConstraint::mask(std::span<float> logits, std::span<const std::string> stops,
                             std::span<const int32_t> stopTokenIds, float floor) {
   if (outside()) return logits.size();  // left the source already: no constraint to keep
-  const std::vector<std::string>& bytes = m_pieces->bytes;
-  const Walk here{m_state, m_started, m_space};
-  auto isEnd = [&](int32_t t) {
-    return std::find(m_pieces->endIds.begin(), m_pieces->endIds.end(), t) != m_pieces->endIds.end() ||
-           std::find(stopTokenIds.begin(), stopTokenIds.end(), t) != stopTokenIds.end();
-  };
   // Decide first, then mask, so that a row with nothing allowed is left as it was.
   std::vector<uint8_t> allowed(logits.size(), 0);
+  decide(allowed, stops);
+  for (const std::span<const int32_t> ends : {std::span<const int32_t>(m_pieces->endIds), stopTokenIds})
+    for (int32_t t : ends)
+      if (t >= 0 && static_cast<size_t>(t) < allowed.size()) allowed[static_cast<size_t>(t)] = m_started;
   size_t count = 0;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const auto t = static_cast<int32_t>(i);
-    bool ok;
-    if (isEnd(t)) {
-      ok = m_started;
-    } else if (i >= bytes.size() || bytes[i].empty()) {
-      ok = false;
-    } else {
-      std::string_view piece = bytes[i];
-      size_t cut = std::string_view::npos;
-      for (const std::string& s : stops)
-        if (!s.empty()) cut = std::min(cut, piece.find(s));
-      if (cut != std::string_view::npos) {
-        const Walk w = walk(here, piece.substr(0, cut));
-        ok = w.state != SpanSource::kNone && w.started;  // stops here, with some text
-      } else {
-        ok = walk(here, piece).state != SpanSource::kNone;
-      }
-    }
-    allowed[i] = ok;
-    count += ok;
-  }
+  for (uint8_t a : allowed) count += a;
   if (count == 0) return 0;
   if (floor > 0 && !m_started) {  // at the answer's start: the best span start against the model's best
     float best = -std::numeric_limits<float>::infinity(), bestAllowed = best;

@@ -26,11 +26,12 @@
 // for "tea bag"), which is what the constraint is for. Floor 0: always copy; 1: copy only when
 // the model's first choice starts a span.
 //
-// Cost per step: one walk of at most a token's length through the automaton per vocabulary
-// entry. Measured with a 4,096-piece vocabulary on this project's 2-core host: `eval qa
-// --context gold --limit 2000` with the 4.26M-parameter role model took 17.2 and 18.8 s with
-// --extractive against 16.5 and 15.3 s without (alternating runs), 0.1–0.5 ms a masked step —
-// a tenth of the wall time for a model this small, less for any larger one.
+// Cost per step: one depth-first walk of the vocabulary's trie, pruned at the first byte that
+// leaves the source, plus a walk per token that holds a stop string. Measured with a 4,096-piece
+// vocabulary on this project's 2-core host: `eval qa --context gold --limit 2000` with the
+// 4.26M-parameter role model took 20.8 and 20.2 s with --extractive against 19.8 and 19.4 s
+// without (alternating runs; a walk per token, the first design, 17.2 and 18.8 against 16.5 and
+// 15.3 s) — a few per cent for a model this small, less for any larger one.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +39,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace rag::model {
@@ -76,11 +78,24 @@ private:
   std::vector<Edge> m_edges;
 };
 
-// What the constraint needs of a tokenizer, built once per model: each token id's bytes and
-// which ids end a sequence.
+// What the constraint needs of a tokenizer, built once per model: each token id's bytes, which
+// ids end a sequence, and a trie of the bytes, so that a mask walks each shared prefix once and
+// leaves a whole subtree at the first byte that leaves the source.
 struct TokenPieces {
+  static std::shared_ptr<const TokenPieces> make(std::vector<std::string> bytes, std::vector<int32_t> endIds);
+
   std::vector<std::string> bytes;    // by token id; empty for special tokens
   std::vector<int32_t> endIds;       // end-of-sequence ids
+
+  struct TrieEdge {
+    uint8_t byte;
+    int32_t to;
+    int32_t next;  // the node's next edge, or -1
+  };
+  std::vector<int32_t> trieFirstEdge;   // per trie node (0: the root); -1 when it has none
+  std::vector<int32_t> trieFirstToken;  // per trie node: a token whose bytes end there, or -1
+  std::vector<int32_t> nextToken;       // per token id: the next token ending at its node, or -1
+  std::vector<TrieEdge> trieEdges;
 };
 
 class SpanConstraint {
@@ -89,7 +104,7 @@ public:
 
   // Sets logits[t] = -inf for every token t that would take the text out of the source.
   // `stopTokenIds` are allowed like end-of-sequence ids; `stops` end the text where they occur
-  // in a token. Returns how many tokens stay allowed; the row is unchanged when that is 0, when
+  // in a token (a sequence's stops are read at its first mask and taken to stay the same). Returns how many tokens stay allowed; the row is unchanged when that is 0, when
   // the constraint has lifted, or when, before the first character, the best allowed token is
   // less than `floor` times as probable as the best token (which lifts it).
   size_t mask(std::span<float> logits, std::span<const std::string> stops,
@@ -112,12 +127,20 @@ private:
   };
   // The walk after `bytes` from `w`; state kNone when it leaves the source.
   Walk walk(Walk w, std::string_view bytes) const;
+  // Whether each token keeps the text in the source: the ones in the trie by one depth-first
+  // walk, the ones holding a stop string each up to it.
+  void decide(std::span<uint8_t> allowed, std::span<const std::string> stops);
 
   std::shared_ptr<const SpanSource> m_source;
   std::shared_ptr<const TokenPieces> m_pieces;
   int32_t m_state = SpanSource::kRoot;
   bool m_started = false;  // a character (not whitespace) has been generated
   bool m_space = false;    // the text ends in whitespace (matched as one space)
+  // The tokens that hold a stop string, with where its first one starts (read at the first mask).
+  bool m_stopsRead = false;
+  std::vector<std::pair<int32_t, size_t>> m_stopCuts;
+  std::vector<uint8_t> m_holdsStop;  // by token id
+  std::vector<std::pair<int32_t, Walk>> m_stack;  // decide()'s scratch
 };
 
 }  // namespace rag::model

@@ -1,5 +1,7 @@
 #include <QtTest>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -23,12 +25,38 @@ bool contains(const SpanSource& s, const std::string& text) {
 }
 
 // A vocabulary: id 0 is the end-of-sequence token (no bytes), the rest are the given pieces.
-std::shared_ptr<TokenPieces> vocab(const std::vector<std::string>& pieces) {
-  auto p = std::make_shared<TokenPieces>();
-  p->bytes.push_back("");
-  for (const std::string& s : pieces) p->bytes.push_back(s);
-  p->endIds = {0};
-  return p;
+std::shared_ptr<const TokenPieces> vocab(const std::vector<std::string>& pieces) {
+  std::vector<std::string> bytes = {""};
+  bytes.insert(bytes.end(), pieces.begin(), pieces.end());
+  return TokenPieces::make(std::move(bytes), {0});
+}
+
+// The rules of span_constraint.h written out per token, without the trie: whether `text`
+// (generated so far) followed by `piece` stays a span of `source`, by std::string::find.
+bool referenceAllows(const std::string& source, const std::string& text, const std::string& piece,
+                     const std::vector<std::string>& stops, bool isEnd) {
+  auto normal = [](const std::string& t, bool isSource) {
+    std::string out;
+    for (char ch : t) {
+      auto c = static_cast<unsigned char>(ch);
+      if (c == ' ' || c == '\t' || c == '\r') c = ' ';
+      else if (c < 0x20 || c == 0x7f) c = '|';  // a break
+      else c = static_cast<unsigned char>(std::tolower(c));
+      if (c == ' ' && (out.empty() || out.back() == ' ' || (isSource && out.back() == '|'))) continue;
+      if (!isSource && c == '|') return std::string("\x01");  // matches nothing
+      out.push_back(static_cast<char>(c));
+    }
+    return out;
+  };
+  const std::string src = normal(source, true);
+  std::string cut = piece;
+  bool stopped = false;
+  size_t at = std::string::npos;
+  for (const std::string& s : stops) at = std::min(at, piece.find(s));
+  if (at != std::string::npos) cut = piece.substr(0, at), stopped = true;
+  const std::string t = normal(text + cut, false);
+  if (isEnd || stopped) return !t.empty() && src.find(t) != std::string::npos;
+  return src.find(t) != std::string::npos;
 }
 
 // The ids mask() leaves allowed.
@@ -156,6 +184,47 @@ private Q_SLOTS:
     std::vector<float> strays = {0.0f, 0.0f, 0.0f, 10.0f};  // "c" far more likely than "b"
     QCOMPARE(d.mask(strays, {}, {}, 0.5f), size_t{2});      // the end and "b"
     QVERIFY(std::isfinite(strays[0]) && std::isfinite(strays[2]) && !std::isfinite(strays[3]));
+  }
+
+  // The trie walk decides every token as the per-token rules do: random sources, vocabularies
+  // (spaces, case, newlines, stop strings inside pieces) and texts.
+  void maskAgreesWithThePerTokenRules() {
+    std::mt19937 rng(11);
+    const std::string alphabet = "abAB \n.";
+    auto draw = [&](int n) {
+      std::string s;
+      for (int i = 0; i < n; ++i) s.push_back(alphabet[rng() % alphabet.size()]);
+      return s;
+    };
+    for (int round = 0; round < 200; ++round) {
+      const std::string source = draw(1 + static_cast<int>(rng() % 30));
+      std::vector<std::string> pieces;
+      for (int i = 0; i < 40; ++i) pieces.push_back(draw(1 + static_cast<int>(rng() % 4)));
+      auto v = vocab(pieces);
+      const std::vector<std::string> stops = round % 2 ? std::vector<std::string>{"\n"} : std::vector<std::string>{"b."};
+      SpanConstraint c(SpanSource::build(source), v);
+      std::string text;
+      for (int step = 0; step < 4 && !c.outside(); ++step) {
+        std::vector<float> logits(v->bytes.size(), 0.0f);
+        SpanConstraint probe = c;
+        probe.mask(logits, stops, {});
+        std::vector<bool> want;
+        for (size_t t = 0; t < v->bytes.size(); ++t)
+          want.push_back(referenceAllows(source, text, v->bytes[t], stops, t == 0));
+        const auto expected = static_cast<size_t>(std::count(want.begin(), want.end(), true));
+        for (size_t t = 0; t < v->bytes.size(); ++t)  // nothing allowed: the row is left as it was
+          QVERIFY2(std::isfinite(logits[t]) == (want[t] || expected == 0),
+                   (source + " | " + text + " | " + v->bytes[t]).c_str());
+        // Follow an allowed token that does not stop.
+        int32_t next = -1;
+        for (size_t t = 1; t < v->bytes.size(); ++t)
+          if (std::isfinite(logits[t]) && v->bytes[t].find(stops[0]) == std::string::npos &&
+              v->bytes[t].find('\n') == std::string::npos) next = static_cast<int32_t>(t);
+        if (next < 0 || expected == 0) break;
+        c.advance(next);
+        text += v->bytes[static_cast<size_t>(next)];
+      }
+    }
   }
 
   void stopTokenIdsEndLikeEndOfSequence() {
