@@ -44,6 +44,10 @@ void NodeItem::setNode(const rag::WorkflowNode& node) {
   if (node.kind == rag::NodeKind::Generation) {
     m_detail = QStringLiteral("generation · max %1 tokens").arg(node.generation.maxTokens);
     m_summary = QStringLiteral("Generation node. Prompt:\n%1").arg(toQString(node.promptTemplate));
+    if (!node.generation.copyFrom.empty()) {  // extractive: say what it copies from
+      const QString from = toQString(node.generation.copyFrom);
+      m_summary += QStringLiteral("\nIts output is a span of {%1} (copy floor %2).").arg(from).arg(node.generation.copyFloor);
+    }
   } else if (node.kind == rag::NodeKind::Knowledge) {
     m_detail = QStringLiteral("knowledge graph · %1 subgraphs").arg(node.topk);
     m_summary = QStringLiteral("Knowledge-graph retrieval node: the %1 entities of %2, each one's %3-hop "
@@ -71,7 +75,12 @@ void NodeItem::setNode(const rag::WorkflowNode& node) {
                              ? QStringLiteral(", %1 clusters probed").arg(node.retrieval.nprobe)
                              : QString());
   }
-  m_output = node.kind == rag::NodeKind::Generation ? QStringLiteral("→ {%1}").arg(toQString(node.outputVar))
+  // An extractive generation shows what it copies from, as a compression shows what it reads.
+  m_output = node.kind == rag::NodeKind::Generation
+                 ? (node.generation.copyFrom.empty()
+                        ? QStringLiteral("→ {%1}").arg(toQString(node.outputVar))
+                        : QStringLiteral("copies {%1} → {%2}").arg(toQString(node.generation.copyFrom),
+                                                                 toQString(node.outputVar)))
              : node.kind == rag::NodeKind::Compression
                  ? QStringLiteral("{%1} → {%2}").arg(toQString(node.compression.passages), toQString(node.outputVar))
                  : QStringLiteral("%1 → {%2}").arg(queryLabel(node.query), toQString(node.outputVar));
