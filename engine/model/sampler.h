@@ -54,9 +54,9 @@ struct SamplingParams {
   // Non-empty: copy-constrained decoding, the generated text must stay a span of this text (the
   // passages the answer should come from; model/span_constraint.h). Needs a tokenizer.
   std::string copyFrom = {};
-  // The constraint lifts (free generation) when the likeliest token that would start a span is
-  // less than this many times as probable as the likeliest token: the model is not copying
-  // (span_constraint.h). In [0, 1]; 0: always copy; 1: only when its first choice starts a span.
+  // The constraint lifts (free generation) when, within the answer's first word, the likeliest
+  // token that keeps a span is less than this many times as probable as the likeliest token: the
+  // model is not copying (span_constraint.h). In [0, 1]; 0: always copy.
   float copyFloor = kDefaultCopyFloor;
   static constexpr float kDefaultCopyFloor = 0.1f;  // chosen on the dev split (README, "Extractive answers")
 

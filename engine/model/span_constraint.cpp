@@ -192,7 +192,7 @@ size_t SpanConstraint::mask(std::span<float> logits, std::span<const std::string
   size_t count = 0;
   for (uint8_t a : allowed) count += a;
   if (count == 0) return 0;
-  if (floor > 0 && !m_started) {  // at the answer's start: the best span start against the model's best
+  if (floor > 0 && !m_spaced) {  // in the answer's first word: the best span continuation against the model's best
     float best = -std::numeric_limits<float>::infinity(), bestAllowed = best;
     for (size_t i = 0; i < logits.size(); ++i) {
       best = std::max(best, logits[i]);
@@ -214,12 +214,14 @@ void SpanConstraint::advance(int32_t token) {
   m_state = w.state;
   m_started = w.started;
   m_space = w.space;
+  m_spaced = m_spaced || (w.started && w.space);
 }
 
 void SpanConstraint::reset() {
   m_state = SpanSource::kRoot;
   m_started = false;
   m_space = false;
+  m_spaced = false;
 }
 
 }  // namespace rag::model

@@ -17,14 +17,14 @@
 // (an empty answer is no answer). When no token at all would be allowed, mask() leaves the row
 // as it was: the constraint narrows the model's choice and never makes a sequence fail.
 //
-// The floor: when, before the first character, the likeliest token that starts a span is less
-// than `floor` times as probable as the model's likeliest token, the model is not copying — it
-// answers from what it knows, e.g. a two-hop question whose second passage was not retrieved —
-// and forcing a span would make it write a fragment ("ment" of "commandment" for
-// "municipality"). Then the constraint lifts and the sequence generates freely. Once a span has
-// begun it is kept to the end: a model that starts copying and then strays is miscopying ("tea-"
-// for "tea bag"), which is what the constraint is for. Floor 0: always copy; 1: copy only when
-// the model's first choice starts a span.
+// The floor: while the answer's first word is being written, when the likeliest token that
+// keeps it a span is less than `floor` times as probable as the model's likeliest token, the
+// model is not copying — it answers from what it knows, e.g. a two-hop question whose second
+// passage was not retrieved — and forcing a span would make it write a fragment ("ment" of
+// "commandment" for "municipality"). Then the constraint lifts and the sequence generates
+// freely. Once the first word is done (a space follows it) the span is kept to the end: a model
+// that copies a word and then strays is miscopying ("tea-" for "tea bag"), which is what the
+// constraint is for. Floor 0: always copy; 1: only while the model's first choice keeps a span.
 //
 // Cost per step: one depth-first walk of the vocabulary's trie, pruned at the first byte that
 // leaves the source, plus a walk per token that holds a stop string. Measured with a 4,096-piece
@@ -105,8 +105,8 @@ public:
   // Sets logits[t] = -inf for every token t that would take the text out of the source.
   // `stopTokenIds` are allowed like end-of-sequence ids; `stops` end the text where they occur
   // in a token (a sequence's stops are read at its first mask and taken to stay the same). Returns how many tokens stay allowed; the row is unchanged when that is 0, when
-  // the constraint has lifted, or when, before the first character, the best allowed token is
-  // less than `floor` times as probable as the best token (which lifts it).
+  // the constraint has lifted, or when, within the answer's first word, the best allowed token
+  // is less than `floor` times as probable as the best token (which lifts it).
   size_t mask(std::span<float> logits, std::span<const std::string> stops,
               std::span<const int32_t> stopTokenIds, float floor = 0);
 
@@ -136,6 +136,7 @@ private:
   int32_t m_state = SpanSource::kRoot;
   bool m_started = false;  // a character (not whitespace) has been generated
   bool m_space = false;    // the text ends in whitespace (matched as one space)
+  bool m_spaced = false;   // a space has followed the first word: the floor no longer applies
   // The tokens that hold a stop string, with where its first one starts (read at the first mask).
   bool m_stopsRead = false;
   std::vector<std::pair<int32_t, size_t>> m_stopCuts;

@@ -177,13 +177,22 @@ private Q_SLOTS:
     row = logits;
     c.mask(row, {}, {}, 0.0f);  // lifted: stays lifted
     QCOMPARE(row, logits);
-    // Once a span has begun, the floor no longer applies: the model is miscopying, not answering
-    // from memory.
-    SpanConstraint d(SpanSource::build("ab"), vocab({"a", "b", "c"}));
-    d.advance(1);  // "a"
-    std::vector<float> strays = {0.0f, 0.0f, 0.0f, 10.0f};  // "c" far more likely than "b"
-    QCOMPARE(d.mask(strays, {}, {}, 0.5f), size_t{2});      // the end and "b"
+    // Within the first word the floor still applies ("m" then a word the passages do not hold:
+    // an answer from memory); after it, it no longer does (a miscopy, which the constraint fixes).
+    auto v2 = vocab({"a", "b", "c", " ", "ab"});
+    SpanConstraint inWord(SpanSource::build("ab ab"), v2);
+    inWord.advance(1);  // "a"
+    std::vector<float> strays = {0.0f, 0.0f, 0.0f, 10.0f, 0.0f, 0.0f};  // "c" far more likely than "b"
+    QCOMPARE(inWord.mask(strays, {}, {}, 0.5f), size_t{6});            // lifted
+    QVERIFY(inWord.outside());
+    SpanConstraint later(SpanSource::build("ab ab"), v2);
+    later.advance(5);  // "ab"
+    later.advance(4);  // " "
+    later.advance(1);  // "a"
+    strays = {0.0f, 0.0f, 0.0f, 10.0f, 0.0f, 0.0f};
+    QCOMPARE(later.mask(strays, {}, {}, 0.5f), size_t{2});  // the end and "b"
     QVERIFY(std::isfinite(strays[0]) && std::isfinite(strays[2]) && !std::isfinite(strays[3]));
+    QVERIFY(!later.outside());
   }
 
   // The trie walk decides every token as the per-token rules do: random sources, vocabularies

@@ -114,9 +114,9 @@ struct GenerationOptions {
   // prompt's variables, e.g. "docs"), compared without case (copy-constrained decoding,
   // model/span_constraint.h). Empty: free generation.
   std::string copyFrom = {};
-  // With copyFrom: when the likeliest token that would start a span is less than this many
-  // times as probable as the model's likeliest token, the constraint lifts and the node
-  // generates freely (the model answers from what it knows); in [0, 1].
+  // With copyFrom: when, within the answer's first word, the likeliest token that keeps a span
+  // is less than this many times as probable as the model's likeliest token, the constraint
+  // lifts and the node generates freely (the model answers from what it knows); in [0, 1].
   double copyFloor = kDefaultCopyFloor;
   static constexpr double kDefaultCopyFloor = 0.1;  // model::SamplingParams::kDefaultCopyFloor
   bool operator==(const GenerationOptions&) const = default;
