@@ -184,7 +184,8 @@ size_t SpanConstraint::mask(std::span<float> logits, std::span<const std::string
                             std::span<const int32_t> stopTokenIds, float floor) {
   if (outside()) return logits.size();  // left the source already: no constraint to keep
   // Decide first, then mask, so that a row with nothing allowed is left as it was.
-  std::vector<uint8_t> allowed(logits.size(), 0);
+  std::vector<uint8_t>& allowed = m_allowed;
+  allowed.assign(logits.size(), 0);
   decide(allowed, stops);
   for (const std::span<const int32_t> ends : {std::span<const int32_t>(m_pieces->endIds), stopTokenIds})
     for (int32_t t : ends)

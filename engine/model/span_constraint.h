@@ -104,9 +104,10 @@ public:
 
   // Sets logits[t] = -inf for every token t that would take the text out of the source.
   // `stopTokenIds` are allowed like end-of-sequence ids; `stops` end the text where they occur
-  // in a token (a sequence's stops are read at its first mask and taken to stay the same). Returns how many tokens stay allowed; the row is unchanged when that is 0, when
-  // the constraint has lifted, or when, within the answer's first word, the best allowed token
-  // is less than `floor` times as probable as the best token (which lifts it).
+  // in a token (a sequence's stops are read at its first mask and taken to stay the same).
+  // Returns how many tokens stay allowed; the row is unchanged when that is 0, when the
+  // constraint has lifted, or when, within the answer's first word, the best allowed token is
+  // less than `floor` times as probable as the best token (which lifts it).
   size_t mask(std::span<float> logits, std::span<const std::string> stops,
               std::span<const int32_t> stopTokenIds, float floor = 0);
 
@@ -142,6 +143,7 @@ private:
   std::vector<std::pair<int32_t, size_t>> m_stopCuts;
   std::vector<uint8_t> m_holdsStop;  // by token id
   std::vector<std::pair<int32_t, Walk>> m_stack;  // decide()'s scratch
+  std::vector<uint8_t> m_allowed;                 // mask()'s scratch: by token id
 };
 
 }  // namespace rag::model

@@ -105,6 +105,8 @@ Result<model::SequenceRequest> GenerationExecutor::sequenceFor(const StageJob& j
   q.sampling.temperature = static_cast<float>(node.generation.temperature);
   q.sampling.seed = job.requestId;
   q.sampling.stop = node.generation.stop;
+  // rag/workflow.h cannot see the sampler; the two defaults must agree.
+  static_assert(static_cast<float>(GenerationOptions::kDefaultCopyFloor) == model::SamplingParams::kDefaultCopyFloor);
   if (!node.generation.copyFrom.empty()) {
     auto source = job.inputs->vars.find(node.generation.copyFrom);
     if (source != job.inputs->vars.end()) q.sampling.copyFrom = source->second;

@@ -34,6 +34,17 @@ QSpinBox* spinBox(int min, int max) {
   return box;
 }
 
+// Two decimals; `atMin` is what the minimum shows ("0 (greedy)").
+QDoubleSpinBox* doubleSpinBox(double min, double max, double step, const QString& atMin) {
+  auto* box = new QDoubleSpinBox;
+  box->setRange(min, max);
+  box->setSingleStep(step);
+  box->setDecimals(2);
+  box->setSpecialValueText(atMin);
+  box->setKeyboardTracking(false);
+  return box;
+}
+
 // A column of rows at the top of `page`; the stretch below takes the spare height.
 QVBoxLayout* columnOn(QWidget* page) {
   auto* column = new QVBoxLayout(page);
@@ -125,12 +136,7 @@ void PropertyPanel::buildNodePage(QWidget* page) {
   m_prompt->setLineWrapMode(QPlainTextEdit::WidgetWidth);
   m_highlighter = new PromptHighlighter(m_prompt->document());
   m_maxTokens = spinBox(1, 4096);
-  m_temperature = new QDoubleSpinBox;
-  m_temperature->setRange(0.0, 5.0);
-  m_temperature->setSingleStep(0.1);
-  m_temperature->setDecimals(2);
-  m_temperature->setSpecialValueText(tr("0 (greedy)"));
-  m_temperature->setKeyboardTracking(false);
+  m_temperature = doubleSpinBox(0.0, 5.0, 0.1, tr("0 (greedy)"));
   m_stop = new QLineEdit;
   m_stop->setToolTip(tr("A JSON array of strings; generation ends at the first one: [\"\\n\"]"));
   m_copyFrom = new QLineEdit;
@@ -138,15 +144,11 @@ void PropertyPanel::buildNodePage(QWidget* page) {
   m_copyFrom->setToolTip(tr("Extractive answers: a variable of the prompt (docs) whose text the output must be a "
                             "span of, compared without case; the model chooses what to copy but cannot "
                             "miscopy or invent words. Empty: free generation"));
-  m_copyFloor = new QDoubleSpinBox;
-  m_copyFloor->setRange(0.0, 1.0);
-  m_copyFloor->setSingleStep(0.05);
-  m_copyFloor->setDecimals(2);
-  m_copyFloor->setSpecialValueText(tr("0 (always copy)"));
-  m_copyFloor->setKeyboardTracking(false);
-  m_copyFloor->setToolTip(tr("With Copy from: when the words the passages allow hold less than this share of the "
-                             "model's probability, it is answering from what it knows, and the node generates "
-                             "freely from there on"));
+  m_copyFloor = doubleSpinBox(0.0, 1.0, 0.05, tr("0 (always copy)"));
+  m_copyFloor->setToolTip(tr("With Copy from: while the answer's first word is written, when the likeliest token "
+                             "that keeps it a span is less than this many times as probable as the model's own "
+                             "first choice, it is answering from what it knows, and the node generates freely "
+                             "from there on"));
   m_query = new QLineEdit;
   m_query->setToolTip(tr("A variable's name (question) or a template of variables ({answer} {question}: IRG's "
                          "query, the last answer and the question); a retrieval node may search several as one, "
