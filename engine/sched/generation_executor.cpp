@@ -108,8 +108,7 @@ Result<model::SequenceRequest> GenerationExecutor::sequenceFor(const StageJob& j
   // rag/workflow.h cannot see the sampler; the two defaults must agree.
   static_assert(static_cast<float>(GenerationOptions::kDefaultCopyFloor) == model::SamplingParams::kDefaultCopyFloor);
   if (!node.generation.copyFrom.empty()) {
-    auto source = job.inputs->vars.find(node.generation.copyFrom);
-    if (source != job.inputs->vars.end()) q.sampling.copyFrom = source->second;
+    q.sampling.copyFrom = copySourceText(node.generation.copyFrom, job.inputs->vars);
     q.sampling.copyFloor = static_cast<float>(node.generation.copyFloor);
   }
   return q;

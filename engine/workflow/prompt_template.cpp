@@ -176,6 +176,20 @@ std::vector<std::string> queryTexts(std::string_view query, const Variables& var
   return out;
 }
 
+Result<std::vector<std::string>> copySourceVariables(std::string_view copyFrom) {
+  Result<std::vector<std::string>> names = templateVariables(queryTemplate(copyFrom));
+  if (!names || names->empty())
+    return Status::invalidArgument("copy_from '" + std::string(copyFrom) +
+                                   "' is neither a variable's name nor a template of variables such as "
+                                   "\"{docs}{hop}\"" +
+                                   (names ? std::string() : ": " + names.status().message()));
+  return names;
+}
+
+std::string copySourceText(std::string_view copyFrom, const Variables& vars) {
+  return renderQueryPart(copyFrom, vars);
+}
+
 std::string queryText(std::string_view query, const Variables& vars) {
   std::string out;
   for (const std::string& text : queryTexts(query, vars)) out += (out.empty() ? "" : " ") + text;

@@ -139,14 +139,27 @@ private:
     m_vertexNode.push_back(nullptr);
   }
 
+  // copy_from reads only variables the prompt shows the model (the answer copies what it read).
+  void checkCopySource(const WorkflowNode& n, const std::string& at, const std::vector<std::string>& promptVars) {
+    const std::string& from = n.generation.copyFrom;
+    Result<std::vector<std::string>> names = copySourceVariables(from);
+    if (!names) {
+      add(n.id, -1, at + ": " + names.status().message() + "; name one of the prompt's variables or leave copy_from out");
+      return;
+    }
+    for (const std::string& name : *names)
+      if (std::find(promptVars.begin(), promptVars.end(), name) == promptVars.end())
+        add(n.id, -1, at + ": copy_from names '" + name +
+                          "', which its prompt does not use; name the prompt's variables (the text the answer "
+                          "copies from, e.g. \"docs\" or \"{docs}{hop}\") or leave copy_from out");
+  }
+
   void checkGeneration(const WorkflowNode& n, const std::string& at) {
     const GenerationOptions& o = n.generation;
     if (Result<std::vector<std::string>> vars = templateVariables(n.promptTemplate); !vars)
       add(n.id, -1, at + ": " + vars.status().message());
-    else if (!o.copyFrom.empty() && std::find(vars->begin(), vars->end(), o.copyFrom) == vars->end())
-      add(n.id, -1, at + ": copy_from names '" + o.copyFrom +
-                        "', which its prompt does not use; name one of the prompt's variables (the text the "
-                        "answer copies from, e.g. \"docs\") or leave copy_from out");
+    else if (!o.copyFrom.empty())
+      checkCopySource(n, at, *vars);
     if (!(o.copyFloor >= 0 && o.copyFloor <= 1))
       add(n.id, -1, at + ": copy_floor is " + std::to_string(o.copyFloor) +
                         "; it must be in [0, 1] (the share of the model's probability below which it stops copying)");

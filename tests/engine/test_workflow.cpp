@@ -573,15 +573,19 @@ private Q_SLOTS:
     QVERIFY(hasIssue(h, "g", {"temperature"}));
     QVERIFY(hasIssue(h, "g", {"stop sequence #0 is empty"}));
     QVERIFY(hasIssue(h, "g", {"runs_below limit is 0"}));
-    // copy_from names a variable the prompt does not show.
-    for (const std::string from : {"hypothesis", "docs"}) {
+    // copy_from names a variable the prompt does not show, or a template of several of them.
+    for (const std::string from : {"hypothesis", "docs", "{docs}{hop}", "{docs}{hypothesis}", "the docs"}) {
       WorkflowGraph c("t");
       c.addRetrieval("retrieve", 3, "question", "docs");
-      c.addGeneration("answer", "{docs}Question: {question}\nAnswer:", "answer", {.stop = {"\n"}, .copyFrom = from});
+      c.addRetrieval("retrieve_hop", 2, "question", "hop");
+      c.addGeneration("answer", "{docs}{hop}Question: {question}\nAnswer:", "answer",
+                      {.stop = {"\n"}, .copyFrom = from});
       c.addEdge(std::string(kStart), "retrieve");
-      c.addEdge("retrieve", "answer");
+      c.addEdge("retrieve", "retrieve_hop");
+      c.addEdge("retrieve_hop", "answer");
       c.addEdge("answer", std::string(kEnd));
-      if (from == "docs") QVERIFY(c.validate().isOk());
+      if (from == "docs" || from == "{docs}{hop}") QVERIFY(c.validate().isOk());
+      else if (from == "the docs") QVERIFY(hasIssue(c, "answer", {"copy_from 'the docs'", "neither a variable's name"}));
       else QVERIFY(hasIssue(c, "answer", {"copy_from names 'hypothesis'", "does not use", "docs"}));
     }
     QVERIFY(hasIssue(h, "", {"max_node_runs is 0"}));
@@ -652,6 +656,15 @@ private Q_SLOTS:
     QVERIFY(mentions(queryVariables("{answer} || {question}").status(), {"empty part", "single '|'"}));
     QVERIFY(mentions(queryVariables("{answer} |").status(), {"empty part"}));
     QVERIFY(mentions(queryVariables("{answer} | the topic").status(), {"'the topic'", "neither a variable's name"}));
+    // copy_from: a name or a template of names; what is not set reads as "".
+    QCOMPARE(copySourceVariables("docs").value(), std::vector<std::string>{"docs"});
+    QCOMPARE(copySourceVariables("{docs}{hop}").value(), (std::vector<std::string>{"docs", "hop"}));
+    QVERIFY(mentions(copySourceVariables("{docs").status(), {"unclosed '{'"}));
+    const Variables texts{{"docs", "Dog: a canine.\n"}, {"hop", "Canine: a carnivore.\n"}};
+    QCOMPARE(copySourceText("docs", texts), std::string("Dog: a canine.\n"));
+    QCOMPARE(copySourceText("{docs}{hop}", texts), std::string("Dog: a canine.\nCanine: a carnivore.\n"));
+    QCOMPARE(copySourceText("{hop}{unset}", texts), std::string("Canine: a carnivore.\n"));
+    QCOMPARE(copySourceText("unset", texts), std::string());
     const Variables vars{{"question", "What is a cat?"}, {"hypothesis", "A cat is | a feline."}};
     // A value's own '|' is text, never a separator.
     QCOMPARE(queryTexts("{hypothesis} {question} | question", vars),

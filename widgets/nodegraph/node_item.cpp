@@ -45,8 +45,9 @@ void NodeItem::setNode(const rag::WorkflowNode& node) {
     m_detail = QStringLiteral("generation · max %1 tokens").arg(node.generation.maxTokens);
     m_summary = QStringLiteral("Generation node. Prompt:\n%1").arg(toQString(node.promptTemplate));
     if (!node.generation.copyFrom.empty()) {  // extractive: say what it copies from
-      const QString from = toQString(node.generation.copyFrom);
-      m_summary += QStringLiteral("\nIts output is a span of {%1} (copy floor %2).").arg(from).arg(node.generation.copyFloor);
+      QString from = toQString(node.generation.copyFrom);
+      if (!from.contains(QLatin1Char('{'))) from = QStringLiteral("{%1}").arg(from);  // a bare name
+      m_summary += QStringLiteral("\nIts output is a span of %1 (copy floor %2).").arg(from).arg(node.generation.copyFloor);
     }
   } else if (node.kind == rag::NodeKind::Knowledge) {
     m_detail = QStringLiteral("knowledge graph · %1 subgraphs").arg(node.topk);

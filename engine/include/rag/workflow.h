@@ -111,8 +111,9 @@ struct GenerationOptions {
   double temperature = 0.0;       // 0: greedy; finite and >= 0
   std::vector<std::string> stop = {};  // generation ends at the first of these (each non-empty)
   // Non-empty: extractive answers, the output must be a span of this variable's text (one of the
-  // prompt's variables, e.g. "docs"), compared without case (copy-constrained decoding,
-  // model/span_constraint.h). Empty: free generation.
+  // prompt's variables, e.g. "docs", or a template of several, "{docs}{hop}": copySourceText),
+  // compared without case (copy-constrained decoding, model/span_constraint.h). Empty: free
+  // generation.
   std::string copyFrom = {};
   // With copyFrom: when, within the answer's first word, the likeliest token that keeps a span
   // is less than this many times as probable as the model's likeliest token, the constraint
@@ -246,6 +247,13 @@ Result<std::vector<std::string>> queryVariables(std::string_view query);
 std::vector<std::string> queryTexts(std::string_view query, const Variables& vars);
 // The parts' texts joined by a space (one text: what knowledge and compression nodes search).
 std::string queryText(std::string_view query, const Variables& vars);
+
+// A generation node's copy_from: one variable's name ("docs") or a template of variables
+// ("{docs}{hop}": the answer may copy from either). The variables it reads; InvalidArgument when
+// it is neither a name nor a template using at least one variable.
+Result<std::vector<std::string>> copySourceVariables(std::string_view copyFrom);
+// The text the answer copies from with `vars`; a variable that is not set reads as "".
+std::string copySourceText(std::string_view copyFrom, const Variables& vars);
 
 // ---- the graph ---------------------------------------------------------------------------
 
