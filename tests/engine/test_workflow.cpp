@@ -850,6 +850,15 @@ private Q_SLOTS:
     QCOMPARE(joined(simulate(abstractive, "what?", answerFor).order), std::string("retrieve compress answer"));
     QCOMPARE(abstractive.findNode("compress")->kind, NodeKind::Generation);
     QCOMPARE(templateVariables(abstractive.findNode("compress")->promptTemplate).value().front(), std::string("docs"));
+    // IRG's bridge variant: the later rounds read two searches, and copy from both.
+    WorkflowGraph bridge = builtinWorkflowFile(kIrgBridge).value();
+    QVERIFY2(bridge.validate().isOk(), bridge.validate().message().c_str());
+    QCOMPARE(bridge.toJson(),
+             readText(fs::path(RAGWB_SOURCE_DIR) / "resources/workflows" / (std::string(kIrgBridge) + ".json")));
+    QCOMPARE(joined(simulate(bridge, "what?", answerFor).order),
+             std::string("retrieve generate retrieve_question retrieve_answer regenerate retrieve_answer regenerate"));
+    QCOMPARE(bridge.findNode("retrieve_answer")->query, std::string("answer"));
+    QCOMPARE(bridge.findNode("regenerate")->generation.copyFrom, std::string("{top}{hop}"));
     QVERIFY(!builtinWorkflowFile("no-such-file").isOk());
   }
 };

@@ -347,8 +347,10 @@ std::string_view builtinWorkflowJson(Workflow w);
 Result<WorkflowGraph> builtinWorkflow(Workflow w);
 // Any compiled-in file by its name, the built-ins' and the variants' beside them:
 // "recomp-abstractive" (RECOMP whose compressor is the model, HedraRAG's post-retrieval
-// generation stage, where the built-in compresses extractively).
+// generation stage, where the built-in compresses extractively), "irg-bridge" (IRG whose later
+// rounds read the question's top 3 beside the previous answer's own top 2).
 inline constexpr std::string_view kRecompAbstractive = "recomp-abstractive";
+inline constexpr std::string_view kIrgBridge = "irg-bridge";
 Result<WorkflowGraph> builtinWorkflowFile(std::string_view name);
 
 }  // namespace rag
