@@ -142,8 +142,9 @@ void PropertyPanel::buildNodePage(QWidget* page) {
   m_copyFrom = new QLineEdit;
   m_copyFrom->setPlaceholderText(tr("free generation"));
   m_copyFrom->setToolTip(tr("Extractive answers: a variable of the prompt (docs), or a template of several "
-                            "({docs}{hop}), whose text the output must be a span of, compared without case; the model chooses what to copy but cannot "
-                            "miscopy or invent words. Empty: free generation"));
+                            "({docs}{hop}), whose text the output must be a span of, compared without case; "
+                            "the model chooses what to copy but cannot miscopy or invent words. Empty: free "
+                            "generation"));
   m_copyFloor = doubleSpinBox(0.0, 1.0, 0.05, tr("0 (always copy)"));
   m_copyFloor->setToolTip(tr("With Copy from: while the answer's first word is written, when the likeliest token "
                              "that keeps it a span is less than this many times as probable as the model's own "
