@@ -267,12 +267,14 @@ Result<LmOptions> readLmOptions(Args& args) {
   o.graphPaths = static_cast<int32_t>(graphPaths);
   for (const char* flag :
        {"roles", "completion-budget", "no-gold-share", "two-hop-share", "shuffle-passages", "irg-guess-share",
-        "gold-questions"})
+        "gold-questions", "question-types"})
     if (o.data.data != TrainData::Roles && args.get(flag))
       return Status::invalidArgument("--" + std::string(flag) + " is for --data roles");
   if (auto roles = args.get("roles")) {
     RAG_ASSIGN_OR_RETURN(o.roles.mix, knowledge::parseRoleMix(*roles));
   }
+  const std::string questionTypes = args.get("question-types").value_or("");
+  RAG_ASSIGN_OR_RETURN(o.roles.questionTypes, knowledge::parseQuestionTypes(questionTypes));
   RAG_ASSIGN_OR_RETURN(int64_t completionBudget, atLeast(args, "completion-budget", 0, 0));
   o.roles.completionBudget = static_cast<int32_t>(std::min<int64_t>(completionBudget, 1 << 20));
   RAG_ASSIGN_OR_RETURN(int64_t goldQuestions, atLeast(args, "gold-questions", 1, 1));
@@ -319,6 +321,7 @@ Result<LmOptions> readLmOptions(Args& args) {
                       {"shuffle-passages", shortest(o.roles.shufflePassages)},
                       {"irg-guess-share", shortest(o.roles.irgGuessShare)},
                       {"gold-questions", std::to_string(goldQuestions)},
+                      {"question-types", questionTypes},
                       {"tokenizer-vocab", std::to_string(o.tokenizer->vocabSize())}})
     o.setup.runOptions.emplace_back(k, v);
   return o;
@@ -467,10 +470,16 @@ int cmdTrainLm(Args& args) {
       std::snprintf(weight, sizeof weight, "%g", w.weight);
       mix += (mix.empty() ? "" : ",") + std::string(knowledge::roleName(w.role)) + ":" + weight;
     }
+    std::string types;
+    for (const knowledge::TypeWeight& t : o.roles.questionTypes) {
+      char weight[32];
+      std::snprintf(weight, sizeof weight, "%g", t.weight);
+      types += (types.empty() ? ", questions weighted " : ",") + t.type + ":" + weight;
+    }
     knowledge::RoleExampleOptions r = o.roles;
     r.promptLossWeight = o.data.promptLossWeight;
-    return trainOn<knowledge::RoleExampleSource>(o, tokenizer, r,
-                                                 "workflow roles (" + mix + ", over BM25-retrieved passages" + from);
+    return trainOn<knowledge::RoleExampleSource>(
+        o, tokenizer, r, "workflow roles (" + mix + types + ", over BM25-retrieved passages" + from);
   }
   if (o.data.mask == MaskKind::Ancestor) return fail(Status::invalidArgument("--mask ancestor needs --data graph"));
   const std::string what = std::string(trainDataName(o.data.data)) + " data (" +

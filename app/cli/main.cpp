@@ -37,7 +37,7 @@ const std::vector<Command>& commands() {
        cmdTrainTokenizer},
       {"train", "lm",
        "--out DIR [--corpus PATH] [--tokenizer DIR] [--init DIR | --layers 4 --hidden 256 "
-       "--heads 4 --kv-heads 4 --ffn 704] [--data qa|passages|mixed|recall|graph|roles] [--roles answer_gold:2,answer:3,...] [--completion-budget N] [--no-gold-share 0.15] [--two-hop-share 0.5] [--shuffle-passages 0] [--irg-guess-share 0] [--gold-questions 1] [--subgraphs 5] [--paths 30] [--context gold|none] "
+       "--heads 4 --kv-heads 4 --ffn 704] [--data qa|passages|mixed|recall|graph|roles] [--roles answer_gold:2,answer:3,...] [--completion-budget N] [--no-gold-share 0.15] [--two-hop-share 0.5] [--shuffle-passages 0] [--irg-guess-share 0] [--gold-questions 1] [--question-types definition:3,...] [--subgraphs 5] [--paths 30] [--context gold|none] "
        "[--passages 5] [--min-passages N] [--questions 1] [--recall-name-tokens N] "
        "[--recall-pairs N] [--show-examples N] [--mask causal|block|ancestor] [--prompt-loss 0.1] "
        "[--steps 1000] [--batch 16] "

@@ -34,11 +34,12 @@ std::vector<RoleWeight> defaultRoleMix() {
           {Role::Compress, 1},   {Role::RecompAnswer, 1}};
 }
 
-Result<std::vector<RoleWeight>> parseRoleMix(std::string_view text) {
-  std::string names;
-  for (Role r : kAllRoles) names += (names.empty() ? "" : ", ") + std::string(roleName(r));
-  std::vector<RoleWeight> mix;
-  double total = 0;
+namespace {
+
+// "name:weight,name,..." (a name without a weight weighs 1) for the option `flag`; InvalidArgument
+// for an empty name, a weight that is not a number, or a negative one.
+Result<std::vector<std::pair<std::string, double>>> parseWeightList(std::string_view text, std::string_view flag) {
+  std::vector<std::pair<std::string, double>> list;
   size_t at = 0;
   while (at <= text.size()) {
     const size_t comma = std::min(text.find(',', at), text.size());
@@ -46,10 +47,8 @@ Result<std::vector<RoleWeight>> parseRoleMix(std::string_view text) {
     at = comma + 1;
     if (item.empty()) continue;
     const size_t colon = item.find(':');
-    const std::string_view name = item.substr(0, colon);
-    auto role = std::find_if(std::begin(kAllRoles), std::end(kAllRoles), [&](Role r) { return roleName(r) == name; });
-    if (role == std::end(kAllRoles))
-      return Status::invalidArgument("--roles: unknown role '" + std::string(name) + "'; the roles are " + names);
+    const std::string name(item.substr(0, colon));
+    if (name.empty()) return Status::invalidArgument("--" + std::string(flag) + ": '" + std::string(item) + "' names nothing");
     double w = 1;
     if (colon != std::string_view::npos) {
       try {
@@ -58,10 +57,27 @@ Result<std::vector<RoleWeight>> parseRoleMix(std::string_view text) {
         w = std::stod(number, &used);
         if (used != number.size()) throw std::invalid_argument(number);
       } catch (const std::exception&) {
-        return Status::invalidArgument("--roles: the weight of '" + std::string(name) + "' is not a number");
+        return Status::invalidArgument("--" + std::string(flag) + ": the weight of '" + name + "' is not a number");
       }
-      if (w < 0) return Status::invalidArgument("--roles: the weight of '" + std::string(name) + "' is negative");
+      if (w < 0) return Status::invalidArgument("--" + std::string(flag) + ": the weight of '" + name + "' is negative");
     }
+    list.emplace_back(name, w);
+  }
+  return list;
+}
+
+}  // namespace
+
+Result<std::vector<RoleWeight>> parseRoleMix(std::string_view text) {
+  std::string names;
+  for (Role r : kAllRoles) names += (names.empty() ? "" : ", ") + std::string(roleName(r));
+  RAG_ASSIGN_OR_RETURN(auto list, parseWeightList(text, "roles"));
+  std::vector<RoleWeight> mix;
+  double total = 0;
+  for (const auto& [name, w] : list) {
+    auto role = std::find_if(std::begin(kAllRoles), std::end(kAllRoles), [&](Role r) { return roleName(r) == name; });
+    if (role == std::end(kAllRoles))
+      return Status::invalidArgument("--roles: unknown role '" + name + "'; the roles are " + names);
     mix.push_back({*role, w});
     total += w;
   }
@@ -69,6 +85,13 @@ Result<std::vector<RoleWeight>> parseRoleMix(std::string_view text) {
     return Status::invalidArgument("--roles gives no role a positive weight; e.g. answer:3,hyde:1 (roles: " + names +
                                    ")");
   return mix;
+}
+
+Result<std::vector<TypeWeight>> parseQuestionTypes(std::string_view text) {
+  RAG_ASSIGN_OR_RETURN(auto list, parseWeightList(text, "question-types"));
+  std::vector<TypeWeight> types;
+  for (auto& [name, w] : list) types.push_back({std::move(name), w});
+  return types;
 }
 
 std::string factSentence(std::string_view relation, std::string_view topic, std::string_view answer,
@@ -111,6 +134,10 @@ struct RoleExampleSource::Impl {
   RoleExampleOptions options;
   std::vector<int64_t> ids;        // every question of the split
   std::vector<int64_t> twoHopIds;  // the split's two-hop questions
+  // With options.questionTypes: the split's questions by type, and a draw over the types weighted
+  // by count x weight.
+  std::vector<std::vector<int64_t>> idsOfType;
+  DiscreteSampler types;
   DiscreteSampler roles;
   std::vector<Role> roleOf;        // sampler index -> role
   std::map<Role, std::string> templates;
@@ -127,6 +154,11 @@ struct RoleExampleSource::Impl {
   Search compress;       // the abstractive RECOMP's retrieve node
 
   Result<RoleItem> item(int64_t qaId);
+  int64_t drawQuestion(Rng& rng) {
+    if (idsOfType.empty()) return ids[rng.below(ids.size())];
+    const std::vector<int64_t>& of = idsOfType[types.sample(rng)];
+    return of[rng.below(of.size())];
+  }
   Result<std::vector<model::PassageText>> retrieve(std::string_view query, int32_t k, const RoleItem& item,
                                                    bool dropGold);
   Result<std::string> entityName(int64_t id);
@@ -191,15 +223,37 @@ Result<std::unique_ptr<RoleExampleSource>> RoleExampleSource::open(const std::fi
   RAG_ASSIGN_OR_RETURN(retrieval::Bm25Index bm25, retrieval::Bm25Index::openOrBuild(corpus));
   auto impl = std::make_unique<Impl>(std::move(reader), std::move(bm25), options);
   RAG_ASSIGN_OR_RETURN(impl->ids, impl->reader.splitIds(options.split));
+  std::map<std::string, std::vector<int64_t>> idsByType;
   {
-    RAG_ASSIGN_OR_RETURN(sql::Stmt st,
-                         impl->reader.db().prepare("SELECT id FROM qa WHERE split = ? AND type = 'two_hop' ORDER BY id"));
+    RAG_ASSIGN_OR_RETURN(sql::Stmt st, impl->reader.db().prepare("SELECT type, id FROM qa WHERE split = ? ORDER BY id"));
     st.bind(1, options.split);
     for (;;) {
       RAG_ASSIGN_OR_RETURN(bool row, st.step());
       if (!row) break;
-      impl->twoHopIds.push_back(st.columnInt64(0));
+      idsByType[st.columnText(0)].push_back(st.columnInt64(1));
     }
+  }
+  if (auto twoHop = idsByType.find("two_hop"); twoHop != idsByType.end()) impl->twoHopIds = twoHop->second;
+  if (!options.questionTypes.empty()) {
+    std::string held;
+    for (const auto& [type, of] : idsByType) held += (held.empty() ? "" : ", ") + type;
+    for (const TypeWeight& t : options.questionTypes)
+      if (!idsByType.contains(t.type))
+        return Status::invalidArgument("--question-types: the " + options.split + " split has no '" + t.type +
+                                       "' questions; its types are " + held);
+    std::vector<double> typeWeights;
+    for (auto& [type, of] : idsByType) {
+      double w = 1;
+      for (const TypeWeight& t : options.questionTypes)
+        if (t.type == type) w = t.weight;
+      if (w <= 0) continue;
+      typeWeights.push_back(w * static_cast<double>(of.size()));
+      impl->idsOfType.push_back(std::move(of));
+    }
+    if (typeWeights.empty())
+      return Status::invalidArgument("--question-types leaves no question type (every weight is 0); the " +
+                                     options.split + " split's types are " + held);
+    impl->types = DiscreteSampler(typeWeights);
   }
   std::vector<double> weights;
   for (const RoleWeight& w : options.mix)
@@ -261,7 +315,7 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
   const bool multistepRole =
       role == Role::Decompose || role == Role::SubAnswer || role == Role::Next || role == Role::MultistepAnswer;
   const bool twoHop = multistepRole && !m.twoHopIds.empty() && rng.uniform01() < m.options.twoHopShare;
-  const int64_t qaId = twoHop ? m.twoHopIds[rng.below(m.twoHopIds.size())] : m.ids[rng.below(m.ids.size())];
+  const int64_t qaId = twoHop ? m.twoHopIds[rng.below(m.twoHopIds.size())] : m.drawQuestion(rng);
   RAG_ASSIGN_OR_RETURN(RoleItem it, m.item(qaId));
   const bool hops = !it.firstHop.empty() && !it.secondHop.empty();
   const std::string& answer = it.qa.answers.empty() ? std::string() : it.qa.answers.front();

@@ -68,11 +68,25 @@ Result<std::vector<RoleWeight>> parseRoleMix(std::string_view text);
 // Answering (the role every workflow ends with) weighs most; the other roles share the rest.
 std::vector<RoleWeight> defaultRoleMix();
 
+// How often each question type (the qa table's `type`: single_hop, two_hop, definition, foldoc)
+// is drawn, relative to its share of the split: "definition:3" draws definition questions three
+// times as often as the split holds them, types not named weigh 1 and 0 leaves a type out.
+struct TypeWeight {
+  std::string type;
+  double weight;
+};
+// "definition:3,foldoc:0" (a type without a weight weighs 1); InvalidArgument for a weight that
+// is not a number or is negative. Whether the types exist is the split's to say (open()).
+Result<std::vector<TypeWeight>> parseQuestionTypes(std::string_view text);
+
 struct RoleExampleOptions {
   std::string split = "train";
   std::vector<RoleWeight> mix = defaultRoleMix();
   double noGoldShare = 0.15;     // answer/irg prompts whose passages leave the gold ones out
   double twoHopShare = 0.5;      // multistep roles: the share of two-hop questions
+  // The question draw of every example but the multistep roles' two-hop share. Empty (the shipped
+  // models' setting): every question of the split is equally likely.
+  std::vector<TypeWeight> questionTypes;
   // The share of retrieved-passage prompts (every role but answer_gold, whose gold passage already
   // sits at a random place) whose passages are shuffled. BM25 puts the passage that answers first
   // so often that a model trained on its order learns to read the first passage best:
@@ -123,7 +137,7 @@ struct RoleExampleText {
 class RoleExampleSource final : public model::ExampleSource {
 public:
   // Errors: the corpus's (missing, not a corpus), a split without questions, a mix with no
-  // positive weight, a built-in workflow without the node a role needs, BM25's (no FTS5).
+  // positive weight, a question type the split does not hold or types that leave no question, a built-in workflow without the node a role needs, BM25's (no FTS5).
   static Result<std::unique_ptr<RoleExampleSource>> open(const std::filesystem::path& corpus,
                                                          const model::Tokenizer& tokenizer,
                                                          const RoleExampleOptions& options);

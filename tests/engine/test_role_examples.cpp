@@ -1,8 +1,8 @@
 // Training examples for the built-in workflows' roles (knowledge/role_examples.h) over a corpus
 // built from the WordNet/FOLDOC fixtures and the shipped tokenizer: each role's prompt is its
 // built-in node's template, its completion what that node should write; draws are pure functions
-// of their key; only the split's questions are targets; long prompts drop passages; bad mixes
-// are refused with the role names.
+// of their key; only the split's questions are targets, weighted by type when asked; long prompts
+// drop passages; bad mixes and unknown question types are refused by name.
 #include <QtTest>
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include "corpus_fixtures.h"
 #include "knowledge/role_examples.h"
 #include "rag/workflow.h"
+#include "storage/sqlite.h"
 #include "status_checks.h"
 
 using namespace rag;
@@ -384,6 +385,59 @@ private Q_SLOTS:
       auto t = a->exampleText(2, 2, i);
       QVERIFY(trainIds.count(t->qaId));
     }
+  }
+
+  void questionTypesWeighTheDraw() {
+    // The fixture corpus's train split by type.
+    auto db = sql::Db::open(corpus(), sql::OpenMode::ReadOnly);
+    QVERIFY(db.isOk());
+    std::map<int64_t, std::string> typeOf;
+    {
+      auto st = db->prepare("SELECT id, type FROM qa WHERE split = 'train'");
+      QVERIFY(st.isOk());
+      while (*st->step()) typeOf[st->columnInt64(0)] = st->columnText(1);
+    }
+    std::set<std::string> held;
+    for (const auto& [id, type] : typeOf) held.insert(type);
+    QVERIFY(held.count("definition") && held.size() >= 2);
+    // Only definition questions: every answer-role draw is one.
+    RoleExampleOptions only;
+    only.mix = {{Role::Answer, 1}, {Role::AnswerGold, 1}};
+    for (const std::string& t : held) only.questionTypes.push_back({t, t == "definition" ? 1.0 : 0.0});
+    auto s = open(only);
+    QVERIFY(s);
+    for (int64_t i = 0; i < 100; ++i) {
+      auto t = s->exampleText(3, 1, i);
+      QVERIFY2(t.isOk(), t.status().message().c_str());
+      QCOMPARE(typeOf.at(t->qaId), std::string("definition"));
+    }
+    // Weighting a type up draws it more often than the uniform draw does.
+    auto [uniform, heavy] = openPair({{Role::Answer, 1}}, [](RoleExampleOptions& o) {
+      o.questionTypes = {{"definition", 4}};
+    });
+    QVERIFY(uniform && heavy);
+    int plain = 0, weighted = 0;
+    for (int64_t i = 0; i < 400; ++i) {
+      plain += typeOf.at(uniform->exampleText(4, 0, i)->qaId) == "definition";
+      weighted += typeOf.at(heavy->exampleText(4, 0, i)->qaId) == "definition";
+    }
+    QVERIFY2(weighted > plain + 40, qPrintable(QString("%1 vs %2").arg(weighted).arg(plain)));
+    // A type the split does not hold, and weights that leave nothing, are refused by name.
+    RoleExampleOptions typo;
+    typo.questionTypes = {{"defintion", 2}};
+    auto bad = RoleExampleSource::open(corpus(), *m_tok, typo);
+    QVERIFY(!bad.isOk());
+    QVERIFY(QString::fromStdString(bad.status().message()).contains("defintion"));
+    QVERIFY(QString::fromStdString(bad.status().message()).contains("definition"));  // the types held
+    RoleExampleOptions none;
+    for (const std::string& t : held) none.questionTypes.push_back({t, 0.0});
+    QVERIFY(!RoleExampleSource::open(corpus(), *m_tok, none).isOk());
+    auto parsed = parseQuestionTypes("definition:3,foldoc");
+    QVERIFY(parsed.isOk());
+    QCOMPARE(parsed->size(), size_t{2});
+    QCOMPARE(parsed->at(1).weight, 1.0);
+    QVERIFY(!parseQuestionTypes("definition:-1").isOk());
+    QVERIFY(!parseQuestionTypes("definition:many").isOk());
   }
 
   void longPromptsDropPassagesThenFail() {
