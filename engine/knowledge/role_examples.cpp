@@ -460,6 +460,20 @@ Result<RoleExampleText> RoleExampleSource::exampleText(uint64_t seed, int64_t st
 }
 
 Result<model::TrainingExample> RoleExampleSource::example(uint64_t seed, int64_t step, int64_t index, int64_t maxTokens) {
+  // A draw that does not fit even with one passage (a ~110-token FOLDOC or WordNet gloss as the
+  // question beside a long passage) is drawn again under derived seeds; every draw that fits the
+  // first time is what it always was.
+  for (uint64_t attempt = 0; attempt <= kRedraws; ++attempt) {
+    const uint64_t drawSeed = attempt == 0 ? seed : deriveSeed(seed, kRedrawSalt + attempt);
+    RAG_ASSIGN_OR_RETURN(std::optional<model::TrainingExample> ex, fitted(drawSeed, step, index, maxTokens));
+    if (ex) return std::move(*ex);
+  }
+  return Status::invalidArgument("a role example does not fit " + std::to_string(maxTokens) + " tokens even with one passage (" +
+                                 std::to_string(kRedraws + 1) + " draws); raise --seq-len (384 fits every role)");
+}
+
+Result<std::optional<model::TrainingExample>> RoleExampleSource::fitted(uint64_t seed, int64_t step, int64_t index,
+                                                                        int64_t maxTokens) {
   for (size_t drop = 0; drop <= 5; ++drop) {
     RAG_ASSIGN_OR_RETURN(RoleExampleText t, exampleText(seed, step, index, drop));
     const RoleExampleOptions& o = m_impl->options;
@@ -484,10 +498,9 @@ Result<model::TrainingExample> RoleExampleSource::example(uint64_t seed, int64_t
     if (!append(t.pieces, t.completion)) continue;
     for (const RoleExampleText::FollowUp& f : t.followUps)
       if (!append(f.pieces, f.completion)) break;  // the questions that fit, in order
-    return ex;
+    return std::optional<model::TrainingExample>(std::move(ex));
   }
-  return Status::invalidArgument("a role example does not fit " + std::to_string(maxTokens) +
-                                 " tokens even with one passage; raise --seq-len (384 fits every role)");
+  return std::optional<model::TrainingExample>();
 }
 
 }  // namespace rag::knowledge

@@ -32,12 +32,14 @@
 // Everything is drawn from one split (train by default): no question, answer or KG path of
 // another split is ever a target. Each example is a pure function of (seed, step, index).
 // Completions are " <text>" + EOS, weighted 1; prompt tokens weigh `promptLossWeight`. A prompt
-// that does not fit drops passages from its end (never below one) before it fails.
+// that does not fit drops passages from its end (never below one), then is drawn again, before it
+// fails.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -143,7 +145,10 @@ public:
                                                          const RoleExampleOptions& options);
   ~RoleExampleSource() override;
 
+  // A draw whose prompt does not fit maxTokens even with one passage is drawn again under a
+  // seed derived from `seed` (at most kRedraws times) before it fails.
   Result<model::TrainingExample> example(uint64_t seed, int64_t step, int64_t index, int64_t maxTokens) override;
+  static constexpr uint64_t kRedraws = 4;
   // The same draw as example(seed, step, index, ...) as text; `dropPassages` leaves that many
   // passages off the end of the passage variable (what example() does when a prompt is too long).
   Result<RoleExampleText> exampleText(uint64_t seed, int64_t step, int64_t index, size_t dropPassages = 0);
@@ -151,6 +156,10 @@ public:
   size_t items() const;
 
 private:
+  static constexpr uint64_t kRedrawSalt = 0x7265647261770000;  // "redraw"
+  // The draw (seed, step, index) tokenized, dropping passages until it fits; nullopt when even one
+  // passage does not.
+  Result<std::optional<model::TrainingExample>> fitted(uint64_t seed, int64_t step, int64_t index, int64_t maxTokens);
   struct Impl;
   RoleExampleSource(std::unique_ptr<Impl> impl, model::Tokenizer tokenizer);
   std::unique_ptr<Impl> m_impl;

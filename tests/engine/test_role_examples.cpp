@@ -457,6 +457,21 @@ private Q_SLOTS:
     auto none = s->example(5, 0, 0, 8);
     QVERIFY(!none.isOk());
     QVERIFY(QString::fromStdString(none.status().message()).contains("--seq-len"));
+    // A draw that does not fit even with one passage is drawn again: under a limit one token short
+    // of its one-passage form, some draw of the first 50 is replaced by a shorter one.
+    bool redrawn = false;
+    for (int64_t i = 0; i < 50 && !redrawn; ++i) {
+      auto t = s->exampleText(5, 0, i, 5);
+      QVERIFY2(t.isOk(), t.status().message().c_str());
+      QCOMPARE(passagesIn(*t), int64_t{1});
+      const int64_t onePassage = static_cast<int64_t>(model::tokenizePieces(*m_tok, t->pieces).tokens.size() +
+                                                      m_tok->encode(" " + t->completion, {.parseSpecial = false}).size() + 1);
+      auto again = s->example(5, 0, i, onePassage - 1);
+      if (!again) continue;  // every redraw was as long
+      QVERIFY(static_cast<int64_t>(again->tokens.size()) < onePassage);
+      redrawn = true;
+    }
+    QVERIFY(redrawn);
   }
 
   void badMixesAreRefused() {
