@@ -165,11 +165,19 @@ std::string builtinWorkflowNames() {
   return s;
 }
 
+std::string workflowVariantNames() {
+  std::string s;
+  for (std::string_view v : kWorkflowVariants) s += (s.empty() ? "" : ", ") + std::string(v);
+  return s;
+}
+
 Result<WorkflowGraph> loadWorkflowChoice(const std::optional<std::string>& builtin, const std::string& file) {
   if (!builtin) return WorkflowGraph::load(file);
-  std::optional<Workflow> w = workflowFromName(*builtin);
-  if (!w) return Status::invalidArgument("no built-in workflow '" + *builtin + "'; the built-ins are " + builtinWorkflowNames());
-  return builtinWorkflow(*w);
+  if (std::optional<Workflow> w = workflowFromName(*builtin)) return builtinWorkflow(*w);
+  for (std::string_view v : kWorkflowVariants)
+    if (*builtin == v) return builtinWorkflowFile(v);
+  return Status::invalidArgument("no built-in workflow '" + *builtin + "'; the built-ins are " + builtinWorkflowNames() +
+                                 ", and their variants " + workflowVariantNames() + " (resources/workflows/)");
 }
 
 Result<std::optional<RetrievalMethod>> retrievalMethodArg(Args& args) {

@@ -71,10 +71,11 @@ void restartWithPassiveOpenMp();
 // Prints "ragraph: error: <message>" and returns the exit code for a failed command.
 int fail(const Status& s);
 
-// The workflow a command names: --builtin NAME (InvalidArgument listing the built-ins when
-// unknown) or else a workflow file.
+// The workflow a command names: --builtin NAME, a built-in or one of the compiled-in variants
+// (kWorkflowVariants; InvalidArgument listing both when unknown), or else a workflow file.
 Result<WorkflowGraph> loadWorkflowChoice(const std::optional<std::string>& builtin, const std::string& file);
-std::string builtinWorkflowNames();  // "oneshot, hyde, multistep, irg, recomp"
+std::string builtinWorkflowNames();  // "oneshot, hyde, multistep, irg, recomp, graphrag"
+std::string workflowVariantNames();  // "recomp-abstractive, irg-bridge"
 
 // --method dense|bm25|hybrid when given (a method for every retrieval node of the workflows a
 // command runs), InvalidArgument naming the methods otherwise; nullopt when absent.

@@ -76,7 +76,8 @@ int cmdEvalWorkflow(Args& args) {
   if (!nprobe) return fail(nprobe.status());
   if (Status st = args.finish(); !st) return fail(st);
   if (builtin.has_value() == file.has_value())
-    return fail(Status::invalidArgument("name the workflow: --builtin oneshot|hyde|multistep|irg|recomp, or --file FILE"));
+    return fail(Status::invalidArgument("name the workflow: --builtin NAME (" + builtinWorkflowNames() + ", or a variant: " +
+                                        workflowVariantNames() + "), or --file FILE"));
   if (*limit < 1) return fail(Status::invalidArgument("--limit must be at least 1"));
   if (*nprobe < 1) return fail(Status::invalidArgument("--nprobe must be at least 1"));
   if (answersPath) {  // refused before any work rather than after it

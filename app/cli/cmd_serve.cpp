@@ -201,10 +201,13 @@ int cmdBenchServe(Args& args) {
     if (auto w = workflowFromName(name)) {
       g = benchBuiltin(*w, *method);
     } else {
-      g = WorkflowGraph::load(name);  // a workflow file: its own methods unless --method
+      // a variant's compiled-in file or a workflow file: its own methods unless --method
+      const bool variant = std::find(kWorkflowVariants.begin(), kWorkflowVariants.end(), name) != kWorkflowVariants.end();
+      g = variant ? builtinWorkflowFile(name) : WorkflowGraph::load(name);
       if (g && *method) g->setRetrievalMethod(**method);
     }
-    if (!g) return fail(g.status().withContext("--workflows " + name + " (a built-in name or a workflow file)"));
+    if (!g)
+      return fail(g.status().withContext("--workflows " + name + " (a built-in's or a variant's name, or a workflow file)"));
     if (Status v = g->validate(); !v) return fail(v);
     workflows.emplace_back(std::filesystem::path(name).stem().string(), std::move(*g));
   }

@@ -30,7 +30,8 @@ Result<std::string> readSource(Args& args, std::optional<std::string>& builtin) 
   builtin = args.get("builtin");
   const std::vector<std::string>& files = args.positionals();
   const std::string usage =
-      "give one workflow: a JSON file, or --builtin NAME (" + builtinWorkflowNames() + ")";
+      "give one workflow: a JSON file, or --builtin NAME (" + builtinWorkflowNames() + "; variants: " +
+      workflowVariantNames() + ")";
   if (files.size() > 1) return Status::invalidArgument("more than one file given; " + usage);
   if (builtin && !files.empty())
     return Status::invalidArgument("both a file and --builtin given; " + usage);

@@ -54,9 +54,9 @@ const std::vector<Command>& commands() {
        "[--checkpoint-every 200] [--log-every 10] [--eval-every N --eval-examples 64] [--resume] "
        "[--json]",
        {"resume", "json"}, cmdTrainEmbedder},
-      {"workflow", "validate", "FILE|--builtin oneshot|hyde|multistep|irg|recomp|graphrag [--json]", {"json"},
+      {"workflow", "validate", "FILE|--builtin oneshot|hyde|multistep|irg|recomp|graphrag|irg-bridge|recomp-abstractive [--json]", {"json"},
        cmdWorkflowValidate},
-      {"workflow", "show", "FILE|--builtin oneshot|hyde|multistep|irg|recomp|graphrag", {}, cmdWorkflowShow},
+      {"workflow", "show", "FILE|--builtin oneshot|hyde|multistep|irg|recomp|graphrag|irg-bridge|recomp-abstractive", {}, cmdWorkflowShow},
       {"demo", "", "[--corpus PATH] [--requests N] [--trace-out FILE] [--model DIR] [--method dense|bm25|hybrid]", {}, cmdDemo},
       {"run", "",
        "\"QUESTION\" | --qa ID [--context gold|none|retrieved [--embedder DIR] [--index BASE] "
@@ -108,7 +108,7 @@ const std::vector<Command>& commands() {
        "[--index BASE] [--corpus PATH]",
        {"quick", "deterministic", "find-max"}, cmdBenchServe},
       {"eval", "workflow",
-       "--builtin oneshot|hyde|multistep|irg|recomp|graphrag | --file FILE [--split test] [--limit 400] [--method dense|bm25|hybrid] [--mode hedra] "
+       "--builtin oneshot|hyde|multistep|irg|recomp|graphrag|irg-bridge|recomp-abstractive | --file FILE [--split test] [--limit 400] [--method dense|bm25|hybrid] [--mode hedra] "
        "[--nprobe 128] [--deterministic] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--encoder-device cpu|cuda [--encoder-gpu-min 1]] [--embedder DIR] [--index BASE] "
        "[--corpus PATH] [--prefix-cache on|off] [--graph-attention dependency|causal] [--block-attention on|off] [--gkvr on|off] "
        "[--answers FILE.jsonl] [--json]",

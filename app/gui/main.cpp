@@ -32,6 +32,7 @@
 #include <QJsonDocument>
 #include <QTableView>
 #include <QTimer>
+#include <algorithm>
 #include <cstdio>
 #include <iterator>
 #include <functional>
@@ -186,7 +187,7 @@ int main(int argc, char** argv) {
                      reproduceArgsOpt, tourOpt});
   parser.addPositionalArgument("workflow",
                                "A workflow to open in the editor: a workflow JSON file or a built-in's name (oneshot, "
-                               "hyde, multistep, irg, recomp, graphrag).",
+                               "hyde, multistep, irg, recomp, graphrag) or a variant's (irg-bridge, recomp-abstractive).",
                                "[WORKFLOW]");
   parser.process(app);
   const QStringList positional = parser.positionalArguments();
@@ -195,16 +196,20 @@ int main(int argc, char** argv) {
                  qPrintable(positional.join(' ')));
     return 2;
   }
-  // A built-in's name, or a file that reads as a workflow: checked before the window opens.
-  std::optional<rag::Workflow> builtinToOpen;
+  // A built-in's or a variant's name, or a file that reads as a workflow: checked before the
+  // window opens.
+  std::optional<std::string> builtinToOpen;
   QString fileToOpen;
   if (!positional.isEmpty()) {
-    builtinToOpen = rag::workflowFromName(positional.front().toStdString());
-    if (!builtinToOpen) {
-      const rag::Result<rag::WorkflowGraph> g = rag::WorkflowGraph::load(positional.front().toStdString());
+    const std::string name = positional.front().toStdString();
+    if (rag::workflowFromName(name) ||
+        std::find(rag::kWorkflowVariants.begin(), rag::kWorkflowVariants.end(), name) != rag::kWorkflowVariants.end()) {
+      builtinToOpen = name;
+    } else {
+      const rag::Result<rag::WorkflowGraph> g = rag::WorkflowGraph::load(name);
       if (!g) {
         std::fprintf(stderr, "error: %s (give a workflow JSON file or a built-in's name: oneshot, hyde, multistep, irg, "
-                     "recomp, graphrag)\n", g.status().message().c_str());
+                     "recomp, graphrag, or a variant's: irg-bridge, recomp-abstractive)\n", g.status().message().c_str());
         return 2;
       }
       fileToOpen = positional.front();
@@ -246,7 +251,7 @@ int main(int argc, char** argv) {
       std::printf("GUI events during the longest stall: %s\n", qPrintable(events.mid(0, 8).join(QStringLiteral("; "))));
   });
   window.show();
-  if (builtinToOpen) window.editor()->loadTemplate(*builtinToOpen);
+  if (builtinToOpen) window.editor()->loadTemplate(std::string_view(*builtinToOpen));
   else if (!fileToOpen.isEmpty()) (void)window.editor()->openFile(fileToOpen);
   if (parser.isSet(showOpt) && !window.tools()->raise(parser.value(showOpt))) {
     std::fprintf(stderr, "error: --show: no tool '%s'; the tools are: %s\n", qPrintable(parser.value(showOpt)),

@@ -572,10 +572,18 @@ private Q_SLOTS:
     r = runRagraph(QStringList{"eval", "workflow", "--builtin", "oneshot", "--method", "sparse"} + common);
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains("bm25"), qPrintable(r.err));
+    // A compiled-in variant by name: irg-bridge searches four times a request (the question, its
+    // top 3 again, then the answer before each of the two later rounds).
+    r = runRagraph(QStringList{"eval", "workflow", "--builtin", "irg-bridge", "--limit", "3", "--json"} + common);
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    auto bridge = parseJson(r.out.toStdString());
+    QVERIFY2(bridge.isOk(), qPrintable(r.out));
+    QCOMPARE(bridge->find("workflow")->asString(), std::string("irg-bridge"));
+    QCOMPARE(bridge->find("retrievals_per_request")->asDouble(), 4.0);
     // Bad input names the fix before any work starts.
     r = runRagraph(QStringList{"eval", "workflow", "--builtin", "nope"} + common);
     QCOMPARE(r.code, 2);
-    QVERIFY2(r.err.contains("oneshot"), qPrintable(r.err));
+    QVERIFY2(r.err.contains("oneshot") && r.err.contains("irg-bridge"), qPrintable(r.err));
     r = runRagraph(QStringList{"eval", "workflow", "--builtin", "oneshot", "--split", "nope"} + common);
     QVERIFY(r.code != 0);
     QVERIFY2(r.err.contains("train"), qPrintable(r.err));  // lists the splits there are

@@ -102,6 +102,29 @@ private Q_SLOTS:
     QVERIFY(edges[7]->to()->pos().y() < edges[7]->from()->pos().y());
   }
 
+  // The templates list holds the built-ins and, after them, the compiled-in variants; picking
+  // one loads it as a new document and its description becomes the tooltip.
+  void templatesListTheVariantsBesideTheBuiltins() {
+    GraphEditor editor;
+    QComboBox* templates = editor.templatesBox();
+    for (rag::Workflow w : rag::kAllWorkflows)
+      QVERIFY(templates->findData(QString::fromUtf8(rag::workflowName(w).data())) >= 0);
+    const int bridge = templates->findData(QString("irg-bridge"));
+    QVERIFY(bridge > templates->findData(QString("irg")));
+    QVERIFY(templates->findData(QString("recomp-abstractive")) >= 0);
+    const rag::WorkflowGraph file = rag::builtinWorkflowFile(rag::kIrgBridge).value();
+    QCOMPARE(templates->itemData(bridge, Qt::ToolTipRole).toString(), QString::fromStdString(file.description()));
+    templates->setCurrentIndex(bridge);
+    Q_EMIT templates->activated(bridge);  // as a click on the item does
+    QCOMPARE(editor.model()->graph(), file);
+    QCOMPARE(templates->currentText(), QString("irg-bridge"));
+    QVERIFY(editor.filePath().isEmpty());
+    QCOMPARE(editor.scene()->nodeItems().size(), qsizetype(file.nodes().size() + 2));  // and START, END
+    // An unknown name leaves the document as it was.
+    editor.loadTemplate(std::string_view("no-such-workflow"));
+    QCOMPARE(editor.model()->graph(), file);
+  }
+
   void selectingANodeFillsThePropertyPanel() {
     GraphEditor editor;
     editor.loadTemplate(rag::Workflow::Multistep);

@@ -48,9 +48,18 @@ GraphEditor::GraphEditor(QWidget* parent) : QWidget(parent), m_model(new GraphMo
 
   m_templates = new QComboBox;
   m_templates->setPlaceholderText(tr("Built-in template…"));
-  for (rag::Workflow w : rag::kAllWorkflows) m_templates->addItem(toQString(rag::workflowName(w)), int(w));
+  // The built-ins, then (after a separator) the variants compiled in beside them; each item's
+  // data is its file's name and its tooltip the workflow's description.
+  auto addTemplate = [this](std::string_view name) {
+    m_templates->addItem(toQString(name), toQString(name));
+    if (auto g = rag::builtinWorkflowFile(name))
+      m_templates->setItemData(m_templates->count() - 1, toQString(g->description()), Qt::ToolTipRole);
+  };
+  for (rag::Workflow w : rag::kAllWorkflows) addTemplate(rag::workflowName(w));
+  m_templates->insertSeparator(m_templates->count());
+  for (std::string_view v : rag::kWorkflowVariants) addTemplate(v);
   m_templates->setCurrentIndex(-1);
-  m_templates->setToolTip(tr("Start from one of the five built-in workflows (HedraRAG §6.1)"));
+  m_templates->setToolTip(tr("Start from a built-in workflow (HedraRAG §6.1) or one of their variants"));
 
   buildActions();
   auto* toolbar = new QToolBar;
@@ -109,7 +118,7 @@ GraphEditor::GraphEditor(QWidget* parent) : QWidget(parent), m_model(new GraphMo
   connect(m_issueList, &QListView::activated, this, &GraphEditor::onIssueActivated);
   connect(m_templates, &QComboBox::activated, this, [this](int index) {
     if (confirmDiscard())
-      loadTemplate(rag::Workflow(m_templates->itemData(index).toInt()));
+      loadTemplate(m_templates->itemData(index).toString().toStdString());
     else
       m_templates->setCurrentIndex(-1);
   });
@@ -213,18 +222,19 @@ void GraphEditor::fitGraph() {
   m_view->centerOn(r.center());
 }
 
-void GraphEditor::loadTemplate(rag::Workflow workflow) {
-  rag::Status s = m_model->fromBuiltin(workflow);
+void GraphEditor::loadTemplate(rag::Workflow workflow) { loadTemplate(rag::workflowName(workflow)); }
+
+void GraphEditor::loadTemplate(std::string_view name) {
+  rag::Status s = m_model->fromBuiltin(name);
   if (!s) {
     showStatus(message(s), true);
     return;
   }
-  m_templates->setCurrentIndex(m_templates->findData(int(workflow)));
+  m_templates->setCurrentIndex(m_templates->findData(toQString(name)));
   m_templates->setToolTip(toQString(m_model->graph().description()));
   setFilePath({});
   fitGraph();
-  showStatus(tr("Loaded the built-in workflow \"%1\".").arg(toQString(rag::workflowName(workflow))),
-             false);
+  showStatus(tr("Loaded the built-in workflow \"%1\".").arg(toQString(name)), false);
 }
 
 rag::Status GraphEditor::openFile(const QString& path) {

@@ -1,5 +1,5 @@
 // The RAGraph editor: palette | canvas (with the list of problems under it) | property panel,
-// a templates combo with the five built-in workflows, and the actions a main window puts in its
+// a templates combo with the built-in workflows and their compiled-in variants, and the actions a main window puts in its
 // menus and tool bars. The editor only describes a workflow: Run hands the graph to whoever
 // listens to runRequested (the main window submits it to the engine off the GUI thread).
 //
@@ -58,6 +58,9 @@ public:
   rag::Status openFile(const QString& path);
   rag::Status saveFile(const QString& path);
   void loadTemplate(rag::Workflow workflow);
+  // A built-in's or a variant's compiled-in file by name ("irg-bridge"); an unknown name shows
+  // the error in the status line and keeps the document.
+  void loadTemplate(std::string_view name);
   // Refits the canvas to the graph.
   void fitGraph();
   // True when the graph is valid; otherwise shows the problems and selects the first node or

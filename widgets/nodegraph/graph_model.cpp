@@ -439,8 +439,10 @@ rag::Status GraphModel::save(const std::filesystem::path& path) {
   return rag::Status::ok();
 }
 
-rag::Status GraphModel::fromBuiltin(rag::Workflow workflow) {
-  rag::Result<rag::WorkflowGraph> g = rag::builtinWorkflow(workflow);
+rag::Status GraphModel::fromBuiltin(rag::Workflow workflow) { return fromBuiltin(rag::workflowName(workflow)); }
+
+rag::Status GraphModel::fromBuiltin(std::string_view fileName) {
+  rag::Result<rag::WorkflowGraph> g = rag::builtinWorkflowFile(fileName);
   if (!g) return g.status();
   return setDocument(std::move(*g));
 }

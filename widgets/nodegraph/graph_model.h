@@ -117,6 +117,8 @@ public:
   // The workflow as WorkflowGraph::save writes it, then the layout sidecar; marks the stack clean.
   rag::Status save(const std::filesystem::path& path);
   rag::Status fromBuiltin(rag::Workflow workflow);
+  // A compiled-in workflow file by its name: a built-in's or a variant's (rag::kWorkflowVariants).
+  rag::Status fromBuiltin(std::string_view fileName);
   rag::Status fromJson(std::string_view json);
   // `graph` with `positions` (missing ones laid out); fails on duplicate node ids, which the
   // editor cannot tell apart.

@@ -351,6 +351,8 @@ Result<WorkflowGraph> builtinWorkflow(Workflow w);
 // rounds read the question's top 3 beside the previous answer's own top 2).
 inline constexpr std::string_view kRecompAbstractive = "recomp-abstractive";
 inline constexpr std::string_view kIrgBridge = "irg-bridge";
+// The variants, in the order the CLI's --builtin and the editor's template list show them.
+inline constexpr std::array<std::string_view, 2> kWorkflowVariants = {kRecompAbstractive, kIrgBridge};
 Result<WorkflowGraph> builtinWorkflowFile(std::string_view name);
 
 }  // namespace rag
