@@ -15,6 +15,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -202,6 +205,33 @@ std::string trimmed(std::string s) {
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
+// --orders: the answer whose readings are likeliest together. Candidates that give the same
+// answer (trimmed, case aside) pool their probabilities (the product of their tokens'), and the
+// pooled answer's likeliest reading stands for it; ties go to the earlier order. Measured on
+// 2,000 test questions with the wide role model (README, "Reading in several orders"): pooled
+// 0.6375, the single likeliest reading 0.6325, per token 0.637, a plain vote 0.6255.
+struct OrderCandidate { std::string output; double logprob = 0; };
+size_t mostProbableAnswer(const std::vector<OrderCandidate>& orders) {
+  auto key = [](const std::string& s) {
+    std::string k = trimmed(s);
+    std::transform(k.begin(), k.end(), k.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return k;
+  };
+  std::map<std::string, std::pair<double, size_t>> pooled;  // answer -> (probability, its likeliest order)
+  for (size_t o = 0; o < orders.size(); ++o) {
+    auto [it, added] = pooled.try_emplace(key(orders[o].output), 0.0, o);
+    it->second.first += std::exp(orders[o].logprob);
+    if (orders[o].logprob > orders[it->second.second].logprob) it->second.second = o;
+  }
+  size_t best = 0;
+  double bestP = -1;
+  for (const auto& [answer, pv] : pooled) {
+    const size_t first = pv.second;
+    if (pv.first > bestP || (pv.first == bestP && first < best)) bestP = pv.first, best = first;
+  }
+  return best;
+}
+
 }  // namespace
 
 int cmdRun(Args& args) {
@@ -317,14 +347,22 @@ int cmdEvalQa(Args& args) {
   auto limit = args.getInt("limit", 0);
   auto batch = args.getInt("batch", 32);
   auto examples = args.getInt("examples", 0);
+  auto orders = args.getInt("orders", 1);
   const bool json = args.flag("json");
-  for (auto* r : {&limit, &batch, &examples})
+  for (auto* r : {&limit, &batch, &examples, &orders})
     if (!*r) return fail(r->status());
   if (*limit < 0 || *batch < 1 || *examples < 0)
     return fail(Status::invalidArgument("--limit and --examples must be >= 0 and --batch >= 1"));
   auto setup = readGenerationSetup(args, corpus::QaContext::Gold, corpusPath);
   if (!setup) return fail(setup.status());
   if (Status s = args.finish(); !s) return fail(s);
+  // --orders N: each question read N times, its passages rotated so that a different one leads
+  // each time, and the answer the readings make likeliest kept (mostProbableAnswer).
+  const bool withPassages = setup->retriever || setup->prompt.context != corpus::QaContext::None;
+  if (*orders < 1 || *orders > setup->prompt.passages || (*orders > 1 && !withPassages))
+    return fail(Status::invalidArgument("--orders must be between 1 and the prompt's passages (" +
+                                        std::to_string(setup->prompt.passages) +
+                                        "), and 1 with --context none: it rotates the passages"));
 
   auto reader = corpus::QaPromptReader::open(corpusPath);
   if (!reader) return fail(reader.status());
@@ -334,14 +372,18 @@ int cmdEvalQa(Args& args) {
 
   model::RunnerParams rp;
   rp.maxRunning = static_cast<int32_t>(*batch);
-  rp.maxQueued = static_cast<int32_t>(ids.size()) + 1;
+  rp.maxQueued = static_cast<int32_t>(ids.size() * static_cast<size_t>(*orders)) + 1;
   rp.backend = setup->backend;
   auto runner = model::ModelRunner::create(setup->loaded.model, rp, setup->loaded.tokenizer);
   if (!runner) return fail(runner.status());
 
-  // `place`: where the prompt shows the item's first gold passage (1 = first), 0 when it shows none.
-  struct Pending { QaItem item; std::string output; size_t place = 0; };
-  std::map<model::SeqId, Pending> pending;
+  // `place`: where the first order's prompt shows the item's first gold passage (1 = first), 0
+  // when it shows none. Each order is a sequence of its own; the item is scored once all are done.
+  using Candidate = OrderCandidate;
+  struct Pending { QaItem item; size_t place = 0; std::vector<Candidate> orders; int64_t running = 0; };
+  struct Sequence { size_t item = 0; size_t order = 0; };
+  std::vector<Pending> pending;
+  std::map<model::SeqId, Sequence> sequences;
   ProgressPrinter progress(false);
   std::vector<std::vector<int64_t>> retrieved;  // --context retrieved: per item, best first
   if (setup->retriever) {
@@ -362,28 +404,49 @@ int cmdEvalQa(Args& args) {
     auto ctx = setup->retriever ? readPassages(*reader, retrieved[i])
                                 : reader->contextPassages(*item, setup->prompt);
     if (!ctx) return fail(ctx.status());
-    const corpus::QaPrompt prompt = corpus::buildQaPrompt(*item, *ctx, setup->prompt);
-    const model::QaTokens t = model::tokenizeQaPrompt(*setup->loaded.tokenizer, prompt);
-    auto id = (*runner)->add(requestFor(*setup, prompt, t));
-    if (!id) return fail(Status(id.status().code(), "QA item " + std::to_string(ids[i]) + ": " + id.status().message()));
-    const size_t place = prompt.goldSlots.empty() ? 0 : prompt.goldSlots.front() + 1;  // slots in prompt order
-    pending.emplace(*id, Pending{std::move(*item), {}, place});
+    Pending p{.item = std::move(*item), .orders = std::vector<Candidate>(static_cast<size_t>(*orders))};
+    for (size_t o = 0; o < p.orders.size(); ++o) {
+      std::vector<Passage> passages = *ctx;
+      std::rotate(passages.begin(), passages.begin() + static_cast<ptrdiff_t>(o * passages.size() / p.orders.size()),
+                  passages.end());
+      const corpus::QaPrompt prompt = corpus::buildQaPrompt(p.item, passages, setup->prompt);
+      const model::QaTokens t = model::tokenizeQaPrompt(*setup->loaded.tokenizer, prompt);
+      model::SequenceRequest request = requestFor(*setup, prompt, t);
+      request.logprobs = p.orders.size() > 1;
+      auto id = (*runner)->add(std::move(request));
+      if (!id) return fail(Status(id.status().code(), "QA item " + std::to_string(ids[i]) + ": " + id.status().message()));
+      if (o == 0) p.place = prompt.goldSlots.empty() ? 0 : prompt.goldSlots.front() + 1;  // slots in prompt order
+      sequences.emplace(*id, Sequence{pending.size(), o});
+      ++p.running;
+    }
+    pending.push_back(std::move(p));
     progress("preparing prompts", i + 1, ids.size());
   }
   struct Tally { int64_t items = 0, correct = 0; };
   std::map<std::string, Tally> byType;
   std::map<size_t, Tally> byPlace;  // by the first gold passage's place in the prompt (a reader's position bias)
-  Tally overall;
+  Tally overall, firstOrder, anyOrder;  // with --orders: the first order alone, and any order right
   int64_t generated = 0, shown = 0;
   Stopwatch wall;
   while ((*runner)->hasWork()) {
     model::StepResult r = (*runner)->step();
     generated += r.stats.decodeRows;
     for (const model::SeqEvent& e : r.events) {
-      Pending& p = pending.at(e.id);
-      p.output += e.text;
+      const Sequence seq = sequences.at(e.id);
+      Pending& p = pending[seq.item];
+      Candidate& c = p.orders[seq.order];
+      c.output += e.text;
+      c.logprob += e.logprob;
       if (!e.finished) continue;
-      const bool ok = corpus::answerMatches(p.output, p.item.answers);
+      sequences.erase(e.id);
+      if (--p.running > 0) continue;
+      const size_t best = mostProbableAnswer(p.orders);
+      const bool ok = corpus::answerMatches(p.orders[best].output, p.item.answers);
+      bool any = false;
+      for (const Candidate& o : p.orders) any = any || corpus::answerMatches(o.output, p.item.answers);
+      ++firstOrder.items, ++anyOrder.items;
+      firstOrder.correct += corpus::answerMatches(p.orders[0].output, p.item.answers);
+      anyOrder.correct += any;
       Tally& t = byType[p.item.type];
       ++t.items, ++overall.items;
       t.correct += ok, overall.correct += ok;
@@ -391,9 +454,10 @@ int cmdEvalQa(Args& args) {
       if (shown < *examples) {
         ++shown;
         std::fprintf(stderr, "\n[%s] %s\n  output: %s\n  gold:   %s\n", ok ? "correct" : "wrong",
-                     p.item.question.c_str(), trimmed(p.output).c_str(), p.item.answers.empty() ? "" : p.item.answers[0].c_str());
+                     p.item.question.c_str(), trimmed(p.orders[best].output).c_str(),
+                     p.item.answers.empty() ? "" : p.item.answers[0].c_str());
       }
-      pending.erase(e.id);
+      p.orders = {};
       progress("answering", static_cast<uint64_t>(overall.items), ids.size());
     }
   }
@@ -411,6 +475,13 @@ int cmdEvalQa(Args& args) {
     w.key("decode").value(setup->extractive ? "extractive" : "free");
     w.key("items").value(overall.items);
     w.key("accuracy").value(acc(overall));
+    if (*orders > 1) {
+      w.key("orders").beginObject();
+      w.key("n").value(*orders);
+      w.key("first_order_accuracy").value(acc(firstOrder));  // what --orders 1 would have given
+      w.key("any_order_accuracy").value(acc(anyOrder));      // a perfect choice among the orders
+      w.endObject();
+    }
     w.key("by_type").beginObject();
     for (const auto& [type, t] : byType) {
       w.key(type).beginObject();

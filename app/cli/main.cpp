@@ -65,7 +65,7 @@ const std::vector<Command>& commands() {
        {"json", "extractive"}, cmdRun},
       {"eval", "qa",
        "[--split test] [--context gold|none|retrieved [--embedder DIR] [--index BASE] [--nprobe N]] "
-       "[--limit N] [--mask causal|block] [--extractive [--copy-floor P]] [--model DIR] "
+       "[--limit N] [--mask causal|block] [--extractive [--copy-floor P]] [--orders N] [--model DIR] "
        "[--dtype f32|bf16] [--device cpu|cuda] [--max-tokens N] [--batch N] [--examples N] [--corpus PATH] [--json]",
        {"json", "extractive"}, cmdEvalQa},
       {"index", "build",

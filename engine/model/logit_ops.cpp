@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -127,6 +128,17 @@ double scaledExp(const float* x, size_t n, float max, float scale, float* out) {
     }
   }
   return total;
+}
+
+float tokenLogprob(const float* x, size_t n, ptrdiff_t token, std::vector<float>& scratch) {
+  constexpr float kNone = -std::numeric_limits<float>::infinity();
+  if (token < 0 || static_cast<size_t>(token) >= n) return kNone;
+  const float max = maxLogit(x, n);
+  const float v = x[token];
+  if (!(max > kNone) || max == std::numeric_limits<float>::infinity() || !(v > kNone)) return kNone;
+  scratch.resize(n);
+  const double sum = scaledExp(x, n, max, 1.0f, scratch.data());  // >= 1: the max's own term
+  return static_cast<float>(static_cast<double>(v - max) - std::log(sum));
 }
 
 double sumAtLeast(const float* w, size_t n, float threshold) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 namespace rag::model {
 
@@ -32,5 +33,10 @@ double scaledExp(const float* x, size_t n, float max, float scale, float* out);
 
 // The sum (in double) of the elements of w (size n) that are >= threshold; NaN counts as 0.
 double sumAtLeast(const float* w, size_t n, float threshold);
+
+// log softmax(x)[token]: the natural log of token's probability under the logits x (size n),
+// through scaledExp into `scratch` (resized to n). -inf when x[token] is NaN or -inf, or when
+// token is outside [0, n) or no logit is finite.
+float tokenLogprob(const float* x, size_t n, ptrdiff_t token, std::vector<float>& scratch);
 
 }  // namespace rag::model

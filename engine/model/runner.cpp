@@ -13,6 +13,7 @@
 #include "core/clock.h"
 #include "core/heap.h"
 #include "model/decode_kernels.h"
+#include "model/logit_ops.h"
 #include "model/runner_impl.h"
 
 namespace rag::model {
@@ -271,6 +272,10 @@ StepResult ModelRunner::Impl::step() {
           return s.sampler->sample(spanScratch);
         };
         const int32_t t = itemToken[k] != kNoDeviceToken ? itemToken[k] : sampled();
+        if (s.logprobs && t >= 0) {  // logits came back for this row (greedyOnly excludes it)
+          const float* last = lg.data_ptr<float>() + (lg.size(0) - 1) * vocab;
+          ev.logprob = tokenLogprob(last, static_cast<size_t>(vocab), t, logprobScratch);
+        }
         if (s.span && t >= 0) s.span->advance(t);
         if (t < 0) {  // every logit NaN or -inf: a numerical fault of the model, not of the runner
           finish(s, FinishReason::Error, nullptr, &ev);
@@ -517,6 +522,7 @@ Result<SeqId> ModelRunner::add(SequenceRequest req) {
   if (!s.sampling.copyFrom.empty()) s.span.emplace(SpanSource::build(s.sampling.copyFrom), m.tokenPieces());
   s.keepKv = req.keepKv;
   s.allLogits = req.allLogits;
+  s.logprobs = req.logprobs;
 
   // Place the cached segments: the first one shares its blocks when its keys stay where they
   // are; the others (and re-encoded ones) are copied into blocks of their own.

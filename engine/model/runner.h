@@ -124,6 +124,7 @@ struct SequenceRequest {
   ReencodeMode reencode = ReencodeMode::Shift;
   bool keepKv = false;                // keep the KV after finishing, until release()
   bool allLogits = false;             // report the logits of every computed row
+  bool logprobs = false;              // report each sampled token's log-probability (SeqEvent::logprob)
 };
 
 // ContextFull: the context window or the whole KV pool is used up. Error: no token could be
@@ -139,6 +140,10 @@ struct SeqEvent {
   FinishReason reason = FinishReason::None;
   std::vector<float> logits;     // F32 [logitRows, vocab]: the rows computed this step, only
   int64_t logitRows = 0;         // for sequences added with allLogits
+  // For sequences added with logprobs: the sampled token's log-probability under the model's
+  // logits, before a copy constraint masks them (so a constrained answer is scored by what the
+  // model believes); 0 when there is no token.
+  float logprob = 0;
   // The event that carries a prompt's first token (its prefill done): how many of its tokens
   // came from the prefix cache. -1 on every other event.
   int64_t promptCachedTokens = -1;

@@ -303,7 +303,8 @@ torch::Tensor ModelRunner::Impl::forwardBackend(std::span<const Item> items, int
   int64_t greedyRows = 0;
   for (auto [item, r] : logitRows) {
     const Seq& s = *items[item].seq;
-    const bool greedyOnly = greedyTokens && !s.allLogits && !s.span && s.sampler && s.sampler->greedy();
+    const bool greedyOnly =
+        greedyTokens && !s.allLogits && !s.logprobs && !s.span && s.sampler && s.sampler->greedy();
     want.push_back({.item = item, .row = r, .greedyOnly = greedyOnly});
     greedyRows += greedyOnly;
   }

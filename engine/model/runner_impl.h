@@ -52,6 +52,7 @@ struct Seq {
   std::string text;      // text released to the caller (stop strings held back / cut)
   bool keepKv = false;
   bool allLogits = false;
+  bool logprobs = false;
   // Prefix cache: a causal prompt from position 0 may reuse and leave cached KV; `cacheNode` is
   // the node it holds locked (its matched prefix, then its inserted prompt).
   bool prefixEligible = false;
@@ -143,6 +144,7 @@ struct ModelRunner::Impl {
   std::shared_ptr<ForkJoin> team;  // this step's, from computeTeam()
   std::vector<int64_t> eosIds;
   std::vector<float> spanScratch;  // a logit row masked by a span constraint
+  std::vector<float> logprobScratch;  // tokenLogprob's exponentials
   std::map<SeqId, Seq> seqs;
   std::deque<SeqId> waiting;
   std::vector<SeqId> running;  // admission order: preemption takes from the back

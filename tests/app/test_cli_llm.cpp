@@ -59,6 +59,26 @@ private Q_SLOTS:
       perPlace += *v.find("items")->asInt64();
     }
     QCOMPARE(perPlace, int64_t{12});
+    // --orders 3: each question read with its passages in three rotations; the first order is
+    // the plain run's prompt, so its accuracy is the run above's, and a perfect choice among the
+    // orders bounds the chosen answer's from above.
+    CliRun o = runRagraph({"eval", "qa", "--corpus", corpus(), "--model", model(), "--split", "test", "--limit", "12",
+                           "--max-tokens", "4", "--json", "--threads", "1", "--orders", "3"});
+    QVERIFY2(o.code == 0, qPrintable(o.err));
+    auto od = parseJson(o.out.toStdString());
+    QVERIFY2(od.isOk(), qPrintable(o.out));
+    QCOMPARE(*od->find("orders")->find("n")->asInt64(), int64_t{3});
+    QCOMPARE(od->find("orders")->find("first_order_accuracy")->asDouble(), acc);
+    QVERIFY(od->find("accuracy")->asDouble() <= od->find("orders")->find("any_order_accuracy")->asDouble());
+    QVERIFY(acc <= od->find("orders")->find("any_order_accuracy")->asDouble());
+    QCOMPARE(*od->find("items")->asInt64(), int64_t{12});
+    QVERIFY(doc->find("orders") == nullptr);  // a plain run says nothing of orders
+    for (const QStringList& bad : {QStringList{"--orders", "0"}, QStringList{"--orders", "6"},
+                                   QStringList{"--orders", "2", "--context", "none"}}) {
+      o = runRagraph(QStringList{"eval", "qa", "--corpus", corpus(), "--model", model(), "--limit", "2"} + bad);
+      QCOMPARE(o.code, 2);
+      QVERIFY2(o.err.contains("--orders"), qPrintable(o.err));
+    }
     // Block-Attention masks and closed-book prompts go through the same path; a closed-book
     // prompt has no gold passage to place.
     r = runRagraph({"eval", "qa", "--corpus", corpus(), "--model", model(), "--limit", "4", "--max-tokens", "2",

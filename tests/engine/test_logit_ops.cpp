@@ -96,6 +96,30 @@ private Q_SLOTS:
     QVERIFY(std::fabs(sumAtLeast(w.data(), w.size(), 0.0f) - 2.2) < 1e-7);
     QVERIFY(std::fabs(sumAtLeast(w.data(), 3, 0.0f) - 1.6) < 1e-7);
   }
+
+  // log softmax at one token, against the sum done in double; out-of-range tokens, -inf and NaN
+  // logits give -inf.
+  void tokenLogprobIsLogSoftmax() {
+    std::mt19937 rng(11);
+    std::normal_distribution<float> d(0.f, 4.f);
+    std::vector<float> x(1003), scratch;
+    for (float& v : x) v = d(rng);
+    x[7] = -kInf;
+    x[9] = kNaN;
+    double z = 0;
+    for (float v : x)
+      if (std::isfinite(v)) z += std::exp(static_cast<double>(v));
+    for (ptrdiff_t t : {0, 1, 500, 1002}) {
+      const double expect = static_cast<double>(x[static_cast<size_t>(t)]) - std::log(z);
+      QVERIFY2(std::fabs(tokenLogprob(x.data(), x.size(), t, scratch) - expect) < 1e-4, qPrintable(QString::number(t)));
+    }
+    QCOMPARE(tokenLogprob(x.data(), x.size(), 7, scratch), -kInf);
+    QCOMPARE(tokenLogprob(x.data(), x.size(), 9, scratch), -kInf);
+    QCOMPARE(tokenLogprob(x.data(), x.size(), -1, scratch), -kInf);
+    QCOMPARE(tokenLogprob(x.data(), x.size(), 1003, scratch), -kInf);
+    std::vector<float> one = {2.5f};
+    QCOMPARE(tokenLogprob(one.data(), 1, 0, scratch), 0.0f);  // a certain token
+  }
 };
 
 QTEST_GUILESS_MAIN(TestLogitOps)

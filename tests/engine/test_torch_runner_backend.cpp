@@ -251,6 +251,42 @@ private Q_SLOTS:
     QVERIFY_OK(dev->deviceStatus());
   }
 
+  // SequenceRequest::logprobs: each sampled token's log-probability is the log softmax of the
+  // row it was sampled from; a backend that answers greedy rows with tokens sends such a
+  // sequence's logits instead, so the figures are the CPU runner's.
+  void logprobsAreTheSampledRowsLogSoftmax() {
+    auto m = tinyModel();
+    Calls calls{.answerGreedy = true};
+    const RunnerParams p{.blockSize = 8, .maxBatchTokens = 40};
+    auto cpu = makeRunner(m, p);
+    auto dev = makeRunner(m, onBackend(p, &calls));
+    SequenceRequest q = greedy(randomTokens(11, 96, 5), 6, /*allLogits=*/true);
+    q.logprobs = true;
+    const SeqId a = *cpu->add(q);
+    q.allLogits = false;
+    const SeqId b = *dev->add(q);
+    Run ra = drain(*cpu, 96)[a], rb = drain(*dev, 96)[b];
+    QCOMPARE(ra.tokens.size(), size_t{6});
+    QCOMPARE(ra.logprobs.size(), ra.tokens.size());
+    QCOMPARE(ra.rows.size(), size_t{11 + 5});  // the prompt's rows, then a row per later token
+    for (size_t i = 0; i < ra.tokens.size(); ++i) {
+      const torch::Tensor row = torch::from_blob(ra.rows[10 + i].data(), {96}, torch::kFloat32);
+      const float expect = torch::log_softmax(row, 0)[ra.tokens[i]].item<float>();
+      QVERIFY2(std::fabs(ra.logprobs[i] - expect) < 1e-4f, qPrintable(QString("%1: %2 vs %3").arg(i).arg(ra.logprobs[i]).arg(expect)));
+      QVERIFY(ra.logprobs[i] <= 0);
+    }
+    QCOMPARE(rb.tokens, ra.tokens);
+    QCOMPARE(rb.logprobs.size(), ra.logprobs.size());
+    for (size_t i = 0; i < ra.logprobs.size(); ++i) QVERIFY(std::fabs(rb.logprobs[i] - ra.logprobs[i]) < 1e-4f);
+    // Without the flag, no figure.
+    q.logprobs = false;
+    const SeqId c = *cpu->add(q);
+    const Run rc = drain(*cpu, 96)[c];
+    QCOMPARE(rc.tokens.size(), size_t{6});
+    for (float lp : rc.logprobs) QCOMPARE(lp, 0.0f);
+    QVERIFY_OK(dev->deviceStatus());
+  }
+
   void importedPassagesAreReencodedOnTheBackend() {
     // Block-Attention's path: passages computed alone at 0, placed and re-encoded into a new
     // sequence (read from the backend, rotated, written back), then the block-masked question.

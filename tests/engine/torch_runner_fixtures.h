@@ -49,6 +49,7 @@ inline double maxDiff(const torch::Tensor& a, const torch::Tensor& b) { return (
 struct Run {
   std::vector<int32_t> tokens;           // generated
   std::vector<std::vector<float>> rows;  // every logits row reported, in order
+  std::vector<float> logprobs;           // per generated token (SequenceRequest::logprobs)
   std::string text;
   FinishReason reason = FinishReason::None;
   torch::Tensor logits() const {
@@ -68,6 +69,7 @@ inline std::map<SeqId, Run> drain(ModelRunner& r, int64_t vocab, int* preempted 
     for (SeqEvent& e : s.events) {
       Run& run = out[e.id];
       run.tokens.insert(run.tokens.end(), e.tokens.begin(), e.tokens.end());
+      if (!e.tokens.empty()) run.logprobs.push_back(e.logprob);
       for (int64_t i = 0; i < e.logitRows; ++i)
         run.rows.emplace_back(e.logits.begin() + i * vocab, e.logits.begin() + (i + 1) * vocab);
       run.text += e.text;
