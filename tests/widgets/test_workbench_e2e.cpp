@@ -147,6 +147,17 @@ private Q_SLOTS:
     Q_EMIT box->activated(0);
     panel.setEditorGraph(*rag::builtinWorkflow(rag::Workflow::OneShot));
     QCOMPARE(panel.chosenWorkflowLabel(), QString("editor: oneshot"));
+    // The compiled-in variants are there to pick beside the built-ins, and run their own files.
+    const int variant = box->findText("irg-bridge");
+    QVERIFY(variant > box->findText("irg"));
+    box->setCurrentIndex(variant);
+    Q_EMIT box->activated(variant);
+    QString error;
+    std::optional<rag::WorkflowGraph> chosen = panel.chosenGraph(&error);
+    QVERIFY2(chosen, qPrintable(error));
+    QCOMPARE(*chosen, rag::builtinWorkflowFile(rag::kIrgBridge).value());
+    panel.setEditorGraph(*rag::builtinWorkflow(rag::Workflow::Hyde));  // the pick sticks
+    QCOMPARE(panel.chosenWorkflowLabel(), QString("irg-bridge"));
   }
 
   // Issue 25: a new user picked multistep in the editor's Template box, pressed Start in the run

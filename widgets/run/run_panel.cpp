@@ -13,6 +13,7 @@
 #include <QSplitter>
 #include <QTableView>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <chrono>
 #include "plot/qcustomplot_include.h"
 
@@ -30,12 +31,17 @@ double nowSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// The Workflow box's fixed entries: the built-ins, then their compiled-in variants; the editor's
+// graph, when there is one, is an entry before them.
+constexpr int kListedWorkflows = static_cast<int>(rag::kAllWorkflows.size() + rag::kWorkflowVariants.size());
+
 }  // namespace
 
 RunPanel::RunPanel(EngineBridge* bridge, QWidget* parent) : QWidget(parent), m_bridge(bridge) {
   m_workflow = new QComboBox;
   m_workflow->setObjectName("workflow");
   for (rag::Workflow w : rag::kAllWorkflows) m_workflow->addItem(QString::fromUtf8(rag::workflowName(w).data()));
+  for (std::string_view v : rag::kWorkflowVariants) m_workflow->addItem(QString::fromUtf8(v.data(), static_cast<qsizetype>(v.size())));
   m_mode = new QComboBox;
   for (const std::string& n : rag::servePolicyNames()) m_mode->addItem(QString::fromStdString(n));
   m_mode->setCurrentText("hedra");
@@ -179,7 +185,7 @@ RunPanel::RunPanel(EngineBridge* bridge, QWidget* parent) : QWidget(parent), m_b
   connect(m_start, &QPushButton::clicked, this, &RunPanel::start);
   // A choice the user makes here sticks: a built-in stops the panel following the editor.
   connect(m_workflow, &QComboBox::activated, this, [this](int index) {
-    const bool editorEntry = m_editorGraph && m_workflow->count() > static_cast<int>(rag::kAllWorkflows.size()) && index == 0;
+    const bool editorEntry = m_editorGraph && m_workflow->count() > kListedWorkflows && index == 0;
     m_userPickedBuiltin = !editorEntry;
   });
   connect(m_workflow, &QComboBox::currentIndexChanged, this, [this] { updateStartTooltip(); });
@@ -248,7 +254,7 @@ void RunPanel::setEditorGraph(const rag::WorkflowGraph& graph, bool select) {
   m_editorGraph = graph;
   if (select) m_userPickedBuiltin = false;
   const QString label = tr("editor: %1").arg(QString::fromStdString(graph.name().empty() ? "untitled" : graph.name()));
-  const bool hadEntry = m_workflow->count() > static_cast<int>(rag::kAllWorkflows.size());
+  const bool hadEntry = m_workflow->count() > kListedWorkflows;
   if (hadEntry) {
     m_workflow->setItemText(0, label);
   } else {
@@ -278,21 +284,22 @@ void RunPanel::updateStartTooltip() {
 
 void RunPanel::configure(const QString& workflow, const QString& mode, double rps, int requests) {
   m_workflow->setCurrentText(workflow);
-  m_userPickedBuiltin = m_workflow->currentIndex() > 0 || m_workflow->count() == static_cast<int>(rag::kAllWorkflows.size());
+  m_userPickedBuiltin = m_workflow->currentIndex() > 0 || m_workflow->count() == kListedWorkflows;
   m_mode->setCurrentText(mode);
   m_rps->setValue(rps);
   m_requests->setValue(requests);
 }
 
 std::optional<rag::WorkflowGraph> RunPanel::chosenGraph(QString* error) const {
-  const bool editorFirst = m_editorGraph && m_workflow->count() > static_cast<int>(rag::kAllWorkflows.size());
+  const bool editorFirst = m_editorGraph && m_workflow->count() > kListedWorkflows;
   if (editorFirst && m_workflow->currentIndex() == 0) return m_editorGraph;
-  auto w = rag::workflowFromName(m_workflow->currentText().toStdString());
-  if (!w) {
+  const std::string name = m_workflow->currentText().toStdString();
+  if (!rag::workflowFromName(name) &&
+      std::find(rag::kWorkflowVariants.begin(), rag::kWorkflowVariants.end(), name) == rag::kWorkflowVariants.end()) {
     *error = tr("Unknown workflow %1").arg(m_workflow->currentText());
     return std::nullopt;
   }
-  auto g = rag::builtinWorkflow(*w);
+  auto g = rag::builtinWorkflowFile(name);  // a built-in's file or a variant's
   if (!g) {
     *error = QString::fromStdString(g.status().message());
     return std::nullopt;
