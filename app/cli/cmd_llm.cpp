@@ -359,7 +359,7 @@ int cmdEvalQa(Args& args) {
   // --orders N: each question read N times, its passages rotated so that a different one leads
   // each time, and the answer the readings make likeliest kept (mostProbableAnswer).
   const bool withPassages = setup->retriever || setup->prompt.context != corpus::QaContext::None;
-  if (*orders < 1 || *orders > setup->prompt.passages || (*orders > 1 && !withPassages))
+  if (*orders < 1 || *orders > static_cast<int64_t>(setup->prompt.passages) || (*orders > 1 && !withPassages))
     return fail(Status::invalidArgument("--orders must be between 1 and the prompt's passages (" +
                                         std::to_string(setup->prompt.passages) +
                                         "), and 1 with --context none: it rotates the passages"));

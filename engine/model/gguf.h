@@ -31,11 +31,12 @@
 
 namespace rag::model {
 
+// ("= {}": designated initializers may leave the optional ones out without -Wmissing-field-initializers.)
 struct GgufExportOptions {
-  std::filesystem::path modelDir;   // config.json + model.safetensors (or an index)
-  std::filesystem::path tokenizer;  // empty: <modelDir>/tokenizer.json
-  std::filesystem::path out;        // the .gguf file
-  std::string name;                 // general.name; empty: the model directory's name
+  std::filesystem::path modelDir = {};   // config.json + model.safetensors (or an index)
+  std::filesystem::path tokenizer = {};  // empty: <modelDir>/tokenizer.json
+  std::filesystem::path out = {};        // the .gguf file
+  std::string name = {};                 // general.name; empty: the model directory's name
 };
 
 struct GgufExport {

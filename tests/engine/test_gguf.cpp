@@ -197,7 +197,7 @@ private Q_SLOTS:
     // Every tensor, llama.cpp's names, dims innermost first, aligned, F32.
     QCOMPARE(g.tensorOrder.front(), std::string("token_embd.weight"));
     QVERIFY(!g.tensors.count("output.weight") == c.tieWordEmbeddings);
-    QCOMPARE(g.tensors.size(), size_t{2 + 9 + (c.tieWordEmbeddings ? 0 : 1)});
+    QCOMPARE(g.tensors.size(), size_t{2 + 9} + (c.tieWordEmbeddings ? 0u : 1u));
     for (const auto& [name, t] : g.tensors) {
       QCOMPARE(t.type, uint32_t{0});
       QCOMPARE(t.offset % 32, uint64_t{0});

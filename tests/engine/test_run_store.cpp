@@ -30,8 +30,10 @@ class TestRunStore : public QObject {
     r.speculations = 2;
     r.specAccepted = 1;
     r.rollbacks = 1;
-    r.stages = {{"retrieve", NodeKind::Retrieval, 0.0, 0.01, 128, false, "dog: a canine. kind of: canine."},
-                {"answer", NodeKind::Generation, 0.01, 0.05, 7, true, "canine"}};
+    r.stages = {{.node = "retrieve", .kind = NodeKind::Retrieval, .beginSeconds = 0.0, .endSeconds = 0.01, .work = 128,
+                 .speculative = false, .output = "dog: a canine. kind of: canine."},
+                {.node = "answer", .kind = NodeKind::Generation, .beginSeconds = 0.01, .endSeconds = 0.05, .work = 7,
+                 .speculative = true, .output = "canine"}};
     return r;
   }
 

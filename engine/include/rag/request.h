@@ -48,16 +48,16 @@ struct StageTiming {
   int64_t cachedPromptTokens = 0;
   // Generation: the prompt's token ids (shared, not copied with the timing): what the workbench's
   // KV-tree inspector follows down the prefix tree to show the path this stage's prompt has there.
-  std::shared_ptr<const std::vector<int32_t>> promptTokenIds;
+  std::shared_ptr<const std::vector<int32_t>> promptTokenIds = {};
   // Generation: how its prompt's context was attended and where its KV came from: "causal" (one
   // prefill, prefix cache), "block" (Block-Attention: passage blocks from the block KV path, only
   // the last block prefilled), "dependency" (DepCache: subgraph trees from the KV path).
-  std::string attention;
+  std::string attention = {};
   // "block" and "dependency": each segment of the prompt, in prompt order (empty otherwise).
-  std::vector<SegmentKvUse> segments;
+  std::vector<SegmentKvUse> segments = {};
   // Knowledge: what the node retrieved (rag/knowledge.h: the entities it linked, every path it
   // scored, kept or pruned, with its score); null for other kinds and for a failed retrieval.
-  std::shared_ptr<const KnowledgeUse> knowledge;
+  std::shared_ptr<const KnowledgeUse> knowledge = {};
 };
 
 struct RequestResult {
