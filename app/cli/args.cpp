@@ -173,9 +173,7 @@ std::string workflowVariantNames() {
 
 Result<WorkflowGraph> loadWorkflowChoice(const std::optional<std::string>& builtin, const std::string& file) {
   if (!builtin) return WorkflowGraph::load(file);
-  if (std::optional<Workflow> w = workflowFromName(*builtin)) return builtinWorkflow(*w);
-  for (std::string_view v : kWorkflowVariants)
-    if (*builtin == v) return builtinWorkflowFile(v);
+  if (isCompiledInWorkflow(*builtin)) return builtinWorkflowFile(*builtin);
   return Status::invalidArgument("no built-in workflow '" + *builtin + "'; the built-ins are " + builtinWorkflowNames() +
                                  ", and their variants " + workflowVariantNames() + " (resources/workflows/)");
 }

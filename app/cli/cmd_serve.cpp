@@ -202,8 +202,7 @@ int cmdBenchServe(Args& args) {
       g = benchBuiltin(*w, *method);
     } else {
       // a variant's compiled-in file or a workflow file: its own methods unless --method
-      const bool variant = std::find(kWorkflowVariants.begin(), kWorkflowVariants.end(), name) != kWorkflowVariants.end();
-      g = variant ? builtinWorkflowFile(name) : WorkflowGraph::load(name);
+      g = isCompiledInWorkflow(name) ? builtinWorkflowFile(name) : WorkflowGraph::load(name);
       if (g && *method) g->setRetrievalMethod(**method);
     }
     if (!g)

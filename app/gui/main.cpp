@@ -32,7 +32,6 @@
 #include <QJsonDocument>
 #include <QTableView>
 #include <QTimer>
-#include <algorithm>
 #include <cstdio>
 #include <iterator>
 #include <functional>
@@ -202,8 +201,7 @@ int main(int argc, char** argv) {
   QString fileToOpen;
   if (!positional.isEmpty()) {
     const std::string name = positional.front().toStdString();
-    if (rag::workflowFromName(name) ||
-        std::find(rag::kWorkflowVariants.begin(), rag::kWorkflowVariants.end(), name) != rag::kWorkflowVariants.end()) {
+    if (rag::isCompiledInWorkflow(name)) {
       builtinToOpen = name;
     } else {
       const rag::Result<rag::WorkflowGraph> g = rag::WorkflowGraph::load(name);

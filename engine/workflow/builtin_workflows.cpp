@@ -13,6 +13,8 @@ std::string_view builtinWorkflowFileJson(std::string_view name) {
   return {};
 }
 
+bool isCompiledInWorkflow(std::string_view name) { return !builtinWorkflowFileJson(name).empty(); }
+
 std::string_view builtinWorkflowJson(Workflow w) { return builtinWorkflowFileJson(workflowName(w)); }
 
 Result<WorkflowGraph> builtinWorkflowFile(std::string_view name) {

@@ -13,7 +13,6 @@
 #include <QSplitter>
 #include <QTableView>
 #include <QVBoxLayout>
-#include <algorithm>
 #include <chrono>
 #include "plot/qcustomplot_include.h"
 
@@ -294,8 +293,7 @@ std::optional<rag::WorkflowGraph> RunPanel::chosenGraph(QString* error) const {
   const bool editorFirst = m_editorGraph && m_workflow->count() > kListedWorkflows;
   if (editorFirst && m_workflow->currentIndex() == 0) return m_editorGraph;
   const std::string name = m_workflow->currentText().toStdString();
-  if (!rag::workflowFromName(name) &&
-      std::find(rag::kWorkflowVariants.begin(), rag::kWorkflowVariants.end(), name) == rag::kWorkflowVariants.end()) {
+  if (!rag::isCompiledInWorkflow(name)) {
     *error = tr("Unknown workflow %1").arg(m_workflow->currentText());
     return std::nullopt;
   }

@@ -354,5 +354,7 @@ inline constexpr std::string_view kIrgBridge = "irg-bridge";
 // The variants, in the order the CLI's --builtin and the editor's template list show them.
 inline constexpr std::array<std::string_view, 2> kWorkflowVariants = {kRecompAbstractive, kIrgBridge};
 Result<WorkflowGraph> builtinWorkflowFile(std::string_view name);
+// True when `name` is a compiled-in file's: a built-in's (workflowName) or a variant's.
+bool isCompiledInWorkflow(std::string_view name);
 
 }  // namespace rag
