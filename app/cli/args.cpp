@@ -186,6 +186,14 @@ Result<std::optional<RetrievalMethod>> retrievalMethodArg(Args& args) {
   return m;
 }
 
+Result<std::optional<RetrievalRerank>> retrievalRerankArg(Args& args) {
+  const std::optional<std::string> name = args.get("rerank");
+  if (!name) return std::optional<RetrievalRerank>();
+  const std::optional<RetrievalRerank> r = retrievalRerankFromName(*name);
+  if (!r) return Status::invalidArgument("--rerank " + *name + ": use none or bm25");
+  return r;
+}
+
 WorkflowGraph benchBuiltin(Workflow w, std::optional<RetrievalMethod> method) {
   WorkflowGraph g = *builtinWorkflow(w);  // compiled in and tested: always parses
   g.setRetrievalMethod(method.value_or(RetrievalMethod::Dense));

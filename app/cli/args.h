@@ -80,6 +80,8 @@ std::string workflowVariantNames();  // "recomp-abstractive, irg-bridge"
 // --method dense|bm25|hybrid when given (a method for every retrieval node of the workflows a
 // command runs), InvalidArgument naming the methods otherwise; nullopt when absent.
 Result<std::optional<RetrievalMethod>> retrievalMethodArg(Args& args);
+// --rerank none|bm25: every retrieval node's rerank (unset: each node's own).
+Result<std::optional<RetrievalRerank>> retrievalRerankArg(Args& args);
 
 // A built-in as the serving benchmarks run it: every retrieval node searches with `method`, by
 // default dense. The built-ins themselves retrieve hybrid (chosen by measurement, RetrievalOptions);

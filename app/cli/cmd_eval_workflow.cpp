@@ -68,11 +68,13 @@ int cmdEvalWorkflow(Args& args) {
   auto nprobe = args.getInt("nprobe", 128);
   const bool json = args.flag("json");
   auto method = retrievalMethodArg(args);
+  auto rerank = retrievalRerankArg(args);
   const std::optional<std::string> answersPath = args.get("answers");
   auto serving = readServingParams(args, "hedra");
   if (!serving) return fail(serving.status());
   if (!limit) return fail(limit.status());
   if (!method) return fail(method.status());
+  if (!rerank) return fail(rerank.status());
   if (!nprobe) return fail(nprobe.status());
   if (Status st = args.finish(); !st) return fail(st);
   if (builtin.has_value() == file.has_value())
@@ -90,6 +92,7 @@ int cmdEvalWorkflow(Args& args) {
   Result<WorkflowGraph> graph = loadWorkflowChoice(builtin, file.value_or(""));
   if (!graph) return fail(graph.status());
   if (*method) graph->setRetrievalMethod(**method);  // every retrieval node through this retriever
+  if (*rerank) graph->setRetrievalRerank(**rerank);
   if (Status v = graph->validate(); !v) return fail(v);
   const std::string name = builtin ? *builtin : std::filesystem::path(*file).stem().string();
 
@@ -156,12 +159,17 @@ int cmdEvalWorkflow(Args& args) {
     JsonWriter w(out, true);
     w.beginObject();
     w.key("workflow").value(name).key("split").value(split).key("mode").value(servePolicyName(serving->policy));
-    std::set<std::string_view> methods;  // what the retrieval nodes searched with
-    for (const WorkflowNode& node : graph->nodes())
-      if (node.kind == NodeKind::Retrieval) methods.insert(retrievalMethodName(node.retrieval.method));
-    std::string used;
-    for (std::string_view m : methods) used += (used.empty() ? "" : ",") + std::string(m);
-    w.key("method").value(used.empty() ? "none" : used);
+    // What the retrieval nodes searched with, and how they ordered what they found.
+    auto used = [&](auto name) {
+      std::set<std::string_view> names;
+      for (const WorkflowNode& node : graph->nodes())
+        if (node.kind == NodeKind::Retrieval) names.insert(name(node.retrieval));
+      std::string s;
+      for (std::string_view m : names) s += (s.empty() ? "" : ",") + std::string(m);
+      return s.empty() ? std::string("none") : s;
+    };
+    w.key("method").value(used([](const RetrievalOptions& r) { return retrievalMethodName(r.method); }));
+    w.key("rerank").value(used([](const RetrievalOptions& r) { return retrievalRerankName(r.rerank); }));
     w.key("questions").value(all.questions).key("failed").value(all.failed);
     w.key("accuracy").value(all.accuracy());
     w.key("by_type").beginObject();

@@ -348,6 +348,9 @@ int cmdEvalQa(Args& args) {
   auto batch = args.getInt("batch", 32);
   auto examples = args.getInt("examples", 0);
   auto orders = args.getInt("orders", 1);
+  const std::string rerankName = args.getOr("rerank", "none");
+  if (rerankName != "none" && rerankName != "bm25")
+    return fail(Status::invalidArgument("unknown --rerank '" + rerankName + "'; use none or bm25"));
   const bool json = args.flag("json");
   for (auto* r : {&limit, &batch, &examples, &orders})
     if (!*r) return fail(r->status());
@@ -363,6 +366,15 @@ int cmdEvalQa(Args& args) {
     return fail(Status::invalidArgument("--orders must be between 1 and the prompt's passages (" +
                                         std::to_string(setup->prompt.passages) +
                                         "), and 1 with --context none: it rotates the passages"));
+
+  // --rerank bm25: the prompt's passages ordered by their BM25 score for the question before
+  // reading (the retrieval node's `rerank`), so that the likeliest one leads.
+  std::optional<retrieval::Bm25Index> rerank;
+  if (rerankName == "bm25") {
+    auto idx = retrieval::Bm25Index::openOrBuild(corpusPath, {}, [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); });
+    if (!idx) return fail(idx.status());
+    rerank.emplace(std::move(*idx));
+  }
 
   auto reader = corpus::QaPromptReader::open(corpusPath);
   if (!reader) return fail(reader.status());
@@ -404,6 +416,16 @@ int cmdEvalQa(Args& args) {
     auto ctx = setup->retriever ? readPassages(*reader, retrieved[i])
                                 : reader->contextPassages(*item, setup->prompt);
     if (!ctx) return fail(ctx.status());
+    if (rerank) {
+      std::vector<int64_t> order;
+      for (const Passage& x : *ctx) order.push_back(x.id);
+      auto ranked = rerank->rankAmong(item->question, order);
+      if (!ranked) return fail(ranked.status());
+      std::vector<Passage> sorted;
+      for (int64_t id : *ranked)
+        sorted.push_back(*std::find_if(ctx->begin(), ctx->end(), [&](const Passage& x) { return x.id == id; }));
+      *ctx = std::move(sorted);
+    }
     Pending p{.item = std::move(*item), .orders = std::vector<Candidate>(static_cast<size_t>(*orders))};
     for (size_t o = 0; o < p.orders.size(); ++o) {
       std::vector<Passage> passages = *ctx;
@@ -473,6 +495,7 @@ int cmdEvalQa(Args& args) {
     w.key("context").value(setup->contextName);
     w.key("mask").value(setup->blockMask ? "block" : "causal");
     w.key("decode").value(setup->extractive ? "extractive" : "free");
+    w.key("rerank").value(rerankName);
     w.key("items").value(overall.items);
     w.key("accuracy").value(acc(overall));
     if (*orders > 1) {

@@ -65,7 +65,7 @@ const std::vector<Command>& commands() {
        {"json", "extractive"}, cmdRun},
       {"eval", "qa",
        "[--split test] [--context gold|none|retrieved [--embedder DIR] [--index BASE] [--nprobe N]] "
-       "[--limit N] [--mask causal|block] [--extractive [--copy-floor P]] [--orders N] [--model DIR] "
+       "[--limit N] [--mask causal|block] [--extractive [--copy-floor P]] [--orders N] [--rerank none|bm25] [--model DIR] "
        "[--dtype f32|bf16] [--device cpu|cuda] [--max-tokens N] [--batch N] [--examples N] [--corpus PATH] [--json]",
        {"json", "extractive"}, cmdEvalQa},
       {"index", "build",
@@ -108,7 +108,7 @@ const std::vector<Command>& commands() {
        "[--index BASE] [--corpus PATH]",
        {"quick", "deterministic", "find-max"}, cmdBenchServe},
       {"eval", "workflow",
-       "--builtin oneshot|hyde|multistep|irg|recomp|graphrag|irg-bridge|recomp-abstractive | --file FILE [--split test] [--limit 400] [--method dense|bm25|hybrid] [--mode hedra] "
+       "--builtin oneshot|hyde|multistep|irg|recomp|graphrag|irg-bridge|recomp-abstractive | --file FILE [--split test] [--limit 400] [--method dense|bm25|hybrid] [--rerank none|bm25] [--mode hedra] "
        "[--nprobe 128] [--deterministic] [--model DIR] [--dtype f32|bf16] [--device cpu|cuda] [--encoder-device cpu|cuda [--encoder-gpu-min 1]] [--embedder DIR] [--index BASE] "
        "[--corpus PATH] [--prefix-cache on|off] [--graph-attention dependency|causal] [--block-attention on|off] [--gkvr on|off] "
        "[--answers FILE.jsonl] [--json]",

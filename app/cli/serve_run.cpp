@@ -21,7 +21,7 @@ namespace rag::cli {
 Status prepareLexicalIndex(const std::filesystem::path& corpus, std::span<const WorkflowGraph* const> graphs) {
   const bool lexical = std::any_of(graphs.begin(), graphs.end(), [](const WorkflowGraph* g) {
     return std::any_of(g->nodes().begin(), g->nodes().end(), [](const WorkflowNode& n) {
-      return n.kind == NodeKind::Retrieval && n.retrieval.method != RetrievalMethod::Dense;
+      return n.kind == NodeKind::Retrieval && n.retrieval.usesBm25();
     });
   });
   if (!lexical) return Status::ok();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 #include <cctype>
 #include <map>
 #include <unordered_map>
@@ -167,9 +168,7 @@ Result<std::vector<int64_t>> Bm25Index::search(std::string_view query, int32_t k
   return out;
 }
 
-Result<std::vector<Bm25Index::Scored>> Bm25Index::searchScored(std::string_view query, int32_t k) {
-  std::vector<Scored> out;
-  if (k < 1) return Status::invalidArgument("a BM25 search needs k >= 1");
+Result<std::vector<std::string>> Bm25Index::matchWords(std::string_view query) {
   // The query's distinct words, without those too common to tell passages apart (the rarest
   // of them is kept when all are).
   std::vector<std::string> words;
@@ -183,6 +182,13 @@ Result<std::vector<Bm25Index::Scored>> Bm25Index::searchScored(std::string_view 
     if (static_cast<double>(n) <= kMaxTermShare * static_cast<double>(m_impl->size)) words.push_back(std::move(w));
   }
   if (words.empty() && !rarest.empty()) words.push_back(rarest);
+  return words;
+}
+
+Result<std::vector<Bm25Index::Scored>> Bm25Index::searchScored(std::string_view query, int32_t k) {
+  std::vector<Scored> out;
+  if (k < 1) return Status::invalidArgument("a BM25 search needs k >= 1");
+  RAG_ASSIGN_OR_RETURN(std::vector<std::string> words, matchWords(query));
   if (words.empty()) return out;
   sql::Stmt& st = m_impl->search;
   st.reset();
@@ -193,6 +199,33 @@ Result<std::vector<Bm25Index::Scored>> Bm25Index::searchScored(std::string_view 
     out.push_back({st.columnInt64(0), -st.columnDouble(1)});
   }
   st.reset();
+  return out;
+}
+
+Result<std::vector<int64_t>> Bm25Index::rankAmong(std::string_view query, std::span<const int64_t> ids) {
+  std::vector<int64_t> out(ids.begin(), ids.end());
+  RAG_ASSIGN_OR_RETURN(std::vector<std::string> words, matchWords(query));
+  std::string list;
+  for (int64_t id : ids)
+    if (id >= 0) list += (list.empty() ? "" : ",") + std::to_string(id);
+  if (words.empty() || list.empty()) return out;
+  // FTS5 scores the candidates by the whole corpus's statistics; the list is integers only.
+  RAG_ASSIGN_OR_RETURN(sql::Stmt st, m_impl->db.prepare("SELECT rowid, rank FROM passages WHERE passages MATCH ?1 AND rowid IN (" +
+                                                        list + ")"));
+  st.bind(1, matchExpression(words));
+  std::unordered_map<int64_t, double> score;
+  for (;;) {
+    RAG_ASSIGN_OR_RETURN(bool row, st.step());
+    if (!row) break;
+    score.emplace(st.columnInt64(0), -st.columnDouble(1));
+  }
+  constexpr double kUnmatched = -std::numeric_limits<double>::max();
+  auto scoreOf = [&](int64_t id) {
+    if (id < 0) return -std::numeric_limits<double>::infinity();  // after the unmatched
+    auto it = score.find(id);
+    return it == score.end() ? kUnmatched : it->second;
+  };
+  std::stable_sort(out.begin(), out.end(), [&](int64_t a, int64_t b) { return scoreOf(a) > scoreOf(b); });
   return out;
 }
 

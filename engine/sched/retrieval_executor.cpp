@@ -103,6 +103,7 @@ Status RetrievalExecutor::start(const StageJob& job) {
   r.k = static_cast<int32_t>(node.topk);
   r.nprobe = node.retrieval.nprobe > 0 ? node.retrieval.nprobe : m_params.nprobe;
   r.method = node.retrieval.method;
+  r.rerank = node.retrieval.rerank == RetrievalRerank::Bm25;
   r.speculative = job.speculative;
   if (node.kind == NodeKind::Knowledge)
     r.knowledge = knowledge::KgParams{.subgraphs = static_cast<int32_t>(node.topk),

@@ -124,14 +124,37 @@ std::vector<retrieval::SearchHit> RetrievalWorker::answerFromCache(const retriev
   return firstK(std::move(hits), k);
 }
 
+Status RetrievalWorker::openBm25() {
+  if (m_bm25) return Status::ok();
+  if (m_params.corpus.empty())
+    return Status::invalidArgument("BM25 retrieval and reranking need the corpus its index is built from; this engine was given none");
+  RAG_ASSIGN_OR_RETURN(retrieval::Bm25Index idx, retrieval::Bm25Index::openOrBuild(m_params.corpus, m_params.bm25Path));
+  m_bm25.emplace(std::move(idx));
+  return Status::ok();
+}
+
+Status RetrievalWorker::rerankTop(const RetrievalJob& job, std::vector<retrieval::SearchHit>& hits) {
+  if (!job.rerank || hits.size() < 2) return Status::ok();
+  RAG_RETURN_IF_ERROR(openBm25());
+  std::string text = job.query;
+  for (const std::string& t : job.alsoQueries) text += ' ' + t;
+  std::vector<int64_t> ids;  // passage ids are index rows + 1
+  for (const retrieval::SearchHit& h : hits) ids.push_back(h.id < 0 ? -1 : h.id + 1);
+  RAG_ASSIGN_OR_RETURN(std::vector<int64_t> ranked, m_bm25->rankAmong(text, ids));
+  std::vector<retrieval::SearchHit> out;
+  out.reserve(hits.size());
+  for (int64_t id : ranked) {
+    auto it = std::find_if(hits.begin(), hits.end(), [&](const retrieval::SearchHit& h) { return (h.id < 0 ? -1 : h.id + 1) == id; });
+    out.push_back(*it);
+    it->id = std::numeric_limits<int64_t>::min();  // taken (empty slots repeat)
+  }
+  hits = std::move(out);
+  return Status::ok();
+}
+
 // BM25's top k for `query` (the index opened on first use).
 Result<std::vector<retrieval::SearchHit>> RetrievalWorker::lexicalHits(const std::string& query, int32_t k) {
-  if (!m_bm25) {
-    if (m_params.corpus.empty())
-      return Status::invalidArgument("BM25 retrieval needs the corpus its index is built from; this engine was given none");
-    RAG_ASSIGN_OR_RETURN(retrieval::Bm25Index idx, retrieval::Bm25Index::openOrBuild(m_params.corpus, m_params.bm25Path));
-    m_bm25.emplace(std::move(idx));
-  }
+  RAG_RETURN_IF_ERROR(openBm25());
   std::string key = std::to_string(k) + ' ' + query;
   if (auto seen = m_lexicalSeen.find(key); seen != m_lexicalSeen.end()) return seen->second;
   RAG_ASSIGN_OR_RETURN(std::vector<int64_t> ids, m_bm25->search(query, k));
@@ -310,8 +333,9 @@ void RetrievalWorker::admit(std::vector<Command>& jobs, std::vector<RetrievalUpd
     Result<std::vector<retrieval::SearchHit>> hits =
         lexicalRanking(job, job.k, static_cast<int32_t>(m_params.localCacheKeep));
     RetrievalUpdate u{.key = job.key, .final = true};
-    if (hits) u.top = std::move(*hits);
-    else u.error = hits.status();
+    Status reranked = hits ? rerankTop(job, *hits) : hits.status();
+    if (reranked) u.top = std::move(*hits);
+    else u.error = reranked;
     out.push_back(std::move(u));
     return true;
   });
@@ -352,7 +376,12 @@ void RetrievalWorker::admit(std::vector<Command>& jobs, std::vector<RetrievalUpd
     }
     if (m_params.partialAtShare == 0.0 && !l.job.speculative && l.job.hint && !l.job.hint->top.empty()) {
       RetrievalUpdate u{.key = l.job.key, .fromLocalCache = true};
-      u.top = postedTop(l, answerFromCache(*l.job.hint, q, searchK));
+      Result<std::vector<retrieval::SearchHit>> top = postedTop(l, answerFromCache(*l.job.hint, q, searchK));
+      if (!top) {
+        out.push_back(RetrievalUpdate{.key = l.job.key, .final = true, .error = top.status()});
+        continue;
+      }
+      u.top = std::move(*top);
       u.clustersTotal = static_cast<int64_t>(l.task.clusters().size());
       out.push_back(std::move(u));
       l.partialPosted = true;
@@ -372,8 +401,12 @@ Status RetrievalWorker::lookUpLexical(Live& l) {
   return Status::ok();
 }
 
-std::vector<retrieval::SearchHit> RetrievalWorker::postedTop(const Live& l, std::vector<retrieval::SearchHit> dense) const {
-  if (l.job.method != RetrievalMethod::Hybrid) return firstK(std::move(dense), l.job.k);
+Result<std::vector<retrieval::SearchHit>> RetrievalWorker::postedTop(const Live& l, std::vector<retrieval::SearchHit> dense) {
+  if (l.job.method != RetrievalMethod::Hybrid) {
+    std::vector<retrieval::SearchHit> top = firstK(std::move(dense), l.job.k);
+    RAG_RETURN_IF_ERROR(rerankTop(l.job, top));
+    return top;
+  }
   // The dense top-20 (see admit) fused with BM25's top-20 (retrieval::hybridFusion), by the
   // constants measured for this embedder (ServingAssets::fusion).
   std::vector<int64_t> ids;
@@ -384,6 +417,7 @@ std::vector<retrieval::SearchHit> RetrievalWorker::postedTop(const Live& l, std:
     auto hit = std::find_if(dense.begin(), dense.end(), [&](const retrieval::SearchHit& h) { return h.id == row; });
     fused.push_back({row, hit != dense.end() ? hit->similarity : 0.0f});
   }
+  RAG_RETURN_IF_ERROR(rerankTop(l.job, fused));
   return fused;
 }
 
@@ -394,7 +428,12 @@ RetrievalUpdate RetrievalWorker::finalUpdate(Live& l) {
     return u;
   }
   u.cache = retrieval::LocalCache::remember(l.task, m_clusterOfIds, m_params.localCacheKeep);
-  u.top = postedTop(l, l.task.topK());
+  Result<std::vector<retrieval::SearchHit>> top = postedTop(l, l.task.topK());
+  if (!top) {
+    u.error = top.status();
+    return u;
+  }
+  u.top = std::move(*top);
   u.clustersSearched = static_cast<int64_t>(l.task.cursor());
   u.clustersTotal = static_cast<int64_t>(l.task.clusters().size());
   return u;
@@ -500,7 +539,13 @@ void RetrievalWorker::searchTurn(std::vector<RetrievalUpdate>& out) {
     const double searched = static_cast<double>(l.task.cursor());
     const double all = static_cast<double>(l.task.clusters().size());
     if (m_params.partialAtShare && !l.job.speculative && !l.partialPosted && searched >= *m_params.partialAtShare * all) {
-      RetrievalUpdate u{.key = l.job.key, .top = postedTop(l, l.task.topK())};
+      Result<std::vector<retrieval::SearchHit>> top = postedTop(l, l.task.topK());
+      // A partial that cannot be reranked is not posted; the final update carries the error.
+      if (!top) {
+        still.push_back(std::move(l));
+        continue;
+      }
+      RetrievalUpdate u{.key = l.job.key, .top = std::move(*top)};
       u.clustersSearched = static_cast<int64_t>(l.task.cursor());
       u.clustersTotal = static_cast<int64_t>(l.task.clusters().size());
       out.push_back(std::move(u));

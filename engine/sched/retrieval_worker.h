@@ -71,6 +71,8 @@ struct RetrievalJob {
   int32_t k = 5;
   int64_t nprobe = 128;
   RetrievalMethod method = RetrievalMethod::Dense;
+  // The top-k reordered by BM25 for the job's texts (RetrievalRerank::Bm25), partials included.
+  bool rerank = false;
   std::optional<retrieval::LocalCache> hint;  // the request's previous retrieval (reorder)
   // Set: a knowledge-graph retrieval (knowledge/kg_retriever.h) for `query`, answered in full in
   // one turn (its related entities come from BM25, which needs no IVF search).
@@ -191,7 +193,11 @@ private:
   Status lookUpLexical(Live& l);
   // The top-k a job posts from dense hits, best first: fused with its BM25 ranking when hybrid
   // (looked up before).
-  std::vector<retrieval::SearchHit> postedTop(const Live& l, std::vector<retrieval::SearchHit> dense) const;
+  // Reranked when the job asks (rerankTop).
+  Result<std::vector<retrieval::SearchHit>> postedTop(const Live& l, std::vector<retrieval::SearchHit> dense);
+  // `hits` reordered by BM25 for the job's texts together, when the job asks for it.
+  Status rerankTop(const RetrievalJob& job, std::vector<retrieval::SearchHit>& hits);
+  Status openBm25();  // m_bm25, at the first job that needs it
   // BM25's top `k` for `query`, best first, as index rows (what SearchHit ids are).
   Result<std::vector<retrieval::SearchHit>> lexicalHits(const std::string& query, int32_t k);
   // BM25's top `k` for a job: its query's, or with alsoQueries every text's top `depth` fused by

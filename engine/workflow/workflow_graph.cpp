@@ -64,9 +64,22 @@ std::optional<RetrievalMethod> retrievalMethodFromName(std::string_view name) {
   return std::nullopt;
 }
 
+std::string_view retrievalRerankName(RetrievalRerank r) { return r == RetrievalRerank::Bm25 ? "bm25" : "none"; }
+
+std::optional<RetrievalRerank> retrievalRerankFromName(std::string_view name) {
+  for (RetrievalRerank r : {RetrievalRerank::None, RetrievalRerank::Bm25})
+    if (retrievalRerankName(r) == name) return r;
+  return std::nullopt;
+}
+
 void WorkflowGraph::setRetrievalMethod(RetrievalMethod m) {
   for (WorkflowNode& n : m_nodes)
     if (n.kind == NodeKind::Retrieval) n.retrieval.method = m;
+}
+
+void WorkflowGraph::setRetrievalRerank(RetrievalRerank r) {
+  for (WorkflowNode& n : m_nodes)
+    if (n.kind == NodeKind::Retrieval) n.retrieval.rerank = r;
 }
 
 std::string_view conditionKindName(ConditionKind k) {

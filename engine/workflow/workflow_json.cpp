@@ -226,7 +226,7 @@ Result<WorkflowNode> readNode(const JsonValue& v, const std::string& path) {
   } else if (kind == nodeKindName(NodeKind::Retrieval)) {
     n.kind = NodeKind::Retrieval;
     RAG_RETURN_IF_ERROR(
-        r.checkKeys({"id", "kind", "query", "output", "topk", "method", "nprobe"}, "a retrieval node"));
+        r.checkKeys({"id", "kind", "query", "output", "topk", "method", "nprobe", "rerank"}, "a retrieval node"));
     RAG_ASSIGN_OR_RETURN(n.query, r.string("query", "\"question\""));
     RAG_ASSIGN_OR_RETURN(n.outputVar, r.string("output", "\"docs\""));
     RAG_ASSIGN_OR_RETURN(n.topk, r.integer("topk", "5"));
@@ -237,6 +237,10 @@ Result<WorkflowNode> readNode(const JsonValue& v, const std::string& path) {
     n.retrieval.method = *m;
     RAG_ASSIGN_OR_RETURN(n.retrieval.nprobe,
                          r.integerOr("nprobe", RetrievalOptions{}.nprobe, "128"));
+    RAG_ASSIGN_OR_RETURN(const std::string rerank, r.stringOr("rerank", "none", "\"bm25\""));
+    const std::optional<RetrievalRerank> rr = retrievalRerankFromName(rerank);
+    if (!rr) return errorAt(r.pathOf("rerank"), "\"" + rerank + "\" is not a rerank; use \"none\" or \"bm25\"");
+    n.retrieval.rerank = *rr;
   } else if (kind == nodeKindName(NodeKind::Knowledge)) {
     n.kind = NodeKind::Knowledge;
     RAG_RETURN_IF_ERROR(
@@ -381,6 +385,7 @@ std::string WorkflowGraph::toJson() const {
       w.key("topk").value(n.topk);
       w.key("method").value(retrievalMethodName(n.retrieval.method));
       w.key("nprobe").value(n.retrieval.nprobe);
+      if (n.retrieval.rerank != RetrievalRerank::None) w.key("rerank").value(retrievalRerankName(n.retrieval.rerank));
     }
     w.endObject();
   }

@@ -79,6 +79,24 @@ private Q_SLOTS:
       QCOMPARE(o.code, 2);
       QVERIFY2(o.err.contains("--orders"), qPrintable(o.err));
     }
+    // --rerank bm25: the same passages, ordered by BM25 for the question before reading, so the
+    // gold passage (the one sharing the question's rare words) leads more often than shuffled.
+    CliRun rr = runRagraph({"eval", "qa", "--corpus", corpus(), "--model", model(), "--split", "test", "--limit", "12",
+                            "--max-tokens", "4", "--json", "--threads", "1", "--rerank", "bm25"});
+    QVERIFY2(rr.code == 0, qPrintable(rr.err));
+    auto rd = parseJson(rr.out.toStdString());
+    QVERIFY2(rd.isOk(), qPrintable(rr.out));
+    QCOMPARE(std::string(rd->find("rerank")->asString()), std::string("bm25"));
+    QCOMPARE(std::string(doc->find("rerank")->asString()), std::string("none"));
+    auto firstPlace = [](const JsonValue& d) {
+      const JsonValue* one = d.find("by_gold_place")->find("1");
+      return one ? *one->find("items")->asInt64() : int64_t{0};
+    };
+    QVERIFY2(firstPlace(*rd) > firstPlace(*doc), qPrintable(rr.out));
+    QVERIFY2(firstPlace(*rd) >= 9, qPrintable(rr.out));  // 3 in 4 at least (11 of 12 here)
+    o = runRagraph({"eval", "qa", "--corpus", corpus(), "--model", model(), "--limit", "2", "--rerank", "cross"});
+    QCOMPARE(o.code, 2);
+    QVERIFY2(o.err.contains("--rerank 'cross'") && o.err.contains("bm25"), qPrintable(o.err));
     // Block-Attention masks and closed-book prompts go through the same path; a closed-book
     // prompt has no gold passage to place.
     r = runRagraph({"eval", "qa", "--corpus", corpus(), "--model", model(), "--limit", "4", "--max-tokens", "2",
@@ -592,6 +610,19 @@ private Q_SLOTS:
     r = runRagraph(QStringList{"eval", "workflow", "--builtin", "oneshot", "--method", "sparse"} + common);
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains("bm25"), qPrintable(r.err));
+    // --rerank bm25 on a dense workflow needs the BM25 index too: built first, and reported.
+    QVERIFY(QFile::remove(corpus() + ".fts"));
+    r = runRagraph(QStringList{"eval", "workflow", "--builtin", "oneshot", "--limit", "3", "--method", "dense", "--rerank",
+                               "bm25", "--json"} + common);
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.err.indexOf("building the BM25 index") >= 0, qPrintable(r.err));
+    auto reranked = parseJson(r.out.toStdString());
+    QVERIFY2(reranked.isOk(), qPrintable(r.out));
+    QCOMPARE(reranked->find("rerank")->asString(), std::string("bm25"));
+    QCOMPARE(reranked->find("failed")->asInt64().value_or(-1), int64_t{0});
+    r = runRagraph(QStringList{"eval", "workflow", "--builtin", "oneshot", "--rerank", "cross"} + common);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("--rerank cross: use none or bm25"), qPrintable(r.err));
     // A compiled-in variant by name: irg-bridge searches four times a request (the question, its
     // top 3 again, then the answer before each of the two later rounds).
     r = runRagraph(QStringList{"eval", "workflow", "--builtin", "irg-bridge", "--limit", "3", "--json"} + common);

@@ -68,6 +68,24 @@ private Q_SLOTS:
     QCOMPARE(idx->search("entity", 0).status().code(), StatusCode::InvalidArgument);
   }
 
+  void rankAmongReordersOnlyTheGivenIds() {
+    auto idx = Bm25Index::openOrBuild(path("corpus.db"));
+    QVERIFY(idx.isOk());
+    // Entity 17's passage leads; ids the query does not match keep their order, then empty slots.
+    const std::vector<int64_t> given = {3, -1, 9, 17, 5};
+    auto ranked = idx->rankAmong("What is the answer 17 or sub 17a?", given);
+    QVERIFY2(ranked.isOk(), ranked.status().toString().c_str());
+    QCOMPARE(ranked->size(), given.size());
+    QCOMPARE(ranked->front(), int64_t{17});
+    QCOMPARE(ranked->back(), int64_t{-1});
+    // Nothing new brought in, nothing lost.
+    QCOMPARE(std::count(ranked->begin(), ranked->end(), int64_t{17}), 1);
+    for (int64_t id : {3, 9, 5}) QVERIFY(std::find(ranked->begin(), ranked->end(), id) != ranked->end());
+    // A query with nothing to match, or no ids: the given order.
+    QCOMPARE(*idx->rankAmong("what is the", given), given);
+    QVERIFY(idx->rankAmong("answer 17", std::vector<int64_t>{})->empty());
+  }
+
   void anotherCorpusIsRebuilt() {
     QVERIFY(Bm25Index::openOrBuild(path("corpus.db")).isOk());
     // Same file name, a corpus of another build: the index is rebuilt, not used stale.

@@ -320,6 +320,40 @@ private Q_SLOTS:
     QCOMPARE(defaults, passagesBy(RetrievalMethod::Hybrid));  // as with no file at all
   }
 
+  // A retrieval node's `rerank: bm25` keeps the passages its method found and orders them by
+  // their BM25 score for its query (Bm25Index::rankAmong), under every policy alike: hedra's
+  // partial top-k are reranked as the final one is.
+  void rerankOrdersTheSamePassagesByBm25() {
+    auto graph = builtinWorkflow(Workflow::OneShot);
+    QVERIFY(graph.isOk());
+    auto bm25 = retrieval::Bm25Index::openOrBuild(m_corpus);
+    QVERIFY2(bm25.isOk(), bm25.status().message().c_str());
+    auto passagesWith = [&](RetrievalRerank rerank, const char* policy) {
+      WorkflowGraph g = *graph;
+      g.setRetrievalMethod(RetrievalMethod::Dense);
+      g.setRetrievalRerank(rerank);
+      std::vector<std::vector<int64_t>> out;
+      auto e = engine(params(policy));
+      if (!e) return out;
+      for (const RequestResult& r : runAll(*e, g)) out.push_back(r.lastPassages);
+      return out;
+    };
+    const auto dense = passagesWith(RetrievalRerank::None, "sequential");
+    const auto reranked = passagesWith(RetrievalRerank::Bm25, "sequential");
+    QCOMPARE(dense.size(), m_questions.size());
+    QCOMPARE(reranked.size(), dense.size());
+    int moved = 0;
+    for (size_t i = 0; i < dense.size(); ++i) {
+      auto expected = bm25->rankAmong(m_questions[i], dense[i]);
+      QVERIFY(expected.isOk());
+      QCOMPARE(reranked[i], *expected);
+      moved += reranked[i] != dense[i];
+    }
+    QVERIFY2(moved > 0, "BM25 kept every dense order: the check would prove nothing");
+    QCOMPARE(passagesWith(RetrievalRerank::Bm25, "hedra"), reranked);
+    QCOMPARE(passagesWith(RetrievalRerank::Bm25, "flashrag"), reranked);
+  }
+
   // The prefix cache (on above, by default) changes no token: every policy with the cache off
   // answers as with it on, and a second pass of the same questions, prefilled mostly from the
   // cache, answers as the first.

@@ -69,7 +69,8 @@ WorkflowGraph everything() {
   g.setMaxNodeRuns(7);
   g.addGeneration("draft", "Draft {{literal}} for {question}", "draft",
                   {.maxTokens = 12, .temperature = 0.1234567890123, .stop = {"\n", "END\"", "\\"}});
-  g.addRetrieval("search", 4, "draft", "docs", {.method = RetrievalMethod::Hybrid, .nprobe = 256});
+  g.addRetrieval("search", 4, "draft", "docs",
+                 {.method = RetrievalMethod::Hybrid, .nprobe = 256, .rerank = RetrievalRerank::Bm25});
   g.addGeneration("final", "{draft}\nQ: {question}\nA:", "final",
                   {.maxTokens = 1, .temperature = 0.7, .stop = {}, .copyFrom = "draft"});
   g.addEdge(std::string(kStart), "draft");
@@ -209,6 +210,9 @@ private Q_SLOTS:
     std::string json = oneShot().toJson();
     QVERIFY(json.find("\"when\"") == std::string::npos);
     QVERIFY(everything().toJson().find("\"kind\": \"runs_below\"") != std::string::npos);
+    // A rerank is written only when a node has one, so files without it stay as they were.
+    QVERIFY(everything().toJson().find("\"rerank\": \"bm25\"") != std::string::npos);
+    QVERIFY(json.find("\"rerank\"") == std::string::npos);
   }
 
   void jsonOptionalKeysTakeDefaults() {
@@ -224,6 +228,7 @@ private Q_SLOTS:
     QCOMPARE(g->findNode("a")->generation, GenerationOptions{});
     QCOMPARE(g->findNode("r")->retrieval.nprobe, int64_t{0});
     QCOMPARE(g->findNode("r")->retrieval.method, RetrievalMethod::Hybrid);  // chosen by measurement (RetrievalOptions)
+    QCOMPARE(g->findNode("r")->retrieval.rerank, RetrievalRerank::None);
     QCOMPARE(g->edges()[1].when, EdgeCondition::always());
     QVERIFY(g->validate().isOk());
   }
@@ -260,6 +265,9 @@ private Q_SLOTS:
         {head +
              R"("nodes": [{"id": "r", "kind": "retrieval", "query": "q", "output": "d", "topk": 2, "method": "sparse"}], "edges": []})",
          {"$.nodes[0].method", "\"sparse\"", "dense", "bm25", "hybrid"}},
+        {head +
+             R"("nodes": [{"id": "r", "kind": "retrieval", "query": "q", "output": "d", "topk": 2, "rerank": "cross"}], "edges": []})",
+         {"$.nodes[0].rerank", "\"cross\"", "none", "bm25"}},
         {head + nodes.substr(0, nodes.size() - 3) +
              R"(, {"id": "g", "kind": "generation", "prompt": "p", "output": "o", "topK": 1}], "edges": []})",
          {"$.nodes[1].topK", "unknown key", "generation node", "max_tokens"}},

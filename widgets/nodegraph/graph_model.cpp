@@ -44,7 +44,8 @@ bool propertyBelongsTo(GraphModel::NodeProperty p, rag::NodeKind k) {
     case P::Query:
     case P::TopK: return k != K::Generation;
     case P::NProbe:
-    case P::Method: return k == K::Retrieval;
+    case P::Method:
+    case P::Rerank: return k == K::Retrieval;
     case P::Passages: return k == K::Compression;
   }
   return false;
@@ -329,6 +330,13 @@ rag::Status GraphModel::setNodeProperty(const QString& id, NodeProperty property
         return rag::Status::invalidArgument("\"" + value.toString().toStdString() +
                                             "\" is not a retrieval method; use dense, bm25 or hybrid");
       n.retrieval.method = *m;
+      break;
+    }
+    case NodeProperty::Rerank: {
+      const std::optional<rag::RetrievalRerank> r = rag::retrievalRerankFromName(value.toString().toStdString());
+      if (!r)
+        return rag::Status::invalidArgument("\"" + value.toString().toStdString() + "\" is not a rerank; use none or bm25");
+      n.retrieval.rerank = *r;
       break;
     }
     case NodeProperty::Temperature: {

@@ -59,6 +59,7 @@ public:
     Passages,     // QString, compression: the passages variable it compresses
     CopyFrom,     // QString, generation: the variable its output must be a span of ("" : free)
     CopyFloor,    // double in [0, 1], generation: below this share of probability it stops copying
+    Rerank,       // QString "none" | "bm25", retrieval: how its passages are ordered for the prompt
   };
 
   explicit GraphModel(QObject* parent = nullptr);

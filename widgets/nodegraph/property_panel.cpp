@@ -168,6 +168,12 @@ void PropertyPanel::buildNodePage(QWidget* page) {
                           "the best recall. `ragraph eval workflow --method` measures a workflow's answers "
                           "with each: with the shipped small models bm25 and hybrid answer within 3 points of each other, "
                           "bm25 ahead on most workflows"));
+  m_rerank = new QComboBox;
+  for (rag::RetrievalRerank r : {rag::RetrievalRerank::None, rag::RetrievalRerank::Bm25})
+    m_rerank->addItem(toQString(rag::retrievalRerankName(r)));
+  m_rerank->setToolTip(tr("none: the passages in the method's order; bm25: the same passages ordered by their "
+                          "BM25 score for the query, so the most lexically relevant one leads the prompt "
+                          "(the shipped readers answer most often from the first passage)"));
 
   addRow(m_nodeColumn, tr("Id"), m_id);
   addRow(m_nodeColumn, tr("Kind"), m_kind);
@@ -182,6 +188,7 @@ void PropertyPanel::buildNodePage(QWidget* page) {
   addRow(m_nodeColumn, tr("Query"), m_query);
   addRow(m_nodeColumn, tr("Top-k"), m_topk);
   addRow(m_nodeColumn, tr("Method"), m_method);
+  addRow(m_nodeColumn, tr("Rerank"), m_rerank);
   addRow(m_nodeColumn, tr("nprobe"), m_nprobe);
 
   connect(m_id, &QLineEdit::editingFinished, this, &PropertyPanel::commitRename);
@@ -207,6 +214,8 @@ void PropertyPanel::buildNodePage(QWidget* page) {
           [this](int v) { setNodeProperty(Prop::NProbe, v); });
   connect(m_method, &QComboBox::currentTextChanged, this,
           [this](const QString& m) { setNodeProperty(Prop::Method, m); });
+  connect(m_rerank, &QComboBox::currentTextChanged, this,
+          [this](const QString& r) { setNodeProperty(Prop::Rerank, r); });
 }
 
 void PropertyPanel::buildEdgePage(QWidget* page) {
@@ -331,7 +340,8 @@ void PropertyPanel::refreshNode(const rag::WorkflowNode& n) {
   m_topk->setToolTip(compression ? tr("Sentences kept in the summary")
                      : retrieval ? tr("Passages retrieved")
                                  : tr("Subgraphs: entities of the query to expand"));
-  for (QWidget* w : {static_cast<QWidget*>(m_method), static_cast<QWidget*>(m_nprobe)}) setRowVisible(w, retrieval);
+  for (QWidget* w : {static_cast<QWidget*>(m_method), static_cast<QWidget*>(m_rerank), static_cast<QWidget*>(m_nprobe)})
+    setRowVisible(w, retrieval);
   setRowVisible(m_passages, compression);
   if (compression) setText(m_passages, toQString(n.compression.passages));
   if (gen) {
@@ -350,6 +360,7 @@ void PropertyPanel::refreshNode(const rag::WorkflowNode& n) {
     m_topk->setValue(int(n.topk));
     m_nprobe->setValue(int(n.retrieval.nprobe));
     m_method->setCurrentText(toQString(rag::retrievalMethodName(n.retrieval.method)));
+    m_rerank->setCurrentText(toQString(rag::retrievalRerankName(n.retrieval.rerank)));
   }
 }
 

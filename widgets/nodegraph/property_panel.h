@@ -53,6 +53,7 @@ public:
   QLineEdit* passagesEdit() const { return m_passages; }
   QSpinBox* nprobeBox() const { return m_nprobe; }
   QComboBox* methodBox() const { return m_method; }
+  QComboBox* rerankBox() const { return m_rerank; }
   QSpinBox* orderBox() const { return m_order; }
   QComboBox* conditionBox() const { return m_condition; }
   QLineEdit* conditionVarEdit() const { return m_condVar; }
@@ -119,6 +120,7 @@ private:
   QLineEdit* m_passages;
   QSpinBox* m_nprobe;
   QComboBox* m_method;
+  QComboBox* m_rerank;
   QLabel* m_ends;
   QSpinBox* m_order;
   QComboBox* m_condition;

@@ -132,6 +132,15 @@ enum class RetrievalMethod : uint8_t {
 std::string_view retrievalMethodName(RetrievalMethod m);  // "dense" | "bm25" | "hybrid"
 std::optional<RetrievalMethod> retrievalMethodFromName(std::string_view name);
 
+// How a retrieval node orders the passages it found before they reach a prompt.
+enum class RetrievalRerank : uint8_t {
+  None,  // as the method ranks them
+  Bm25,  // by their BM25 score for the node's query (retrieval/bm25_index.h rankAmong): the same
+         // passages, the most lexically relevant first, where a reader trusts the first passage most
+};
+std::string_view retrievalRerankName(RetrievalRerank r);  // "none" | "bm25"
+std::optional<RetrievalRerank> retrievalRerankFromName(std::string_view name);
+
 struct RetrievalOptions {
   // Hybrid by measurement (README, "Retrieval methods, measured end to end"): the best recall@5
   // (0.977, BM25 0.968, dense 0.841 on 2,000 test questions), answers within 0.03 of BM25's
@@ -139,6 +148,9 @@ struct RetrievalOptions {
   // search, speculation and cluster cache at work in every run.
   RetrievalMethod method = RetrievalMethod::Hybrid;
   int64_t nprobe = 0;  // IVF clusters to search (Dense, Hybrid); 0: the engine's setting
+  RetrievalRerank rerank = RetrievalRerank::None;
+  // The corpus's BM25 index is needed (the method's lexical side, or the rerank).
+  bool usesBm25() const { return method != RetrievalMethod::Dense || rerank != RetrievalRerank::None; }
   bool operator==(const RetrievalOptions&) const = default;
 };
 
@@ -293,6 +305,7 @@ public:
   const std::vector<WorkflowNode>& nodes() const { return m_nodes; }
   // Sets every retrieval node's method (one workflow evaluated with each retriever, say).
   void setRetrievalMethod(RetrievalMethod m);
+  void setRetrievalRerank(RetrievalRerank r);  // every retrieval node's rerank
   const std::vector<WorkflowEdge>& edges() const { return m_edges; }
   // The first node with this id, or nullptr.
   const WorkflowNode* findNode(std::string_view id) const;
