@@ -197,6 +197,7 @@ Result<std::optional<RetrievalRerank>> retrievalRerankArg(Args& args) {
 WorkflowGraph benchBuiltin(Workflow w, std::optional<RetrievalMethod> method) {
   WorkflowGraph g = *builtinWorkflow(w);  // compiled in and tested: always parses
   g.setRetrievalMethod(method.value_or(RetrievalMethod::Dense));
+  g.setRetrievalRerank(RetrievalRerank::None);  // the paper's workflows: the search's own order
   return g;
 }
 

@@ -86,7 +86,8 @@ Result<std::optional<RetrievalRerank>> retrievalRerankArg(Args& args);
 // A built-in as the serving benchmarks run it: every retrieval node searches with `method`, by
 // default dense. The built-ins themselves retrieve hybrid (chosen by measurement, RetrievalOptions);
 // the benchmarks keep HedraRAG's setting, IVF vector search alone (what its sub-stage pipelining
-// and GPU cluster cache act on), which the README's serving figures were measured with.
+// and GPU cluster cache act on), which the README's serving figures were measured with, and
+// without the built-ins' BM25 rerank, in the search's own order.
 WorkflowGraph benchBuiltin(Workflow w, std::optional<RetrievalMethod> method = std::nullopt);
 
 // A benchmark's JSON: to stdout, or with --json FILE written atomically (and said on stderr).

@@ -596,9 +596,10 @@ private Q_SLOTS:
     }
     QVERIFY(QFile::exists(corpus() + ".fts"));
     // A missing BM25 index is built before any question is served, and said so; a dense-only
-    // workflow does not need it.
+    // workflow that does not rerank does not need it.
     QVERIFY(QFile::remove(corpus() + ".fts"));
-    r = runRagraph(QStringList{"eval", "workflow", "--builtin", "oneshot", "--limit", "2", "--method", "dense", "--json"} + common);
+    r = runRagraph(QStringList{"eval", "workflow", "--builtin", "oneshot", "--limit", "2", "--method", "dense", "--rerank",
+                               "none", "--json"} + common);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY(!QFile::exists(corpus() + ".fts"));
     r = runRagraph(QStringList{"eval", "workflow", "--builtin", "oneshot", "--limit", "2", "--json"} + common);

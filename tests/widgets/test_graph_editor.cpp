@@ -137,9 +137,9 @@ private Q_SLOTS:
     QCOMPARE(panel->methodBox()->currentText(), QString("hybrid"));
     panel->methodBox()->setCurrentText("bm25");  // the panel edits the model
     QCOMPARE(editor.model()->node("retrieve")->retrieval.method, rag::RetrievalMethod::Bm25);
-    QCOMPARE(panel->rerankBox()->currentText(), QString("none"));
-    panel->rerankBox()->setCurrentText("bm25");
-    QCOMPARE(editor.model()->node("retrieve")->retrieval.rerank, rag::RetrievalRerank::Bm25);
+    QCOMPARE(panel->rerankBox()->currentText(), QString("bm25"));  // the built-ins rerank (measured)
+    panel->rerankBox()->setCurrentText("none");
+    QCOMPARE(editor.model()->node("retrieve")->retrieval.rerank, rag::RetrievalRerank::None);
 
     editor.scene()->selectNode("subanswer");
     const rag::WorkflowNode* n = editor.model()->node("subanswer");

@@ -185,10 +185,11 @@ private Q_SLOTS:
     QCOMPARE(m.undoStack()->count(), 6);
     QVERIFY(!m.setNodeProperty("retrieve", Prop::Rerank, "cross").isOk());  // not a rerank
     QVERIFY(!m.setNodeProperty("answer", Prop::Rerank, "bm25").isOk());     // wrong kind
-    QVERIFY(m.setNodeProperty("retrieve", Prop::Rerank, "bm25").isOk());
-    QCOMPARE(m.node("retrieve")->retrieval.rerank, rag::RetrievalRerank::Bm25);
-    m.undoStack()->undo();  // one undo step
+    QCOMPARE(m.node("retrieve")->retrieval.rerank, rag::RetrievalRerank::Bm25);  // the built-in's
+    QVERIFY(m.setNodeProperty("retrieve", Prop::Rerank, "none").isOk());
     QCOMPARE(m.node("retrieve")->retrieval.rerank, rag::RetrievalRerank::None);
+    m.undoStack()->undo();  // one undo step
+    QCOMPARE(m.node("retrieve")->retrieval.rerank, rag::RetrievalRerank::Bm25);
     for (int i = 0; i < 5; ++i) m.undoStack()->undo();  // method, stop, temperature, max tokens, nprobe
     QCOMPARE(m.node("retrieve")->topk, int64_t(4));
     m.undoStack()->undo();
