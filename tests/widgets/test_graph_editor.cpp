@@ -138,8 +138,10 @@ private Q_SLOTS:
     panel->methodBox()->setCurrentText("bm25");  // the panel edits the model
     QCOMPARE(editor.model()->node("retrieve")->retrieval.method, rag::RetrievalMethod::Bm25);
     QCOMPARE(panel->rerankBox()->currentText(), QString("bm25"));  // the built-ins rerank (measured)
+    QVERIFY(editor.scene()->nodeItem("retrieve")->toolTip().contains("ordered by their BM25 score"));
     panel->rerankBox()->setCurrentText("none");
     QCOMPARE(editor.model()->node("retrieve")->retrieval.rerank, rag::RetrievalRerank::None);
+    QVERIFY(!editor.scene()->nodeItem("retrieve")->toolTip().contains("BM25 score"));  // the card follows
 
     editor.scene()->selectNode("subanswer");
     const rag::WorkflowNode* n = editor.model()->node("subanswer");

@@ -67,14 +67,16 @@ void NodeItem::setNode(const rag::WorkflowNode& node) {
                     .arg(toQString(node.compression.passages), queryLabel(node.query));
   } else {
     const QString method = toQString(rag::retrievalMethodName(node.retrieval.method));
-    m_detail = QStringLiteral("%1 · top-%2").arg(method).arg(node.topk);
-    m_summary = QStringLiteral("Retrieval node (%1): the top %2 passages for %3%4")
+    const bool reranked = node.retrieval.rerank != rag::RetrievalRerank::None;
+    m_detail = QStringLiteral("%1 · top-%2%3").arg(method).arg(node.topk).arg(reranked ? QStringLiteral(" · reranked") : QString());
+    m_summary = QStringLiteral("Retrieval node (%1): the top %2 passages for %3%4%5")
                     .arg(method)
                     .arg(node.topk)
                     .arg(queryLabel(node.query),
                          node.retrieval.nprobe > 0
                              ? QStringLiteral(", %1 clusters probed").arg(node.retrieval.nprobe)
-                             : QString());
+                             : QString(),
+                         reranked ? QStringLiteral(", ordered by their BM25 score for it") : QString());
   }
   // An extractive generation shows what it copies from, as a compression shows what it reads.
   m_output = node.kind == rag::NodeKind::Generation
