@@ -152,6 +152,9 @@ int cmdBenchServe(Args& args) {
   // Built-ins search dense (HedraRAG's setting) unless --method says otherwise (benchBuiltin); files as written.
   auto method = retrievalMethodArg(args);
   if (!method) return fail(method.status());
+  // Built-ins in the search's own order unless --rerank says otherwise; files as written.
+  auto rerank = retrievalRerankArg(args);
+  if (!rerank) return fail(rerank.status());
   auto serving = readServingParams(args, "hedra");
   if (!serving) return fail(serving.status());
   // HedraRAG Eq. (2)'s two sides, for measuring it: the generation worker's KV pool and the GPU
@@ -193,7 +196,11 @@ int cmdBenchServe(Args& args) {
     if (t->empty()) return fail(Status::invalidArgument(traceIn + " holds no requests; make one with `ragraph trace make`"));
     replay = std::move(*t);
     for (const workload::TraceRequest& r : replay)
-      if (!builtins.count(r.workflow)) builtins.emplace(r.workflow, benchBuiltin(r.workflow, *method));
+      if (!builtins.count(r.workflow)) {
+        WorkflowGraph g = benchBuiltin(r.workflow, *method);
+        if (*rerank) g.setRetrievalRerank(**rerank);
+        builtins.emplace(r.workflow, std::move(g));
+      }
   }
   std::vector<std::pair<std::string, WorkflowGraph>> workflows;
   for (const std::string& name : replay.empty() ? splitList(workflowsArg) : std::vector<std::string>{}) {
@@ -205,6 +212,7 @@ int cmdBenchServe(Args& args) {
       g = isCompiledInWorkflow(name) ? builtinWorkflowFile(name) : WorkflowGraph::load(name);
       if (g && *method) g->setRetrievalMethod(**method);
     }
+    if (g && *rerank) g->setRetrievalRerank(**rerank);
     if (!g)
       return fail(g.status().withContext("--workflows " + name + " (a built-in's or a variant's name, or a workflow file)"));
     if (Status v = g->validate(); !v) return fail(v);
@@ -354,6 +362,7 @@ int cmdBenchServe(Args& args) {
   w.key("nprobe").value(*nprobe).key("slo_s").value(*slo).key("requests").value(*requests);
   w.key("min_seconds").value(*minSeconds).key("warmup_s").value(replay.empty() ? *warmup : 0.0);
   w.key("prime").value(prime);
+  w.key("rerank").value(*rerank ? std::string(retrievalRerankName(**rerank)) : std::string("as written"));
   w.key("split").value(split).key("seed").value(*seed).key("deterministic").value(serving->deterministic);
   w.key("generation_threads").value(static_cast<int64_t>(serving->generationThreads));
   w.key("retrieval_threads").value(static_cast<int64_t>(serving->retrievalThreads));

@@ -100,7 +100,7 @@ const std::vector<Command>& commands() {
        {"json", "deterministic"}, cmdWorkflowRun},
       {"bench", "serve",
        "[--workflows oneshot,hyde,multistep,irg,recomp,graphrag] [--modes sequential,flashrag,hedra] [--rps 2,4,8,16,32] "
-       "[--requests 40] [--min-seconds 10xSLO] [--warmup 2] [--prime on|off] [--method dense|bm25|hybrid (built-ins: dense)] [--nprobe 128] [--slo 1] [--json FILE] [--trace FILE] [--quick] "
+       "[--requests 40] [--min-seconds 10xSLO] [--warmup 2] [--prime on|off] [--method dense|bm25|hybrid (built-ins: dense)] [--rerank none|bm25 (built-ins: none)] [--nprobe 128] [--slo 1] [--json FILE] [--trace FILE] [--quick] "
        "[--split test] [--find-max [--search-steps 4]] [--generation-threads 1] [--retrieval-threads 1] "
        "[--substage-ms MS] [--spec-load 0.5] [--deterministic] [--trace-in FILE] [--prefix-cache on|off] "
        "[--max-running 64|256 (cpu|cuda)] [--max-batch-tokens 512|2048] "

@@ -509,6 +509,7 @@ private Q_SLOTS:
       auto pd = parseJson(pf.readAll().toStdString());
       QVERIFY(pd.isOk());
       QCOMPARE(pd->find("settings")->find("prime")->asBool(), std::string(prime) == "on");
+      QCOMPARE(pd->find("settings")->find("rerank")->asString(), std::string("as written"));
       const JsonValue& run = pd->find("runs")->asArray().at(0);
       QCOMPARE(run.find("completed")->asInt64().value_or(0), int64_t{4});
       QCOMPARE(run.find("prime_s")->asDouble() > 0, std::string(prime) == "on");
@@ -519,8 +520,22 @@ private Q_SLOTS:
     QCOMPARE(prefix["on"].first, prefix["off"].first);
     QVERIFY2(prefix["on"].second > prefix["off"].second,
              qPrintable(QString("hit tokens primed %1, cold %2").arg(prefix["on"].second).arg(prefix["off"].second)));
+    // --rerank bm25: the built-ins served with their passages reordered by BM25 (the BM25 index
+    // built first), said in the settings.
+    r = runRagraph(QStringList{"bench", "serve", "--workflows", "oneshot", "--modes", "hedra", "--rps", "40", "--requests", "4",
+                               "--min-seconds", "0", "--warmup", "0", "--rerank", "bm25", "--json", path("rerank.json")} + common);
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    {
+      QFile rf(path("rerank.json"));
+      QVERIFY(rf.open(QIODevice::ReadOnly));
+      auto rd = parseJson(rf.readAll().toStdString());
+      QVERIFY(rd.isOk());
+      QCOMPARE(rd->find("settings")->find("rerank")->asString(), std::string("bm25"));
+      QCOMPARE(rd->find("runs")->asArray().at(0).find("completed")->asInt64().value_or(0), int64_t{4});
+    }
     // Bad options: exit 2, naming the fix.
-    for (const auto& [option, value, named] : {std::tuple{"--modes", "fastest", "hedra-nospec"},
+    for (const auto& [option, value, named] : {std::tuple{"--rerank", "cross", "use none or bm25"},
+                                               std::tuple{"--modes", "fastest", "hedra-nospec"},
                                                std::tuple{"--rps", "0", "--rps"},
                                                std::tuple{"--min-seconds", "-1", "--min-seconds"},
                                                std::tuple{"--warmup", "-1", "--warmup"},
