@@ -78,6 +78,17 @@ private Q_SLOTS:
     QCOMPARE(ranked->size(), given.size());
     QCOMPARE(ranked->front(), int64_t{17});
     QCOMPARE(ranked->back(), int64_t{-1});
+    // The order FTS5's own bm25() gives over the whole corpus (rankAmong scores with the
+    // remembered IDFs instead of FTS5's counting them): given reversed, they come back as ranked.
+    auto full = idx->searchScored("17 17a 17b 12 12a 5 8b", 40);
+    QVERIFY(full.isOk());
+    QVERIFY(full->size() >= 4);
+    std::vector<int64_t> best;
+    for (size_t i = 0; i < 4; ++i) best.push_back((*full)[i].id);
+    for (size_t i = 1; i < 4; ++i) QVERIFY2((*full)[i - 1].score > (*full)[i].score, "ties: the check would prove nothing");
+    auto reordered = idx->rankAmong("17 17a 17b 12 12a 5 8b", std::vector<int64_t>(best.rbegin(), best.rend()));
+    QVERIFY(reordered.isOk());
+    QCOMPARE(*reordered, best);
     // Nothing new brought in, nothing lost.
     QCOMPARE(std::count(ranked->begin(), ranked->end(), int64_t{17}), 1);
     for (int64_t id : {3, 9, 5}) QVERIFY(std::find(ranked->begin(), ranked->end(), id) != ranked->end());
