@@ -143,11 +143,14 @@ Status RetrievalWorker::rerankTop(const RetrievalJob& job, std::vector<retrieval
   RAG_ASSIGN_OR_RETURN(std::vector<int64_t> ranked, m_bm25->rankAmong(text, ids));
   std::vector<retrieval::SearchHit> out;
   out.reserve(hits.size());
-  for (int64_t id : ranked) {
-    auto it = std::find_if(hits.begin(), hits.end(), [&](const retrieval::SearchHit& h) { return (h.id < 0 ? -1 : h.id + 1) == id; });
-    out.push_back(*it);
-    it->id = std::numeric_limits<int64_t>::min();  // taken (empty slots repeat)
-  }
+  std::vector<bool> taken(hits.size(), false);  // empty slots repeat
+  for (int64_t id : ranked)
+    for (size_t i = 0; i < hits.size(); ++i)
+      if (!taken[i] && ids[i] == id) {
+        out.push_back(hits[i]);
+        taken[i] = true;
+        break;
+      }
   hits = std::move(out);
   return Status::ok();
 }
