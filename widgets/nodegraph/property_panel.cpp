@@ -166,8 +166,8 @@ void PropertyPanel::buildNodePage(QWidget* page) {
   m_method->setToolTip(tr("dense: the embedder and step-wise IVF search (HedraRAG's sub-stages); bm25: the "
                           "passages' words (SQLite FTS5); hybrid (the default): both, fused by reciprocal rank, "
                           "the best recall. `ragraph eval workflow --method` measures a workflow's answers "
-                          "with each: with the shipped small models bm25 and hybrid answer within 3 points of each other, "
-                          "bm25 ahead on most workflows"));
+                          "with each: with the shipped small models bm25 led hybrid by up to 3 points until the "
+                          "built-ins reranked their passages by BM25 (Rerank), which brings hybrid level with it"));
   m_rerank = new QComboBox;
   for (rag::RetrievalRerank r : {rag::RetrievalRerank::None, rag::RetrievalRerank::Bm25})
     m_rerank->addItem(toQString(rag::retrievalRerankName(r)));
