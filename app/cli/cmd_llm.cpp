@@ -136,12 +136,19 @@ struct GenerationSetup {
   bool extractive = false;  // --extractive: the answer is a span of the passages (copy-constrained)
   float copyFloor = model::SamplingParams::kDefaultCopyFloor;  // --copy-floor
   int32_t maxTokens = 16;
+  // --rerank bm25: the prompt's passages ordered by their BM25 score for the question before
+  // reading (what a retrieval node's `rerank` does), so that the likeliest one leads.
+  std::string rerankName = "none";
+  std::optional<retrieval::Bm25Index> rerank;
 };
 
 // Options shared by run and eval: model, context, mask, max tokens, threads.
 Result<GenerationSetup> readGenerationSetup(Args& args, corpus::QaContext defaultContext,
                                             const std::filesystem::path& corpus) {
   GenerationSetup g;
+  g.rerankName = args.getOr("rerank", "none");
+  if (g.rerankName != "none" && g.rerankName != "bm25")
+    return Status::invalidArgument("unknown --rerank '" + g.rerankName + "'; use none or bm25");
   RAG_ASSIGN_OR_RETURN(ModelChoice choice, readModelChoice(args, /*allowSynthetic=*/false));
   g.contextName = args.getOr("context", std::string(corpus::qaContextName(defaultContext)));
   if (g.contextName == "retrieved") {
@@ -158,6 +165,12 @@ Result<GenerationSetup> readGenerationSetup(Args& args, corpus::QaContext defaul
   if (mask != "causal" && mask != "block")
     return Status::invalidArgument("--mask must be causal or block, not '" + mask + "'");
   g.blockMask = mask == "block";
+  if (g.rerankName == "bm25") {
+    RAG_ASSIGN_OR_RETURN(retrieval::Bm25Index idx, retrieval::Bm25Index::openOrBuild(corpus, {}, [](const std::string& m) {
+                           std::fprintf(stderr, "%s\n", m.c_str());
+                         }));
+    g.rerank.emplace(std::move(idx));
+  }
   g.extractive = args.flag("extractive");
   RAG_ASSIGN_OR_RETURN(double copyFloor, args.getDouble("copy-floor", model::SamplingParams::kDefaultCopyFloor));
   if (!(copyFloor >= 0 && copyFloor <= 1)) return Status::invalidArgument("--copy-floor must be in [0, 1]");
@@ -173,6 +186,19 @@ Result<GenerationSetup> readGenerationSetup(Args& args, corpus::QaContext defaul
     return Status::notFound("the model at " + g.loaded.description +
                             " has no tokenizer.json next to it; copy the tokenizer it was trained with there");
   return g;
+}
+
+// --rerank: `passages` in the order of their BM25 score for `question` (the rest unchanged).
+Status rerankPassages(GenerationSetup& g, const std::string& question, std::vector<Passage>& passages) {
+  if (!g.rerank) return Status::ok();
+  std::vector<int64_t> ids;
+  for (const Passage& p : passages) ids.push_back(p.id);
+  RAG_ASSIGN_OR_RETURN(std::vector<int64_t> ranked, g.rerank->rankAmong(question, ids));
+  std::vector<Passage> sorted;
+  for (int64_t id : ranked)
+    sorted.push_back(std::move(*std::find_if(passages.begin(), passages.end(), [&](const Passage& p) { return p.id == id; })));
+  passages = std::move(sorted);
+  return Status::ok();
 }
 
 // The passages of `ids` (retrieved, best first), read from the corpus.
@@ -290,6 +316,7 @@ int cmdRun(Args& args) {
   } else {
     item.question = question;
   }
+  if (Status s = rerankPassages(*setup, item.question, context); !s) return fail(s);
   const corpus::QaPrompt prompt = corpus::buildQaPrompt(item, context, setup->prompt);
   const model::QaTokens tokens = model::tokenizeQaPrompt(*setup->loaded.tokenizer, prompt);
 
@@ -348,9 +375,6 @@ int cmdEvalQa(Args& args) {
   auto batch = args.getInt("batch", 32);
   auto examples = args.getInt("examples", 0);
   auto orders = args.getInt("orders", 1);
-  const std::string rerankName = args.getOr("rerank", "none");
-  if (rerankName != "none" && rerankName != "bm25")
-    return fail(Status::invalidArgument("unknown --rerank '" + rerankName + "'; use none or bm25"));
   const bool json = args.flag("json");
   for (auto* r : {&limit, &batch, &examples, &orders})
     if (!*r) return fail(r->status());
@@ -366,15 +390,6 @@ int cmdEvalQa(Args& args) {
     return fail(Status::invalidArgument("--orders must be between 1 and the prompt's passages (" +
                                         std::to_string(setup->prompt.passages) +
                                         "), and 1 with --context none: it rotates the passages"));
-
-  // --rerank bm25: the prompt's passages ordered by their BM25 score for the question before
-  // reading (the retrieval node's `rerank`), so that the likeliest one leads.
-  std::optional<retrieval::Bm25Index> rerank;
-  if (rerankName == "bm25") {
-    auto idx = retrieval::Bm25Index::openOrBuild(corpusPath, {}, [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); });
-    if (!idx) return fail(idx.status());
-    rerank.emplace(std::move(*idx));
-  }
 
   auto reader = corpus::QaPromptReader::open(corpusPath);
   if (!reader) return fail(reader.status());
@@ -416,16 +431,7 @@ int cmdEvalQa(Args& args) {
     auto ctx = setup->retriever ? readPassages(*reader, retrieved[i])
                                 : reader->contextPassages(*item, setup->prompt);
     if (!ctx) return fail(ctx.status());
-    if (rerank) {
-      std::vector<int64_t> order;
-      for (const Passage& x : *ctx) order.push_back(x.id);
-      auto ranked = rerank->rankAmong(item->question, order);
-      if (!ranked) return fail(ranked.status());
-      std::vector<Passage> sorted;
-      for (int64_t id : *ranked)
-        sorted.push_back(*std::find_if(ctx->begin(), ctx->end(), [&](const Passage& x) { return x.id == id; }));
-      *ctx = std::move(sorted);
-    }
+    if (Status s = rerankPassages(*setup, item->question, *ctx); !s) return fail(s);
     Pending p{.item = std::move(*item), .orders = std::vector<Candidate>(static_cast<size_t>(*orders))};
     for (size_t o = 0; o < p.orders.size(); ++o) {
       std::vector<Passage> passages = *ctx;
@@ -495,7 +501,7 @@ int cmdEvalQa(Args& args) {
     w.key("context").value(setup->contextName);
     w.key("mask").value(setup->blockMask ? "block" : "causal");
     w.key("decode").value(setup->extractive ? "extractive" : "free");
-    w.key("rerank").value(rerankName);
+    w.key("rerank").value(setup->rerankName);
     w.key("items").value(overall.items);
     w.key("accuracy").value(acc(overall));
     if (*orders > 1) {

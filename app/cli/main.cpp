@@ -60,7 +60,7 @@ const std::vector<Command>& commands() {
       {"demo", "", "[--corpus PATH] [--requests N] [--trace-out FILE] [--model DIR] [--method dense|bm25|hybrid]", {}, cmdDemo},
       {"run", "",
        "\"QUESTION\" | --qa ID [--context gold|none|retrieved [--embedder DIR] [--index BASE] "
-       "[--nprobe N]] [--mask causal|block] [--extractive [--copy-floor P]] [--model DIR] "
+       "[--nprobe N]] [--mask causal|block] [--extractive [--copy-floor P]] [--rerank none|bm25] [--model DIR] "
        "[--dtype f32|bf16] [--device cpu|cuda] [--max-tokens N] [--corpus PATH] [--json]",
        {"json", "extractive"}, cmdRun},
       {"eval", "qa",

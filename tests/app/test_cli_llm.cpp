@@ -114,6 +114,23 @@ private Q_SLOTS:
     QVERIFY(doc->find("answer") != nullptr);
     QVERIFY(doc->find("passages")->size() >= 1);  // gold context by default for a corpus question
     QVERIFY(doc->find("correct") != nullptr);
+    // --rerank bm25: the same passages, in BM25's order for the question; a bad name is refused
+    // before the model loads.
+    CliRun rr = runRagraph({"run", "--qa", "1", "--corpus", corpus(), "--model", model(), "--max-tokens", "3", "--json",
+                            "--rerank", "bm25"});
+    QVERIFY2(rr.code == 0, qPrintable(rr.err));
+    auto rd = parseJson(rr.out.toStdString());
+    QVERIFY2(rd.isOk(), qPrintable(rr.out));
+    auto ids = [](const JsonValue& d) {
+      std::vector<int64_t> v;
+      for (const JsonValue& p : d.find("passages")->asArray()) v.push_back(p.asInt64().value_or(-1));
+      std::sort(v.begin(), v.end());
+      return v;
+    };
+    QCOMPARE(ids(*rd), ids(*doc));
+    rr = runRagraph({"run", "--qa", "1", "--corpus", corpus(), "--model", path("no-such-model"), "--rerank", "cross"});
+    QCOMPARE(rr.code, 2);
+    QVERIFY2(rr.err.contains("--rerank 'cross'"), qPrintable(rr.err));
     // Free text has no gold passages: closed-book by default, a clear error when gold is asked.
     r = runRagraph({"run", "What is nothing?", "--corpus", corpus(), "--model", model(), "--max-tokens", "2", "--json"});
     QVERIFY2(r.code == 0, qPrintable(r.err));
