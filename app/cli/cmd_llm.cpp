@@ -138,7 +138,6 @@ struct GenerationSetup {
   int32_t maxTokens = 16;
   // --rerank bm25: the prompt's passages ordered by their BM25 score for the question before
   // reading (what a retrieval node's `rerank` does), so that the likeliest one leads.
-  std::string rerankName = "none";
   std::optional<retrieval::Bm25Index> rerank;
 };
 
@@ -146,9 +145,9 @@ struct GenerationSetup {
 Result<GenerationSetup> readGenerationSetup(Args& args, corpus::QaContext defaultContext,
                                             const std::filesystem::path& corpus) {
   GenerationSetup g;
-  g.rerankName = args.getOr("rerank", "none");
-  if (g.rerankName != "none" && g.rerankName != "bm25")
-    return Status::invalidArgument("unknown --rerank '" + g.rerankName + "'; use none or bm25");
+  const std::string rerankName = args.getOr("rerank", "none");
+  const std::optional<RetrievalRerank> rerank = retrievalRerankFromName(rerankName);
+  if (!rerank) return Status::invalidArgument("unknown --rerank '" + rerankName + "'; use none or bm25");
   RAG_ASSIGN_OR_RETURN(ModelChoice choice, readModelChoice(args, /*allowSynthetic=*/false));
   g.contextName = args.getOr("context", std::string(corpus::qaContextName(defaultContext)));
   if (g.contextName == "retrieved") {
@@ -165,7 +164,7 @@ Result<GenerationSetup> readGenerationSetup(Args& args, corpus::QaContext defaul
   if (mask != "causal" && mask != "block")
     return Status::invalidArgument("--mask must be causal or block, not '" + mask + "'");
   g.blockMask = mask == "block";
-  if (g.rerankName == "bm25") {
+  if (*rerank == RetrievalRerank::Bm25) {
     RAG_ASSIGN_OR_RETURN(retrieval::Bm25Index idx, retrieval::Bm25Index::openOrBuild(corpus, {}, [](const std::string& m) {
                            std::fprintf(stderr, "%s\n", m.c_str());
                          }));
@@ -193,10 +192,9 @@ Status rerankPassages(GenerationSetup& g, const std::string& question, std::vect
   if (!g.rerank) return Status::ok();
   std::vector<int64_t> ids;
   for (const Passage& p : passages) ids.push_back(p.id);
-  RAG_ASSIGN_OR_RETURN(std::vector<int64_t> ranked, g.rerank->rankAmong(question, ids));
+  RAG_ASSIGN_OR_RETURN(std::vector<size_t> order, g.rerank->rankAmong(question, ids));
   std::vector<Passage> sorted;
-  for (int64_t id : ranked)
-    sorted.push_back(std::move(*std::find_if(passages.begin(), passages.end(), [&](const Passage& p) { return p.id == id; })));
+  for (size_t i : order) sorted.push_back(std::move(passages[i]));
   passages = std::move(sorted);
   return Status::ok();
 }
@@ -501,7 +499,7 @@ int cmdEvalQa(Args& args) {
     w.key("context").value(setup->contextName);
     w.key("mask").value(setup->blockMask ? "block" : "causal");
     w.key("decode").value(setup->extractive ? "extractive" : "free");
-    w.key("rerank").value(setup->rerankName);
+    w.key("rerank").value(setup->rerank ? "bm25" : "none");
     w.key("items").value(overall.items);
     w.key("accuracy").value(acc(overall));
     if (*orders > 1) {

@@ -6,6 +6,7 @@
 #include <limits>
 #include <cctype>
 #include <map>
+#include <numeric>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -257,8 +258,9 @@ Result<std::vector<Bm25Index::Scored>> Bm25Index::searchScored(std::string_view 
   return out;
 }
 
-Result<std::vector<int64_t>> Bm25Index::rankAmong(std::string_view query, std::span<const int64_t> ids) {
-  std::vector<int64_t> out(ids.begin(), ids.end());
+Result<std::vector<size_t>> Bm25Index::rankAmong(std::string_view query, std::span<const int64_t> ids) {
+  std::vector<size_t> out(ids.size());
+  std::iota(out.begin(), out.end(), size_t{0});
   RAG_ASSIGN_OR_RETURN(std::vector<std::string> words, matchWords(query));
   std::string list;
   for (int64_t id : ids)
@@ -288,7 +290,7 @@ Result<std::vector<int64_t>> Bm25Index::rankAmong(std::string_view query, std::s
     auto it = score.find(id);
     return it == score.end() ? kUnmatched : it->second;
   };
-  std::stable_sort(out.begin(), out.end(), [&](int64_t a, int64_t b) { return scoreOf(a) > scoreOf(b); });
+  std::stable_sort(out.begin(), out.end(), [&](size_t a, size_t b) { return scoreOf(ids[a]) > scoreOf(ids[b]); });
   return out;
 }
 

@@ -52,10 +52,11 @@ public:
     double score = 0;
   };
   Result<std::vector<Scored>> searchScored(std::string_view query, int32_t k);
-  // `ids` reordered by their BM25 score for `query` (the corpus's statistics, the words search()
-  // would use), best first; ids `query` does not match keep their order after the rest, and
-  // ids < 0 (empty slots) go last. Reranks a short list another method found (`rerank: bm25`).
-  Result<std::vector<int64_t>> rankAmong(std::string_view query, std::span<const int64_t> ids);
+  // The positions in `ids` in the order of their BM25 score for `query` (the corpus's statistics,
+  // the words search() would use), best first; ids `query` does not match keep their order after
+  // the rest, and ids < 0 (empty slots) go last. Reranks a short list another method found
+  // (`rerank: bm25`): the caller reorders its own items by the positions.
+  Result<std::vector<size_t>> rankAmong(std::string_view query, std::span<const int64_t> ids);
   int64_t size() const;   // passages indexed
   bool rebuilt() const;   // openOrBuild built it (it was missing or stale)
 

@@ -140,17 +140,10 @@ Status RetrievalWorker::rerankTop(const RetrievalJob& job, std::vector<retrieval
   for (const std::string& t : job.alsoQueries) text += ' ' + t;
   std::vector<int64_t> ids;  // passage ids are index rows + 1
   for (const retrieval::SearchHit& h : hits) ids.push_back(h.id < 0 ? -1 : h.id + 1);
-  RAG_ASSIGN_OR_RETURN(std::vector<int64_t> ranked, m_bm25->rankAmong(text, ids));
+  RAG_ASSIGN_OR_RETURN(std::vector<size_t> order, m_bm25->rankAmong(text, ids));
   std::vector<retrieval::SearchHit> out;
   out.reserve(hits.size());
-  std::vector<bool> taken(hits.size(), false);  // empty slots repeat
-  for (int64_t id : ranked)
-    for (size_t i = 0; i < hits.size(); ++i)
-      if (!taken[i] && ids[i] == id) {
-        out.push_back(hits[i]);
-        taken[i] = true;
-        break;
-      }
+  for (size_t i : order) out.push_back(hits[i]);
   hits = std::move(out);
   return Status::ok();
 }
