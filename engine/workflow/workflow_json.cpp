@@ -237,7 +237,7 @@ Result<WorkflowNode> readNode(const JsonValue& v, const std::string& path) {
     n.retrieval.method = *m;
     RAG_ASSIGN_OR_RETURN(n.retrieval.nprobe,
                          r.integerOr("nprobe", RetrievalOptions{}.nprobe, "128"));
-    RAG_ASSIGN_OR_RETURN(const std::string rerank, r.stringOr("rerank", "none", "\"bm25\""));
+    RAG_ASSIGN_OR_RETURN(const std::string rerank, r.stringOr("rerank", std::string(retrievalRerankName(RetrievalOptions{}.rerank)), "\"bm25\""));
     const std::optional<RetrievalRerank> rr = retrievalRerankFromName(rerank);
     if (!rr) return errorAt(r.pathOf("rerank"), "\"" + rerank + "\" is not a rerank; use \"none\" or \"bm25\"");
     n.retrieval.rerank = *rr;
