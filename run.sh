@@ -33,8 +33,8 @@ echo "No display found (DISPLAY and WAYLAND_DISPLAY are unset): running a headle
 echo "build/bin/ragraph instead. Run ./run.sh from a desktop session to open the workbench." >&2
 "$bin/ragraph" demo "$@"
 # The shipped RAG model answering one test question from its gold passage among distractors.
-if [ -f "$root/datasets/models/rag-llama/model.safetensors" ]; then
+if [ -f "$root/datasets/models/rag-llama-roles-wide/model.safetensors" ]; then
   echo >&2
-  echo "The shipped model (datasets/models/rag-llama) answering a test question:" >&2
+  echo "The default model (datasets/models/rag-llama-roles-wide) answering a test question:" >&2
   exec "$bin/ragraph" run --qa 2 --context gold --max-tokens 16
 fi

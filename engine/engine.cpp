@@ -103,7 +103,7 @@ EngineParams defaultEngineParams() {
 
 std::filesystem::path defaultModelDirectory() {
   const std::filesystem::path datasets = findShippedDir("datasets");
-  return datasets.empty() ? std::filesystem::path() : datasets / "models" / "rag-llama";
+  return datasets.empty() ? std::filesystem::path() : datasets / "models" / "rag-llama-roles-wide";
 }
 
 std::filesystem::path defaultEmbedderDirectory() {

@@ -373,8 +373,12 @@ int cmdBenchBlocks(Args& args) {
     return fail(Status::invalidArgument("the accuracy table needs --vanilla-model DIR (fine-tuned without the block mask) "
                                         "and --block-model DIR (block-fine-tuned the same steps); see "
                                         "datasets/models/rag-llama-block/PROVENANCE.md, or leave accuracy out of --tables"));
-  auto serving = readServingParams(args, "hedra");  // --model: the shipped model (Table 2 and block_noft)
+  // Table 1's rows read one base model three ways, so without --model the model served (Table 2 and
+  // block_noft) is the one the vanilla / block pair was fine-tuned from, rag-llama, not the default.
+  const bool modelGiven = args.get("model").has_value();
+  auto serving = readServingParams(args, "hedra");
   if (!serving) return fail(serving.status());
+  if (const std::string base = shippedModel("rag-llama"); !modelGiven && !base.empty()) serving->modelDir = base;
   auto backend = stepBackendFor(serving->device);  // checked in readServingParams: cannot fail here
   if (!backend) return fail(backend.status());
   std::optional<Retriever> retriever;

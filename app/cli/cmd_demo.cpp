@@ -147,12 +147,13 @@ int cmdDemo(Args& args) {
       std::printf("  %s %d/%zu", std::string(workflowName(w)).c_str(), correct, items.size());
     std::printf("\n(`ragraph eval workflow --builtin NAME` measures it on the whole test split.)\n");
     if (!modelGiven && !method)
-      std::printf("(The opt-in wide role model answers more: `ragraph demo --model datasets/models/rag-llama-roles-wide`; "
-                  "on 1,000 test questions One-shot 0.615, IRG 0.617, Multistep 0.593, HyDE 0.600, RECOMP 0.675.)\n");
+      std::printf("(The default model, datasets/models/rag-llama-roles-wide, on 1,000 test questions: "
+                  "One-shot 0.615, IRG 0.617, Multistep 0.593, HyDE 0.600, RECOMP 0.675.)\n");
     std::printf("\n");
   } else {
-    std::printf("(Serving needs datasets/models/rag-llama, datasets/models/rag-embedder and the passage index: "
-                "`ragraph index build`.)\n\n");
+    std::printf("(Serving needs a model (%s), an embedder (%s) and the passage index: "
+                "`ragraph index build`.)\n\n",
+                modelDir.string().c_str(), defaultEmbedderDirectory().string().c_str());
   }
   e.shutdown();
 

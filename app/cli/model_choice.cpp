@@ -52,7 +52,7 @@ Result<ModelChoice> readModelChoice(Args& args, bool allowSynthetic) {
   }
   if (allowSynthetic) return c;
   return Status::notFound("no model given and none shipped at " +
-                          (def.empty() ? std::string("datasets/models/rag-llama") : def.string()) +
+                          (def.empty() ? std::string("datasets/models/rag-llama-roles-wide") : def.string()) +
                           "; pass --model DIR (a Hugging Face Llama-family checkpoint) or train one with "
                           "`ragraph train lm`");
 }

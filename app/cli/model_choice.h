@@ -1,6 +1,6 @@
 // Which model a generation command runs: --model DIR (any Hugging Face Llama-family
-// checkpoint: config.json + safetensors, tokenizer.json next to them), else the model shipped
-// in datasets/models/rag-llama. --dtype f32|bf16. Benchmarks may fall back to a randomly
+// checkpoint: config.json + safetensors, tokenizer.json next to them), else the default model
+// shipped in datasets/models/rag-llama-roles-wide (rag::defaultModelDirectory()). --dtype f32|bf16. Benchmarks may fall back to a randomly
 // initialised model of a fixed shape when no trained one exists (speed does not depend on
 // the weights' values); commands that answer questions may not. --device cpu|cuda|cuda:N picks
 // where generation runs (sched/step_device.h), checked here before anything loads.

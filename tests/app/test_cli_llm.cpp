@@ -367,6 +367,25 @@ private Q_SLOTS:
     QVERIFY2(r.err.contains("--llama-bench") && r.err.contains("llama.cpp"), qPrintable(r.err));
   }
 
+  void benchBlocksServesTheBlockPairsBaseByDefault() {
+    // Block-Attention's Table 1 reads one base model three ways (vanilla, block without and with
+    // fine-tuning), so without --model `bench blocks` serves the model the shipped vanilla / block
+    // pair grew from, rag-llama, and not the default model; --model still wins.
+    const fs::path base = fs::path(RAGWB_SOURCE_DIR) / "datasets/models/rag-llama";
+    if (!fs::exists(base / "config.json")) QSKIP("no shipped datasets/models/rag-llama");
+    const QStringList args = {"bench", "blocks", "--corpus", corpus(), "--tables", "ttft", "--lengths", "64",
+                              "--repeats", "1", "--question-tokens", "8"};
+    for (const auto& [extra, want] : {std::pair{QStringList{}, fs::weakly_canonical(base).string()},
+                                      std::pair{QStringList{"--model", model()}, model().toStdString()}}) {
+      CliRun r = runRagraph(args + extra, 120000);
+      QVERIFY2(r.code == 0, qPrintable(r.err));
+      auto doc = parseJson(r.out.toStdString());
+      QVERIFY2(doc.isOk(), qPrintable(r.out));
+      const std::string served = doc->find("settings")->find("model")->asString();
+      QCOMPARE(fs::weakly_canonical(served).string(), fs::weakly_canonical(want).string());
+    }
+  }
+
   void benchPrintsTheFigures() {
     const QStringList args = {"bench", "llm", "--model", model(), "--prompt", "8", "--prefill", "16", "--steps", "2",
                               "--threads", "1", "--json"};

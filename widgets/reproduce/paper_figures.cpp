@@ -278,8 +278,8 @@ std::vector<PaperFigure> makeFigures() {
                // Block-Attention Table 1, average accuracy: Llama3-vanilla 67.9, Llama3-block-wo-ft
                // 48.0, Llama3-block 68.4; Mistral 59.6, 38.7, 62.8 (papers/block-attention.txt);
                // plotted as the range over the two base models. Ours: the shipped vanilla and
-               // block-fine-tuned pair (datasets/models/rag-llama-vanilla, rag-llama-block) and the
-               // shipped model read with block attention, on gold context.
+               // block-fine-tuned pair (datasets/models/rag-llama-vanilla, rag-llama-block) and their
+               // base, rag-llama, read with block attention (bench blocks' default), on gold context.
                QStringLiteral("Block-Attention paper, Table 1 (average accuracy; range over Llama3 and Mistral)"),
                QStringLiteral("accuracy (%)"),
                {QStringLiteral("bench"), QStringLiteral("blocks"), QStringLiteral("--quick"), QStringLiteral("--tables"),

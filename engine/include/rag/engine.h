@@ -311,8 +311,10 @@ struct EngineParams {
 EngineParams defaultEngineParams();  // corpus = defaultCorpusLocation()
 
 // The models shipped in datasets/models (found next to the sources or the installed binaries);
-// empty paths when there is no datasets directory.
-std::filesystem::path defaultModelDirectory();     // datasets/models/rag-llama
+// empty paths when there is no datasets directory. The default model is the wide role model,
+// the best reader through the built-in workflows (its PROVENANCE.md); the smaller rag-llama,
+// the base the DepCache / Block-Attention fine-tunes grew from, is --model datasets/models/rag-llama.
+std::filesystem::path defaultModelDirectory();     // datasets/models/rag-llama-roles-wide
 std::filesystem::path defaultEmbedderDirectory();  // datasets/models/rag-embedder
 
 class Engine {
