@@ -178,20 +178,26 @@ Result<WorkflowGraph> loadWorkflowChoice(const std::optional<std::string>& built
                                  ", and their variants " + workflowVariantNames() + " (resources/workflows/)");
 }
 
+namespace {
+// An optional option whose value names one of an enum's values: nullopt when absent,
+// InvalidArgument naming the choices when the value is none of them.
+template <class E>
+Result<std::optional<E>> namedArg(Args& args, const std::string& key, std::optional<E> (*fromName)(std::string_view),
+                                  const char* choices) {
+  const std::optional<std::string> name = args.get(key);
+  if (!name) return std::optional<E>();
+  const std::optional<E> value = fromName(*name);
+  if (!value) return Status::invalidArgument("--" + key + " " + *name + ": use " + choices);
+  return value;
+}
+}  // namespace
+
 Result<std::optional<RetrievalMethod>> retrievalMethodArg(Args& args) {
-  const std::optional<std::string> name = args.get("method");
-  if (!name) return std::optional<RetrievalMethod>();
-  const std::optional<RetrievalMethod> m = retrievalMethodFromName(*name);
-  if (!m) return Status::invalidArgument("--method " + *name + ": use dense, bm25 or hybrid");
-  return m;
+  return namedArg(args, "method", retrievalMethodFromName, "dense, bm25 or hybrid");
 }
 
 Result<std::optional<RetrievalRerank>> retrievalRerankArg(Args& args) {
-  const std::optional<std::string> name = args.get("rerank");
-  if (!name) return std::optional<RetrievalRerank>();
-  const std::optional<RetrievalRerank> r = retrievalRerankFromName(*name);
-  if (!r) return Status::invalidArgument("--rerank " + *name + ": use none or bm25");
-  return r;
+  return namedArg(args, "rerank", retrievalRerankFromName, "none or bm25");
 }
 
 WorkflowGraph benchBuiltin(Workflow w, std::optional<RetrievalMethod> method) {

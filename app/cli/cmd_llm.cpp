@@ -145,9 +145,7 @@ struct GenerationSetup {
 Result<GenerationSetup> readGenerationSetup(Args& args, corpus::QaContext defaultContext,
                                             const std::filesystem::path& corpus) {
   GenerationSetup g;
-  const std::string rerankName = args.getOr("rerank", "none");
-  const std::optional<RetrievalRerank> rerank = retrievalRerankFromName(rerankName);
-  if (!rerank) return Status::invalidArgument("unknown --rerank '" + rerankName + "'; use none or bm25");
+  RAG_ASSIGN_OR_RETURN(const std::optional<RetrievalRerank> rerank, retrievalRerankArg(args));
   RAG_ASSIGN_OR_RETURN(ModelChoice choice, readModelChoice(args, /*allowSynthetic=*/false));
   g.contextName = args.getOr("context", std::string(corpus::qaContextName(defaultContext)));
   if (g.contextName == "retrieved") {
@@ -164,7 +162,7 @@ Result<GenerationSetup> readGenerationSetup(Args& args, corpus::QaContext defaul
   if (mask != "causal" && mask != "block")
     return Status::invalidArgument("--mask must be causal or block, not '" + mask + "'");
   g.blockMask = mask == "block";
-  if (*rerank == RetrievalRerank::Bm25) {
+  if (rerank == RetrievalRerank::Bm25) {
     RAG_ASSIGN_OR_RETURN(retrieval::Bm25Index idx, retrieval::Bm25Index::openOrBuild(corpus, {}, [](const std::string& m) {
                            std::fprintf(stderr, "%s\n", m.c_str());
                          }));

@@ -96,7 +96,7 @@ private Q_SLOTS:
     QVERIFY2(firstPlace(*rd) >= 9, qPrintable(rr.out));  // 3 in 4 at least (11 of 12 here)
     o = runRagraph({"eval", "qa", "--corpus", corpus(), "--model", model(), "--limit", "2", "--rerank", "cross"});
     QCOMPARE(o.code, 2);
-    QVERIFY2(o.err.contains("--rerank 'cross'") && o.err.contains("bm25"), qPrintable(o.err));
+    QVERIFY2(o.err.contains("--rerank cross") && o.err.contains("bm25"), qPrintable(o.err));
     // Block-Attention masks and closed-book prompts go through the same path; a closed-book
     // prompt has no gold passage to place.
     r = runRagraph({"eval", "qa", "--corpus", corpus(), "--model", model(), "--limit", "4", "--max-tokens", "2",
@@ -130,7 +130,7 @@ private Q_SLOTS:
     QCOMPARE(ids(*rd), ids(*doc));
     rr = runRagraph({"run", "--qa", "1", "--corpus", corpus(), "--model", path("no-such-model"), "--rerank", "cross"});
     QCOMPARE(rr.code, 2);
-    QVERIFY2(rr.err.contains("--rerank 'cross'"), qPrintable(rr.err));
+    QVERIFY2(rr.err.contains("--rerank cross"), qPrintable(rr.err));
     // Free text has no gold passages: closed-book by default, a clear error when gold is asked.
     r = runRagraph({"run", "What is nothing?", "--corpus", corpus(), "--model", model(), "--max-tokens", "2", "--json"});
     QVERIFY2(r.code == 0, qPrintable(r.err));
