@@ -27,6 +27,7 @@ dpkg -x "$deb" "$root"
 for f in usr/bin/ragraph usr/bin/ragraph-workbench \
          usr/share/ragraph/datasets/models/rag-llama/model.safetensors \
          usr/share/ragraph/datasets/models/rag-llama-roles/model.safetensors \
+         usr/share/ragraph/datasets/models/rag-llama-roles-wide/model.safetensors \
          usr/share/ragraph/datasets/models/rag-embedder/tokenizer.json \
          usr/share/ragraph/datasets/models/rag-embedder-lex/model.safetensors \
          usr/share/ragraph/workflows/oneshot.json \

@@ -402,7 +402,7 @@ int cmdBenchDepcache(Args& args) {
   }
 
   // ---- hit rates ----
-  const memory::RecomputeCost cost(1.0 / 38000.0, 1e-9);  // about the shipped model's prefill here (bench llm)
+  const memory::RecomputeCost cost(1.0 / 38000.0, 1e-9);  // about rag-llama's prefill here (bench llm): the simulation's fixed price
   const std::vector<Scheduling> rows = {
       {"lru", "lru", Scheduling::Order::Fifo},       {"lfu", "lfu", Scheduling::Order::Fifo},
       {"pgdsf", "pgdsf", Scheduling::Order::Fifo},   {"lacr", "lacr", Scheduling::Order::Fifo},

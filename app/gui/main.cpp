@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
   parser.addVersionOption();
   QCommandLineOption corpusOpt("corpus", "Corpus database (default: the one `ragraph corpus build` made).", "PATH");
   QCommandLineOption modelOpt("model", "The language model to serve with, a model directory (default: the shipped "
-                              "datasets/models/rag-llama; e.g. datasets/models/rag-llama-roles).", "DIR");
+                              "datasets/models/rag-llama-roles-wide; e.g. datasets/models/rag-llama).", "DIR");
   QCommandLineOption deviceOpt("device", "Where generation runs: cpu (default), cuda or cuda:N (the GPU backend; "
                                "the timeline's generation lane then says which).", "DEVICE", "cpu");
   QCommandLineOption shotOpt("screenshot", "Save a PNG of the window once loaded (with --demo: after the run), then exit.", "FILE");
